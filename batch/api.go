@@ -1,0 +1,251 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// JobInfo is what an owner sees of a job.
+type JobInfo struct {
+	ID           string
+	Status       JobStatus
+	Error        string
+	TargetsTotal int
+	TargetsDone  int
+	CreatedAt    time.Time
+	// ExpiresAt is when the job may be swept: its lease plus the TTL.
+	ExpiresAt time.Time
+	// Targets in idx order; nil in a [Runner.List] answer.
+	Targets []TargetInfo
+}
+
+// TargetInfo is what an owner sees of one target.
+type TargetInfo struct {
+	Idx     int
+	URL     string
+	Status  TargetStatus
+	Error   string
+	Hint    string
+	Outcome Outcome
+	// Result is the envelope (a JSON object) of a done target, when asked
+	// for; see [DecodeEnvelope].
+	Result []byte
+}
+
+// TargetResult is one target of a job, with its result.
+type TargetResult struct {
+	JobID     string
+	ExpiresAt time.Time
+	TargetInfo
+}
+
+// StatusOptions tune [Runner.Status] and [Runner.Wait].
+type StatusOptions struct {
+	// Results loads each done target's result envelope.
+	Results bool
+}
+
+// WaitOptions tune [Runner.Wait].
+type WaitOptions struct {
+	StatusOptions
+	// Timeout is how long to wait at most; it is capped at [MaxWait].
+	Timeout time.Duration
+	// Since, if set, also ends the wait as soon as the job's TargetsDone
+	// differs from *Since.
+	Since *int
+}
+
+// Submit validates targets and creates a job for caller, or returns the
+// caller's existing job for the same list while its lease is unexpired (and
+// it was not cancelled or failed), with reused true. Validation errors match
+// [ErrInvalidCaller], [ErrNoTargets], [ErrTooManyTargets] or
+// [ErrInvalidTarget] (a *[TargetError]); the caps give [ErrCallerBusy] or
+// [ErrBusy]. Before [Runner.Start] it returns [ErrNotStarted], after
+// [Runner.Close] [ErrClosed].
+func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (id string, reused bool, err error) {
+	if err := r.validateSubmit(caller, targets); err != nil {
+		return "", false, err
+	}
+	if err := r.acceptErr(); err != nil {
+		return "", false, err
+	}
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return "", false, fmt.Errorf("batch: job id: %w", err)
+	}
+	job, reused, err := r.store.Create(ctx, NewJob{
+		ID:      u.String(),
+		Caller:  caller,
+		IdemKey: IdemKey(caller.Name, targets),
+		Targets: targets,
+		Now:     r.cfg.Now(),
+	}, Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL})
+	if err != nil {
+		return "", false, fmt.Errorf("batch: submit: %w", err)
+	}
+	if reused {
+		r.metrics.job(jobReused)
+	} else {
+		r.metrics.job(jobCreated)
+		r.refreshGauges(ctx)
+		select {
+		case r.wake <- struct{}{}:
+		default: // every worker already has a wake-up pending
+		}
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job submitted",
+		slog.String("caller", caller.Name), slog.String("job_id", job.ID),
+		slog.Int("targets", job.TargetsTotal), slog.Bool("reused", reused),
+		slog.String("status", string(job.Status)))
+	return job.ID, reused, nil
+}
+
+// validateSubmit checks a submit before it reaches the store.
+func (r *Runner) validateSubmit(caller Caller, targets []Target) error {
+	if caller.Name == "" {
+		return ErrInvalidCaller
+	}
+	if len(targets) == 0 {
+		return ErrNoTargets
+	}
+	if len(targets) > r.cfg.TargetsPerJob {
+		return fmt.Errorf("%w: %d (max %d)", ErrTooManyTargets, len(targets), r.cfg.TargetsPerJob)
+	}
+	for i, t := range targets {
+		if t.URL == "" {
+			return &TargetError{Index: i, Reason: "empty url"}
+		}
+		if !validMode(t.Mode) {
+			return &TargetError{Index: i, Reason: fmt.Sprintf("unknown mode %q", truncate(t.Mode, 32))}
+		}
+	}
+	return nil
+}
+
+// TargetsPerJob is the configured cap on targets per job.
+func (r *Runner) TargetsPerJob() int { return r.cfg.TargetsPerJob }
+
+// Status returns the caller's job and its targets. It is a pure read; it
+// does not bump the lease (see [Runner.Touch]). A job of another caller is
+// [ErrNotFound].
+func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts StatusOptions) (JobInfo, error) {
+	job, targets, err := r.store.Get(ctx, caller.Name, id, opts.Results)
+	if err != nil {
+		return JobInfo{}, fmt.Errorf("batch: status: %w", err)
+	}
+	info := r.jobInfo(job)
+	info.Targets = make([]TargetInfo, len(targets))
+	for i, t := range targets {
+		info.Targets[i] = targetInfo(t)
+	}
+	return info, nil
+}
+
+// Result returns one target of the caller's job with its result. An idx
+// outside the job, or a job of another caller, is [ErrNotFound].
+func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) (TargetResult, error) {
+	job, t, err := r.store.GetTarget(ctx, caller.Name, id, idx)
+	if err != nil {
+		return TargetResult{}, fmt.Errorf("batch: result: %w", err)
+	}
+	return TargetResult{JobID: job.ID, ExpiresAt: r.expiresAt(job), TargetInfo: targetInfo(t)}, nil
+}
+
+// Cancel cancels the caller's queued or running job: no later target starts;
+// a target in flight finishes and is stored. A finished job is
+// [ErrFinished]; a job of another caller is [ErrNotFound].
+func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
+	if err := r.store.Cancel(ctx, caller.Name, id, r.cfg.Now()); err != nil {
+		return fmt.Errorf("batch: cancel: %w", err)
+	}
+	r.metrics.job(string(JobCancelled))
+	r.refreshGauges(ctx)
+	r.notify()
+	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job cancelled",
+		slog.String("caller", caller.Name), slog.String("job_id", id))
+	return nil
+}
+
+// Touch bumps the lease of the caller's job, as an owner read does. Writes
+// that would move the lease by less than [LeaseGrain] may be skipped.
+func (r *Runner) Touch(ctx context.Context, caller Caller, id string) error {
+	if err := r.store.Touch(ctx, caller.Name, id, r.cfg.Now()); err != nil {
+		return fmt.Errorf("batch: touch: %w", err)
+	}
+	return nil
+}
+
+// List returns up to limit of the caller's jobs, newest first, without
+// targets. A limit below 1 means 20.
+func (r *Runner) List(ctx context.Context, caller Caller, limit int) ([]JobInfo, error) {
+	if limit < 1 {
+		limit = 20
+	}
+	jobs, err := r.store.List(ctx, caller.Name, limit)
+	if err != nil {
+		return nil, fmt.Errorf("batch: list: %w", err)
+	}
+	out := make([]JobInfo, len(jobs))
+	for i, j := range jobs {
+		out[i] = r.jobInfo(j)
+	}
+	return out, nil
+}
+
+// Wait returns the caller's job as soon as it is finished or, with
+// opts.Since, as soon as its TargetsDone differs from *opts.Since; otherwise
+// it returns the job as it is when opts.Timeout (capped at [MaxWait]) runs
+// out. It holds no store resources while it waits: it re-reads the store when
+// this runner changes a job and every Config.PollInterval, so it also sees
+// progress made by another runner sharing the store. If ctx ends first, it
+// returns ctx's error.
+func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOptions) (JobInfo, error) {
+	timeout := min(max(opts.Timeout, 0), MaxWait)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		changed := r.changes() // before the read, so no change is missed
+		info, err := r.Status(ctx, caller, id, opts.StatusOptions)
+		if err != nil {
+			return JobInfo{}, err
+		}
+		if info.Status.Finished() || (opts.Since != nil && info.TargetsDone != *opts.Since) {
+			return info, nil
+		}
+		select {
+		case <-ctx.Done():
+			return JobInfo{}, fmt.Errorf("batch: wait: %w", context.Cause(ctx))
+		case <-deadline.C:
+			return r.Status(ctx, caller, id, opts.StatusOptions)
+		case <-changed:
+		case <-poll.C:
+		}
+	}
+}
+
+func (r *Runner) expiresAt(j Job) time.Time { return j.Lease.Add(r.cfg.TTL).UTC() }
+
+func (r *Runner) jobInfo(j Job) JobInfo {
+	return JobInfo{
+		ID:           j.ID,
+		Status:       j.Status,
+		Error:        j.Error,
+		TargetsTotal: j.TargetsTotal,
+		TargetsDone:  j.TargetsDone,
+		CreatedAt:    j.CreatedAt.UTC(),
+		ExpiresAt:    r.expiresAt(j),
+	}
+}
+
+func targetInfo(t TargetRecord) TargetInfo {
+	return TargetInfo{
+		Idx: t.Idx, URL: t.Target.URL, Status: t.Status, Error: t.Error,
+		Hint: t.Hint, Outcome: t.Outcome, Result: t.Result,
+	}
+}

@@ -1,0 +1,200 @@
+package batch
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Defaults for [Config].
+const (
+	DefaultTargetsPerJob  = 32
+	DefaultJobsPerCaller  = 1
+	DefaultJobsTotal      = 8
+	DefaultTTL            = 24 * time.Hour
+	DefaultMaxBytes       = 64 << 20
+	DefaultWorkers        = 2
+	DefaultTargetTimeout  = 60 * time.Second
+	DefaultMaxResultBytes = 1 << 20
+	DefaultBusyWait       = 2 * time.Minute
+	DefaultSweepInterval  = time.Minute
+	DefaultPollInterval   = time.Second
+	DefaultMetricsPrefix  = "batch"
+)
+
+// Config configures a [Runner]. The zero value of every field but Store and
+// Fetch means its default. The tags match sift's [batch] config block;
+// durations decode from JSON as strings such as "24h" (or nanoseconds).
+type Config struct {
+	// Store holds the jobs. Required.
+	Store Store `json:"-" toml:"-"`
+	// Fetch fetches one target. Required.
+	Fetch FetchFunc `json:"-" toml:"-"`
+
+	// TargetsPerJob caps the targets of one job. Defaults to 32.
+	TargetsPerJob int `json:"targets_per_job" toml:"targets_per_job"`
+	// JobsPerCaller caps the live (queued or running) jobs of one caller.
+	// Defaults to 1.
+	JobsPerCaller int `json:"jobs_per_caller" toml:"jobs_per_caller"`
+	// JobsTotal caps the live jobs of all callers. Defaults to 8.
+	JobsTotal int `json:"jobs_total" toml:"jobs_total"`
+	// TTL is how long a finished job is kept after its lease was last
+	// bumped. Defaults to 24h.
+	TTL time.Duration `json:"ttl" toml:"ttl"`
+	// MaxBytes is the byte budget for stored results and errors over all
+	// jobs; finished jobs are evicted oldest lease first above it. Defaults
+	// to 64 MiB.
+	MaxBytes int64 `json:"max_bytes" toml:"max_bytes"`
+	// Workers is how many jobs drain at once, each one target at a time, so
+	// batch work never takes more than this many of the host's fetch slots.
+	// Defaults to 2.
+	Workers int `json:"workers" toml:"workers"`
+	// TargetTimeout is the deadline of one target's fetch. Defaults to 60s.
+	TargetTimeout time.Duration `json:"target_timeout" toml:"target_timeout"`
+	// MaxResultBytes caps one target's result envelope; a larger result fails
+	// the target with outcome too_long. Defaults to 1 MiB.
+	MaxResultBytes int `json:"max_result_bytes" toml:"max_result_bytes"`
+	// BusyWait caps the total time one target waits for a busy fetcher before
+	// it fails with outcome busy. Defaults to 2m.
+	BusyWait time.Duration `json:"busy_wait" toml:"busy_wait"`
+	// SweepInterval is how often expired jobs are swept and the byte budget
+	// enforced. Defaults to 1m.
+	SweepInterval time.Duration `json:"sweep_interval" toml:"sweep_interval"`
+	// PollInterval is how often idle workers look for jobs that another
+	// runner sharing the store accepted, and how often [Runner.Wait] re-reads
+	// the store. Local submits and completions wake them at once. Defaults to
+	// 1s.
+	PollInterval time.Duration `json:"poll_interval" toml:"poll_interval"`
+	// MetricsPrefix prefixes every metric name. Defaults to "batch".
+	MetricsPrefix string `json:"metrics_prefix" toml:"metrics_prefix"`
+	// RunnerID names this runner in the store while it drains a job.
+	// Defaults to a random id.
+	RunnerID string `json:"runner_id" toml:"runner_id"`
+
+	// Logger receives the runner's structured logs. Defaults to discarding
+	// them.
+	Logger *slog.Logger `json:"-" toml:"-"`
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time `json:"-" toml:"-"`
+}
+
+// withDefaults returns cfg with every zero field set to its default.
+func (cfg Config) withDefaults() Config {
+	cfg.TargetsPerJob = cmp.Or(cfg.TargetsPerJob, DefaultTargetsPerJob)
+	cfg.JobsPerCaller = cmp.Or(cfg.JobsPerCaller, DefaultJobsPerCaller)
+	cfg.JobsTotal = cmp.Or(cfg.JobsTotal, DefaultJobsTotal)
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
+	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.TargetTimeout = cmp.Or(cfg.TargetTimeout, DefaultTargetTimeout)
+	cfg.MaxResultBytes = cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes)
+	cfg.BusyWait = cmp.Or(cfg.BusyWait, DefaultBusyWait)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.MetricsPrefix = cmp.Or(cfg.MetricsPrefix, DefaultMetricsPrefix)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg
+}
+
+// validate reports the first invalid field of a defaulted config.
+func (cfg Config) validate() error {
+	var errs []error
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("Store is required"))
+	}
+	if cfg.Fetch == nil {
+		errs = append(errs, errors.New("Fetch is required"))
+	}
+	positive := func(name string, v int64) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %d", name, v))
+		}
+	}
+	positive("targets_per_job", int64(cfg.TargetsPerJob))
+	positive("jobs_per_caller", int64(cfg.JobsPerCaller))
+	positive("jobs_total", int64(cfg.JobsTotal))
+	positive("max_bytes", cfg.MaxBytes)
+	positive("workers", int64(cfg.Workers))
+	positive("max_result_bytes", int64(cfg.MaxResultBytes))
+	for name, d := range map[string]time.Duration{
+		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait,
+		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", name, d))
+		}
+	}
+	if cfg.JobsPerCaller > cfg.JobsTotal {
+		errs = append(errs, fmt.Errorf("jobs_per_caller (%d) must not exceed jobs_total (%d)", cfg.JobsPerCaller, cfg.JobsTotal))
+	}
+	if cfg.TTL > 0 && cfg.TTL < LeaseGrain {
+		errs = append(errs, fmt.Errorf("ttl must be at least %s, got %s", LeaseGrain, cfg.TTL))
+	}
+	if err := metrics.ValidateMetric(cfg.MetricsPrefix + "_jobs_total"); err != nil {
+		errs = append(errs, fmt.Errorf("metrics_prefix %q: %w", cfg.MetricsPrefix, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("batch: invalid config: %w", err)
+	}
+	return nil
+}
+
+// UnmarshalJSON decodes a config, accepting durations either as Go duration
+// strings ("24h", "90s") or as integer nanoseconds.
+func (cfg *Config) UnmarshalJSON(b []byte) error {
+	type plain Config
+	aux := struct {
+		*plain
+		TTL           jsonDuration `json:"ttl"`
+		TargetTimeout jsonDuration `json:"target_timeout"`
+		BusyWait      jsonDuration `json:"busy_wait"`
+		SweepInterval jsonDuration `json:"sweep_interval"`
+		PollInterval  jsonDuration `json:"poll_interval"`
+	}{
+		plain:         (*plain)(cfg),
+		TTL:           jsonDuration(cfg.TTL),
+		TargetTimeout: jsonDuration(cfg.TargetTimeout),
+		BusyWait:      jsonDuration(cfg.BusyWait),
+		SweepInterval: jsonDuration(cfg.SweepInterval),
+		PollInterval:  jsonDuration(cfg.PollInterval),
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	cfg.TTL = time.Duration(aux.TTL)
+	cfg.TargetTimeout = time.Duration(aux.TargetTimeout)
+	cfg.BusyWait = time.Duration(aux.BusyWait)
+	cfg.SweepInterval = time.Duration(aux.SweepInterval)
+	cfg.PollInterval = time.Duration(aux.PollInterval)
+	return nil
+}
+
+type jsonDuration time.Duration
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = jsonDuration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("duration must be a string such as \"90s\" or integer nanoseconds")
+	}
+	*d = jsonDuration(n)
+	return nil
+}

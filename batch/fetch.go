@@ -1,0 +1,121 @@
+package batch
+
+import (
+	"context"
+	"errors"
+)
+
+// FetchFunc fetches one target for caller. It is the only behaviour the host
+// injects into the [Runner].
+//
+// ctx carries the per-target deadline (Config.TargetTimeout) and is cancelled
+// with cause [ErrClosed] when the runner closes. A FetchFunc should return
+// promptly once ctx is done; one that does not is abandoned at the deadline
+// and its eventual result ignored.
+//
+// An error fails the target. It may carry an [Outcome] (an [OutcomeError]) and
+// a hint (a [HintError]), found with [errors.As]; see [NewFetchError]. An error
+// whose outcome is [OutcomeBusy] (see [ErrFetchBusy]) is not a failure: the
+// runner waits and retries the same target.
+type FetchFunc func(ctx context.Context, caller Caller, t Target) (Result, error)
+
+// Outcome classifies how a target ended. It is a metrics label value, so the
+// set is fixed: an outcome outside it is counted as [OutcomeOther].
+type Outcome string
+
+// Target outcomes.
+const (
+	OutcomeOK          Outcome = "ok"
+	OutcomeBlocked     Outcome = "blocked"
+	OutcomeTimeout     Outcome = "timeout"
+	OutcomeBusy        Outcome = "busy"
+	OutcomeUpstream4xx Outcome = "upstream_4xx"
+	OutcomeUpstream5xx Outcome = "upstream_5xx"
+	OutcomeUnsupported Outcome = "unsupported"
+	OutcomeTooLong     Outcome = "too_long"
+	OutcomeCancel      Outcome = "cancel"
+	OutcomeOther       Outcome = "other"
+)
+
+// targetOutcomes is the fixed label set of <prefix>_targets_total.
+var targetOutcomes = []Outcome{
+	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
+	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeOther,
+}
+
+// Known reports whether o is one of the outcomes above.
+func (o Outcome) Known() bool {
+	for _, k := range targetOutcomes {
+		if o == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Fold returns o if it is known and [OutcomeOther] otherwise.
+func (o Outcome) Fold() Outcome {
+	if o.Known() {
+		return o
+	}
+	return OutcomeOther
+}
+
+// OutcomeError is an error that says which [Outcome] a failed fetch had.
+type OutcomeError interface {
+	error
+	Outcome() Outcome
+}
+
+// HintError is an error that carries a hint for the caller, such as
+// "browser" (the page needs a browser). The hint is stored with the target.
+type HintError interface {
+	error
+	Hint() string
+}
+
+type fetchError struct {
+	outcome Outcome
+	hint    string
+	err     error
+}
+
+func (e *fetchError) Error() string    { return e.err.Error() }
+func (e *fetchError) Unwrap() error    { return e.err }
+func (e *fetchError) Outcome() Outcome { return e.outcome }
+func (e *fetchError) Hint() string     { return e.hint }
+
+// NewFetchError returns err annotated with an outcome and a hint (either may
+// be empty). Its message is err's.
+func NewFetchError(outcome Outcome, hint string, err error) error {
+	if err == nil {
+		err = errors.New(string(outcome))
+	}
+	return &fetchError{outcome: outcome, hint: hint, err: err}
+}
+
+// ErrFetchBusy is what a FetchFunc returns (or wraps) when the host's fetch
+// gates are full. The runner backs off and retries the target, for at most
+// Config.BusyWait in all, then fails it with outcome busy.
+var ErrFetchBusy = NewFetchError(OutcomeBusy, "", errors.New("fetcher busy"))
+
+// outcomeOf returns the outcome err carries, or "" if it carries none.
+func outcomeOf(err error) Outcome {
+	var oe OutcomeError
+	if errors.As(err, &oe) {
+		return oe.Outcome()
+	}
+	return ""
+}
+
+// hintOf returns the hint err carries, or "".
+func hintOf(err error) string {
+	var he HintError
+	if errors.As(err, &he) {
+		return he.Hint()
+	}
+	return ""
+}
+
+// isBusy reports whether err means the fetcher was busy.
+func isBusy(err error) bool { return outcomeOf(err) == OutcomeBusy }

@@ -1,0 +1,79 @@
+package batch
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Job outcomes, the label values of <prefix>_jobs_total.
+const (
+	jobCreated = "created"
+	jobReused  = "reused"
+	jobRestart = "restart"
+	jobOther   = "other"
+)
+
+// jobOutcomes is the fixed label set of <prefix>_jobs_total.
+var jobOutcomes = []string{
+	jobCreated, jobReused, string(JobDone), string(JobPartial), string(JobFailed),
+	string(JobCancelled), jobRestart, jobOther,
+}
+
+// Histogram bucket bounds (upper bounds; +Inf is implicit).
+var (
+	jobSecondsBuckets    = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+	targetSecondsBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+	resultBytesBuckets   = metrics.ExponentialBuckets(256, 4, 8) // 256 B … 4 MiB
+)
+
+// runnerMetrics is a runner's instruments, all in one *metrics.Set.
+type runnerMetrics struct {
+	set        *metrics.Set
+	jobs       map[string]*metrics.Counter
+	targets    map[Outcome]*metrics.Counter
+	queueDepth *metrics.Gauge
+	inflight   *metrics.Gauge
+	jobSecs    *metrics.PrometheusHistogram
+	targetSecs *metrics.PrometheusHistogram
+	resultSize *metrics.PrometheusHistogram
+}
+
+// newRunnerMetrics creates every series of the fixed vocabulary up front, so
+// that each one is exposed (at 0) from construction.
+func newRunnerMetrics(prefix string) *runnerMetrics {
+	s := metrics.NewSet()
+	m := &runnerMetrics{
+		set:        s,
+		jobs:       make(map[string]*metrics.Counter, len(jobOutcomes)),
+		targets:    make(map[Outcome]*metrics.Counter, len(targetOutcomes)),
+		queueDepth: s.NewGauge(prefix+"_queue_depth", nil),
+		inflight:   s.NewGauge(prefix+"_targets_inflight", nil),
+		jobSecs:    s.NewPrometheusHistogramExt(prefix+"_job_seconds", jobSecondsBuckets),
+		targetSecs: s.NewPrometheusHistogramExt(prefix+"_target_seconds", targetSecondsBuckets),
+		resultSize: s.NewPrometheusHistogramExt(prefix+"_result_bytes", resultBytesBuckets),
+	}
+	for _, o := range jobOutcomes {
+		m.jobs[o] = s.NewCounter(fmt.Sprintf(`%s_jobs_total{outcome=%q}`, prefix, o))
+	}
+	for _, o := range targetOutcomes {
+		m.targets[o] = s.NewCounter(fmt.Sprintf(`%s_targets_total{outcome=%q}`, prefix, o))
+	}
+	return m
+}
+
+// job counts one job outcome; an unknown one counts as other.
+func (m *runnerMetrics) job(outcome string) {
+	c, ok := m.jobs[outcome]
+	if !ok {
+		c = m.jobs[jobOther]
+	}
+	c.Inc()
+}
+
+// target counts one target outcome (folded) and its duration.
+func (m *runnerMetrics) target(o Outcome, d time.Duration) {
+	m.targets[o.Fold()].Inc()
+	m.targetSecs.Update(d.Seconds())
+}

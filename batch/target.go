@@ -1,0 +1,150 @@
+package batch
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Modes are the values [Options.Mode] accepts. The runner does not interpret
+// them; it only refuses a mode outside this set at submit.
+const (
+	ModeDefault = ""
+	ModeClean   = "clean"
+	ModeRaw     = "raw"
+	ModeDigest  = "digest"
+)
+
+// validMode reports whether m is one of the known modes.
+func validMode(m string) bool {
+	switch m {
+	case ModeDefault, ModeClean, ModeRaw, ModeDigest:
+		return true
+	}
+	return false
+}
+
+// Options are the per-target fetch options: sift's /v1/fetch field set. The
+// runner stores them and hands them to the [FetchFunc] unchanged.
+type Options struct {
+	// Mode is "", "clean", "raw" or "digest".
+	Mode     string `json:"mode,omitempty"`
+	Question string `json:"question,omitempty"`
+	Pages    string `json:"pages,omitempty"`
+	Grep     string `json:"grep,omitempty"`
+	JQ       string `json:"jq,omitempty"`
+	// Context is optional: nil (absent) is not the same as false.
+	Context *bool `json:"context,omitempty"`
+	Recover bool  `json:"recover,omitempty"`
+}
+
+// Target is one URL to fetch and its options. Its JSON form is flat:
+// {"url": "…", "mode": "…", …}.
+type Target struct {
+	URL string `json:"url"`
+	Options
+}
+
+// Result is what a [FetchFunc] returns for one target.
+type Result struct {
+	// Content is the fetched (and possibly transformed) text.
+	Content string
+	// Meta is everything else the host wants to return with the content. It
+	// must be JSON-encodable; a "content" key in it is overwritten by Content.
+	Meta map[string]any
+}
+
+// Envelope returns the stored and wire form of r: Meta plus "content" as one
+// JSON object.
+func (r Result) Envelope() ([]byte, error) {
+	m := make(map[string]any, len(r.Meta)+1)
+	for k, v := range r.Meta {
+		m[k] = v
+	}
+	m["content"] = r.Content
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode result envelope: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeEnvelope is the inverse of [Result.Envelope]. A missing or non-string
+// "content" reads as empty content, and the key stays in Meta.
+func DecodeEnvelope(b []byte) (Result, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Result{}, fmt.Errorf("decode result envelope: %w", err)
+	}
+	var r Result
+	if c, ok := m["content"].(string); ok {
+		r.Content = c
+		delete(m, "content")
+	}
+	if len(m) > 0 {
+		r.Meta = m
+	}
+	return r, nil
+}
+
+// Caller is who submits a job. All three fields are stored with the job, and
+// the fetcher receives the caller as stored, so any node can drain any job.
+type Caller struct {
+	// Name identifies the caller for ownership, caps and idempotency. It must
+	// not be empty.
+	Name string
+	// Class lets the host partition its caches; the runner only stores it.
+	Class string
+	// Restricted callers get no error details in log lines.
+	Restricted bool
+}
+
+// TargetStatus is where one target is in its life: pending → running →
+// done | failed.
+type TargetStatus string
+
+// Target statuses.
+const (
+	TargetPending TargetStatus = "pending"
+	TargetRunning TargetStatus = "running"
+	TargetDone    TargetStatus = "done"
+	TargetFailed  TargetStatus = "failed"
+)
+
+// Finished reports whether s is done or failed.
+func (s TargetStatus) Finished() bool { return s == TargetDone || s == TargetFailed }
+
+// JobStatus is where a job is in its life: queued → running → done | partial
+// | failed | cancelled.
+type JobStatus string
+
+// Job statuses.
+const (
+	JobQueued    JobStatus = "queued"
+	JobRunning   JobStatus = "running"
+	JobDone      JobStatus = "done"      // every target ok
+	JobPartial   JobStatus = "partial"   // some targets ok, some failed
+	JobFailed    JobStatus = "failed"    // every target failed, or failed by a restart
+	JobCancelled JobStatus = "cancelled" // cancelled by its owner
+)
+
+// Live reports whether s is queued or running. Live jobs count against the
+// caps and are never swept or evicted.
+func (s JobStatus) Live() bool { return s == JobQueued || s == JobRunning }
+
+// Finished reports whether s is a final status.
+func (s JobStatus) Finished() bool { return !s.Live() }
+
+// AggregateStatus is the final status of a job whose targets ended with ok
+// successes and failed failures: done when all succeeded, failed when all
+// failed (or when there were none), partial otherwise. Stores use it when they
+// finish a job.
+func AggregateStatus(ok, failed int) JobStatus {
+	switch {
+	case failed == 0 && ok > 0:
+		return JobDone
+	case ok == 0:
+		return JobFailed
+	default:
+		return JobPartial
+	}
+}
