@@ -114,4 +114,3 @@ func Targets(prefix string, n int) []batch.Target {
 	}
 	return ts
 }
-
