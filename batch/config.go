@@ -110,10 +110,10 @@ func (cfg Config) withDefaults() Config {
 func (cfg Config) validate() error {
 	var errs []error
 	if cfg.Store == nil {
-		errs = append(errs, errors.New("Store is required"))
+		errs = append(errs, errors.New("a Store is required"))
 	}
 	if cfg.Fetch == nil {
-		errs = append(errs, errors.New("Fetch is required"))
+		errs = append(errs, errors.New("a Fetch func is required"))
 	}
 	positive := func(name string, v int64) {
 		if v < 0 {

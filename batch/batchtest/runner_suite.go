@@ -1,0 +1,467 @@
+package batchtest
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// TestRunner runs the runner's behaviour tests against a store: the same
+// tests pass whatever [batch.Store] drains the jobs. newStore returns a new,
+// empty store for one subtest. Call it from a test that is not parallel:
+// one subtest counts the runner goroutines of the whole process, so it must
+// run while no other test's runner is alive.
+func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
+	t.Helper()
+	tests := map[string]func(t *testing.T, s batch.Store){
+		"AllFailedIsFailed":        runnerAllFailed,
+		"AllOKIsDone":              runnerAllOK,
+		"BusyRetriedThenFails":     runnerBusyFails,
+		"BusyRetriedThenOK":        runnerBusyThenOK,
+		"CancelStopsLaterTargets":  runnerCancel,
+		"Caps":                     runnerCaps,
+		"EvictOverByteBudget":      runnerEvict,
+		"FailureIsolationPartial":  runnerPartial,
+		"HangingFetcherTimesOut":   runnerHanging,
+		"IdempotentResubmit":       runnerIdempotent,
+		"LeaseSlidesAndSweeps":     runnerLease,
+		"OversizeResultTooLong":    runnerTooLong,
+		"PanicFailsOnlyItsTarget":  runnerPanic,
+		"RestartFailsInFlightJobs": runnerRestart,
+		"ResubmitAfterCancel":      runnerResubmitAfterCancel,
+		"SerialOrder":              runnerSerial,
+		"SubmitValidation":         runnerValidation,
+	}
+	names := make([]string, 0, len(tests))
+	for name := range tests {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tests[name](t, newStore(t))
+		})
+	}
+	// Not parallel: it counts the runner goroutines of the whole process.
+	t.Run("CloseMidDrainLeaksNothing", func(t *testing.T) { runnerCloseMidDrain(t, newStore(t)) })
+}
+
+var (
+	alice = batch.Caller{Name: "alice", Class: "agent"}
+	bob   = batch.Caller{Name: "bob"}
+)
+
+const waitLong = 10 * time.Second
+
+func mustSubmit(t *testing.T, r *batch.Runner, c batch.Caller, ts []batch.Target) string {
+	t.Helper()
+	id, reused, err := r.Submit(t.Context(), c, ts)
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if reused {
+		t.Fatalf("Submit reused %s, want a new job", id)
+	}
+	return id
+}
+
+func targetStatuses(info batch.JobInfo) []batch.TargetStatus {
+	var out []batch.TargetStatus
+	for _, t := range info.Targets {
+		out = append(out, t.Status)
+	}
+	return out
+}
+
+func runnerSerial(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	ts := Targets("serial", 5)
+	id := mustSubmit(t, r, alice, ts)
+	for i := range ts {
+		select {
+		case url := <-f.Started:
+			if url != ts[i].URL {
+				t.Fatalf("fetch %d was %s, want %s", i, url, ts[i].URL)
+			}
+		case <-time.After(waitLong):
+			t.Fatalf("target %d never started", i)
+		}
+		// Target i+1 must not start before target i is written.
+		select {
+		case url := <-f.Started:
+			t.Fatalf("%s started while target %d was in flight", url, i)
+		case <-time.After(20 * time.Millisecond):
+		}
+		f.Release()
+	}
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if info.Status != batch.JobDone || f.Peak() != 1 {
+		t.Fatalf("status %s, peak in flight %d; want done, 1", info.Status, f.Peak())
+	}
+	for i, tg := range info.Targets {
+		env, err := batch.DecodeEnvelope(tg.Result)
+		if err != nil || env.Content != "released:"+ts[i].URL {
+			t.Errorf("target %d result %q, %v", i, tg.Result, err)
+		}
+	}
+}
+
+func runnerPartial(t *testing.T, s batch.Store) {
+	ts := Targets("partial", 3)
+	blocked := batch.NewFetchError(batch.OutcomeBlocked, "browser", errors.New("blocked: private address"))
+	r := NewRunner(t, batch.Config{Store: s, Fetch: ScriptFetcher(map[string]Step{ts[1].URL: {Err: blocked}})})
+	id := mustSubmit(t, r, alice, ts)
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if info.Status != batch.JobPartial || info.TargetsDone != 3 {
+		t.Fatalf("job = %s with %d done; want partial with 3", info.Status, info.TargetsDone)
+	}
+	got := info.Targets[1]
+	if got.Status != batch.TargetFailed || got.Error != "blocked: private address" || got.Hint != "browser" || got.Outcome != batch.OutcomeBlocked {
+		t.Errorf("failed target = %+v", got)
+	}
+	if info.Targets[0].Status != batch.TargetDone || info.Targets[2].Status != batch.TargetDone {
+		t.Errorf("statuses = %v", targetStatuses(info))
+	}
+}
+
+func runnerAllFailed(t *testing.T, s batch.Store) {
+	r := NewRunner(t, batch.Config{Store: s, Fetch: FailingFetcher(ErrScripted)})
+	id := mustSubmit(t, r, alice, Targets("failed", 2))
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if info.Status != batch.JobFailed || info.Targets[0].Outcome != batch.OutcomeOther || info.Targets[0].Error != ErrScripted.Error() {
+		t.Fatalf("job = %+v", info)
+	}
+}
+
+func runnerAllOK(t *testing.T, s batch.Store) {
+	r := NewRunner(t, batch.Config{Store: s})
+	id := mustSubmit(t, r, alice, Targets("ok", 4))
+	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone || info.TargetsDone != 4 {
+		t.Fatalf("job = %s, %d done; want done, 4", info.Status, info.TargetsDone)
+	}
+}
+
+func runnerIdempotent(t *testing.T, s batch.Store) {
+	rec := NewRecordingFetcher(nil)
+	r := NewRunner(t, batch.Config{Store: s, Fetch: rec.Fetch})
+	ts := Targets("idem", 3)
+	id := mustSubmit(t, r, alice, ts)
+	again, reused, err := r.Submit(t.Context(), alice, slices.Clone(ts))
+	if err != nil || !reused || again != id {
+		t.Fatalf("resubmit = %s, %v, %v; want %s reused", again, reused, err, id)
+	}
+	WaitFinished(t, r, alice, id, waitLong)
+	again, reused, err = r.Submit(t.Context(), alice, ts)
+	if err != nil || !reused || again != id {
+		t.Fatalf("resubmit after done = %s, %v, %v; want %s reused", again, reused, err, id)
+	}
+	// Give a wrongly woken worker a chance to drain twice.
+	time.Sleep(50 * time.Millisecond)
+	for _, tg := range ts {
+		if n := rec.Count(tg.URL); n != 1 {
+			t.Errorf("%s fetched %d times, want 1", tg.URL, n)
+		}
+	}
+}
+
+func runnerResubmitAfterCancel(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	ts := Targets("retry", 2)
+	id := mustSubmit(t, r, alice, ts)
+	<-f.Started
+	if err := r.Cancel(t.Context(), alice, id); err != nil {
+		t.Fatal(err)
+	}
+	f.Release()
+	WaitFinished(t, r, alice, id, waitLong)
+	id2, reused, err := r.Submit(t.Context(), alice, ts)
+	if err != nil || reused || id2 == id {
+		t.Fatalf("resubmit after cancel = %s, %v, %v; want a new job", id2, reused, err)
+	}
+	f.Release()
+	f.Release()
+	if info := WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
+		t.Fatalf("retry job = %s, want done", info.Status)
+	}
+}
+
+func runnerCaps(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, TargetsPerJob: 3, JobsPerCaller: 1, JobsTotal: 2})
+	t.Cleanup(func() {
+		for range 10 {
+			f.Release()
+		}
+	})
+	_, _, err := r.Submit(t.Context(), alice, Targets("x", 4))
+	wantErr(t, "4 targets", err, batch.ErrTooManyTargets)
+	mustSubmit(t, r, alice, Targets("a", 1))
+	_, _, err = r.Submit(t.Context(), alice, Targets("a2", 1))
+	wantErr(t, "second alice job", err, batch.ErrCallerBusy)
+	mustSubmit(t, r, bob, Targets("b", 1))
+	_, _, err = r.Submit(t.Context(), batch.Caller{Name: "carol"}, Targets("c", 1))
+	wantErr(t, "third live job", err, batch.ErrBusy)
+	// Resubmitting your own live job is reuse, not a cap error.
+	if _, reused, err := r.Submit(t.Context(), alice, Targets("a", 1)); err != nil || !reused {
+		t.Fatalf("resubmit at the caps = %v, %v; want reused", reused, err)
+	}
+}
+
+func runnerValidation(t *testing.T, s batch.Store) {
+	r := NewRunner(t, batch.Config{Store: s})
+	f := func(c batch.Caller, ts []batch.Target, want error) {
+		t.Helper()
+		if _, _, err := r.Submit(t.Context(), c, ts); !errors.Is(err, want) {
+			t.Errorf("Submit(%v) error = %v, want %v", ts, err, want)
+		}
+	}
+	f(alice, nil, batch.ErrNoTargets)
+	f(batch.Caller{}, Targets("x", 1), batch.ErrInvalidCaller)
+	f(alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}}, batch.ErrInvalidTarget)
+	f(alice, []batch.Target{{URL: "https://a.test/", Options: batch.Options{Mode: "bogus"}}}, batch.ErrInvalidTarget)
+	_, _, err := r.Submit(t.Context(), alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}})
+	var te *batch.TargetError
+	if !errors.As(err, &te) || te.Index != 1 {
+		t.Errorf("error %v, want a TargetError for index 1", err)
+	}
+	if st, _ := s.Stats(t.Context()); st.Queued+st.Running != 0 {
+		t.Errorf("invalid submits created jobs: %+v", st)
+	}
+}
+
+func runnerCancel(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	ts := Targets("cancel", 4)
+	id := mustSubmit(t, r, alice, ts)
+	<-f.Started // target 0 in flight
+	if err := r.Cancel(t.Context(), alice, id); err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Status(t.Context(), alice, id, batch.StatusOptions{})
+	if err != nil || info.Status != batch.JobCancelled {
+		t.Fatalf("status right after cancel = %s, %v; want cancelled", info.Status, err)
+	}
+	f.Release()
+	// Wait until the in-flight target is stored.
+	deadline := time.Now().Add(waitLong)
+	for info.Targets[0].Status != batch.TargetDone && time.Now().Before(deadline) {
+		info, _ = r.Wait(t.Context(), alice, id, batch.WaitOptions{Since: &info.TargetsDone, Timeout: time.Second})
+	}
+	time.Sleep(50 * time.Millisecond) // a later target would start now, if it were going to
+	info, _ = r.Status(t.Context(), alice, id, batch.StatusOptions{Results: true})
+	want := []batch.TargetStatus{batch.TargetDone, batch.TargetPending, batch.TargetPending, batch.TargetPending}
+	if !slices.Equal(targetStatuses(info), want) || info.Status != batch.JobCancelled {
+		t.Fatalf("after cancel: %s %v; want cancelled %v", info.Status, targetStatuses(info), want)
+	}
+	if calls := f.Calls(); len(calls) != 1 {
+		t.Fatalf("fetched %v; want only the first target", calls)
+	}
+	wantErr(t, "second cancel", r.Cancel(t.Context(), alice, id), batch.ErrFinished)
+}
+
+func runnerPanic(t *testing.T, s batch.Store) {
+	ts := Targets("panic", 3)
+	r := NewRunner(t, batch.Config{Store: s, Fetch: PanickingFetcher(ts[1].URL, "boom "+ts[1].URL)})
+	id := mustSubmit(t, r, alice, ts)
+	info := WaitFinished(t, r, alice, id, waitLong)
+	got := info.Targets[1]
+	if info.Status != batch.JobPartial || got.Status != batch.TargetFailed || got.Error != "internal error" || got.Outcome != batch.OutcomeOther {
+		t.Fatalf("job %s, target 1 = %+v", info.Status, got)
+	}
+	// The worker lives on.
+	id2 := mustSubmit(t, r, alice, Targets("after-panic", 1))
+	if info := WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
+		t.Fatalf("next job = %s, want done", info.Status)
+	}
+}
+
+func runnerHanging(t *testing.T, s batch.Store) {
+	release := make(chan struct{})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: HangingFetcher(release), TargetTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { close(release) }) // runs before the runner's Close
+	id := mustSubmit(t, r, alice, Targets("hang", 2))
+	info := WaitFinished(t, r, alice, id, waitLong)
+	for _, tg := range info.Targets {
+		if tg.Status != batch.TargetFailed || tg.Outcome != batch.OutcomeTimeout || !strings.HasPrefix(tg.Error, "timeout") {
+			t.Errorf("target %d = %+v, want a timeout", tg.Idx, tg)
+		}
+	}
+}
+
+func runnerBusyThenOK(t *testing.T, s batch.Store) {
+	fetch, calls := BusyThenOK(3)
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: waitLong})
+	id := mustSubmit(t, r, alice, Targets("busy", 1))
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if info.Status != batch.JobDone || calls.Load() != 4 {
+		t.Fatalf("job %s after %d calls; want done after 4", info.Status, calls.Load())
+	}
+}
+
+func runnerBusyFails(t *testing.T, s batch.Store) {
+	fetch, calls := BusyThenOK(1 << 30)
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: 300 * time.Millisecond})
+	id := mustSubmit(t, r, alice, Targets("busy", 1))
+	info := WaitFinished(t, r, alice, id, waitLong)
+	got := info.Targets[0]
+	if info.Status != batch.JobFailed || got.Outcome != batch.OutcomeBusy || !strings.HasPrefix(got.Error, "busy") {
+		t.Fatalf("job %s, target = %+v; want failed busy", info.Status, got)
+	}
+	if calls.Load() < 2 {
+		t.Errorf("busy fetcher called %d times, want retries", calls.Load())
+	}
+}
+
+func runnerTooLong(t *testing.T, s batch.Store) {
+	r := NewRunner(t, batch.Config{Store: s, Fetch: StaticFetcher(strings.Repeat("x", 200)), MaxResultBytes: 100})
+	id := mustSubmit(t, r, alice, Targets("long", 1))
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if got := info.Targets[0]; got.Outcome != batch.OutcomeTooLong || got.Result != nil || info.Status != batch.JobFailed {
+		t.Fatalf("target = %+v", got)
+	}
+}
+
+func runnerRestart(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	a, err := batch.New(batch.Config{Store: s, Fetch: f.Fetch, Logger: Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ts := Targets("restart", 3)
+	id := mustSubmit(t, a, alice, ts)
+	<-f.Started
+	f.Release() // target 0 completes
+	<-f.Started // target 1 in flight
+	closeCtx, cancel := context.WithTimeout(t.Context(), waitLong)
+	defer cancel()
+	if err := a.Close(closeCtx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	b := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	info, err := b.Status(t.Context(), alice, id, batch.StatusOptions{Results: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []batch.TargetStatus{batch.TargetDone, batch.TargetFailed, batch.TargetPending}
+	if info.Status != batch.JobFailed || info.Error != "restart" || !slices.Equal(targetStatuses(info), want) {
+		t.Fatalf("after restart: %s (%q) %v; want failed (restart) %v", info.Status, info.Error, targetStatuses(info), want)
+	}
+	if info.Targets[1].Error != "restart" || info.Targets[0].Result == nil {
+		t.Errorf("targets = %+v", info.Targets)
+	}
+	if len(f.Calls()) != 2 {
+		t.Errorf("fetched %v; jobs must never be resumed", f.Calls())
+	}
+}
+
+func runnerLease(t *testing.T, s batch.Store) {
+	clock := NewClock()
+	ttl := time.Hour
+	r := NewRunner(t, batch.Config{Store: s, Now: clock.Now, TTL: ttl})
+	id := mustSubmit(t, r, alice, Targets("lease", 1))
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if want := clock.Now().Add(ttl); !info.ExpiresAt.Equal(want) {
+		t.Fatalf("expires at %v, want %v", info.ExpiresAt, want)
+	}
+	collect := func() {
+		t.Helper()
+		if _, _, err := r.Collect(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Reads keep it alive well past one TTL.
+	for range 4 {
+		clock.Advance(ttl / 2)
+		if err := r.Touch(t.Context(), alice, id); err != nil {
+			t.Fatalf("Touch: %v", err)
+		}
+		collect()
+	}
+	clock.Advance(ttl - time.Minute)
+	collect()
+	if _, err := r.Status(t.Context(), alice, id, batch.StatusOptions{}); err != nil {
+		t.Fatalf("job gone before its TTL: %v", err)
+	}
+	clock.Advance(2 * time.Minute)
+	collect()
+	_, err := r.Status(t.Context(), alice, id, batch.StatusOptions{})
+	wantErr(t, "status after TTL", err, batch.ErrNotFound)
+}
+
+func runnerEvict(t *testing.T, s batch.Store) {
+	clock := NewClock()
+	body := strings.Repeat("x", 1000)
+	r := NewRunner(t, batch.Config{Store: s, Now: clock.Now, MaxBytes: 2500, Fetch: StaticFetcher(body)})
+	var ids []string
+	for i := range 3 {
+		id := mustSubmit(t, r, alice, Targets("evict"+string(rune('a'+i)), 1))
+		WaitFinished(t, r, alice, id, waitLong)
+		ids = append(ids, id)
+		clock.Advance(time.Minute)
+	}
+	if _, n, err := r.Collect(t.Context()); err != nil || n != 1 {
+		t.Fatalf("Collect evicted %d, %v; want 1", n, err)
+	}
+	_, err := r.Status(t.Context(), alice, ids[0], batch.StatusOptions{})
+	wantErr(t, "oldest job", err, batch.ErrNotFound)
+	for _, id := range ids[1:] {
+		if _, err := r.Status(t.Context(), alice, id, batch.StatusOptions{}); err != nil {
+			t.Errorf("newer job %s: %v", id, err)
+		}
+	}
+}
+
+// runnerGoroutines counts goroutines running code of the batch package.
+func runnerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "batchkit/batch.(*Runner)") {
+			n++
+		}
+	}
+	return n
+}
+
+func runnerCloseMidDrain(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	r, err := batch.New(batch.Config{Store: s, Fetch: f.Fetch, Logger: Logger(t), Workers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mustSubmit(t, r, alice, Targets("close", 5))
+	<-f.Started
+	if runnerGoroutines() == 0 {
+		t.Fatal("no runner goroutines while draining: the check below would prove nothing")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close with a job mid-drain: %v", err)
+	}
+	if n := runnerGoroutines(); n != 0 {
+		t.Fatalf("%d runner goroutines left after Close", n)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, _, err = r.Submit(t.Context(), alice, Targets("late", 1))
+	wantErr(t, "Submit after Close", err, batch.ErrClosed)
+}

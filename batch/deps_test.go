@@ -1,0 +1,131 @@
+package batch_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// depRule is the dependency policy of the module, as a statement in the style
+// of go/build/deps_test.go: for each package pattern, the module-external
+// imports it may have besides the standard library, and the module packages
+// it may import. A package not listed may not exist.
+var depRule = []struct {
+	pkg      string   // package path, relative to the module; "/..." matches below
+	external []string // allowed non-stdlib import path prefixes outside the module
+	internal []string // allowed module packages
+}{
+	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, nil},
+	{"batch/batchtest", nil, []string{"batch"}},
+	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch"}},
+	{"batchhttp", nil, []string{"batch"}},
+	{"batchcli", nil, []string{"batch", "batchhttp"}},
+	{"examples/...", []string{"*"}, []string{"*"}},
+}
+
+// testDepRule adds what test files may import on top.
+var testDepRule = map[string][]string{
+	"batch":           {"batch/batchtest"},
+	"batch/batchtest": {},
+	"batchstore":      {"batch/batchtest"},
+	"batchhttp":       {"batch/batchtest"},
+	"batchcli":        {"batch/batchtest", "batchhttp"},
+}
+
+const module = "github.com/siftfetch/batchkit"
+
+func isStdlib(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestDependencyRule(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .TestImports \" \"}}|{{join .XTestImports \" \"}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.Split(line, "|")
+		pkg := strings.TrimPrefix(strings.TrimPrefix(parts[0], module), "/")
+		if msg := checkImports(pkg, strings.Fields(parts[1]), nil); msg != "" {
+			t.Error(msg)
+		}
+		testImports := append(strings.Fields(parts[2]), strings.Fields(parts[3])...)
+		if msg := checkImports(pkg, testImports, append(testDepRule[pkg], pkg)); msg != "" {
+			t.Error("test files: " + msg)
+		}
+	}
+}
+
+// checkImports returns a violation message, or "".
+func checkImports(pkg string, imports, extraInternal []string) string {
+	rule := -1
+	for i, r := range depRule {
+		if r.pkg == pkg || strings.HasSuffix(r.pkg, "/...") && strings.HasPrefix(pkg+"/", strings.TrimSuffix(r.pkg, "...")) {
+			rule = i
+			break
+		}
+	}
+	if rule < 0 {
+		return "package " + pkg + " is not in the dependency rule"
+	}
+	r := depRule[rule]
+	for _, imp := range imports {
+		switch {
+		case isStdlib(imp):
+		case strings.HasPrefix(imp, module+"/") || imp == module:
+			inner := strings.TrimPrefix(imp, module+"/")
+			if !allowed(inner, r.internal) && !allowed(inner, extraInternal) {
+				return pkg + " may not import " + inner
+			}
+		case extraInternal != nil && (strings.HasPrefix(imp, "github.com/google/go-cmp")):
+		default:
+			if !allowedPrefix(imp, r.external) {
+				return pkg + " may not import " + imp
+			}
+		}
+	}
+	return ""
+}
+
+func allowed(p string, list []string) bool {
+	for _, a := range list {
+		if a == "*" || a == p {
+			return true
+		}
+	}
+	return false
+}
+
+func allowedPrefix(p string, list []string) bool {
+	for _, a := range list {
+		if a == "*" || strings.HasPrefix(p, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCheckImports(t *testing.T) {
+	t.Parallel()
+	f := func(pkg string, imports []string, wantViolation bool) {
+		t.Helper()
+		if got := checkImports(pkg, imports, nil) != ""; got != wantViolation {
+			t.Errorf("checkImports(%s, %v) violation = %v, want %v", pkg, imports, got, wantViolation)
+		}
+	}
+	f("batch", []string{"context", "github.com/google/uuid"}, false)
+	f("batch", []string{"zombiezen.com/go/sqlite"}, true)
+	f("batch", []string{module + "/batchstore"}, true)
+	f("batchhttp", []string{module + "/batchstore"}, true)
+	f("batchhttp", []string{module + "/batch", "net/http"}, false)
+	f("batchcli", []string{module + "/batchhttp"}, false)
+	f("batchcli", []string{module + "/batchstore"}, true)
+	f("batch/batchtest", []string{module + "/batchhttp"}, true)
+	f("examples/batchd", []string{module + "/batchstore", "github.com/x/y"}, false)
+	f("newpkg", nil, true)
+}

@@ -1,0 +1,99 @@
+// Package batch runs asynchronous batch fetch jobs.
+//
+// A caller submits a list of targets (URLs with per-target fetch options) and
+// gets a job id back at once. The job drains its targets one at a time in the
+// background through a [FetchFunc] that the host injects; the caller polls a
+// status summary, reads per-target results, or cancels. The package is the
+// core of batchkit: it defines the [Runner], the [Store] interface and the
+// vocabulary, and knows nothing of SQL or HTTP. Adapter packages supply a
+// SQLite store (batchstore), HTTP handlers (batchhttp) and CLI commands
+// (batchcli); batch/batchtest has an in-memory store, fake fetchers and the
+// conformance suites.
+//
+// # Wiring
+//
+//	r, err := batch.New(batch.Config{
+//		Store:  store,           // e.g. batchstore.Open(ctx, "batch.db", batchstore.Options{})
+//		Fetch:  myFetcher,       // func(ctx, batch.Caller, batch.Target) (batch.Result, error)
+//		Logger: logger,          // *slog.Logger; nil discards
+//	})
+//	if err != nil { … }
+//	if err := r.Start(ctx); err != nil { … }   // fails jobs a previous process left live
+//	defer r.Close(ctx)                          // cancels in-flight fetches, waits for workers
+//	metrics.RegisterSet(r.Metrics())            // or r.Metrics().WritePrometheus(w)
+//
+//	id, reused, err := r.Submit(ctx, caller, targets)
+//	info, err := r.Status(ctx, caller, id, batch.StatusOptions{Results: true})
+//
+// # Lifecycle
+//
+// A job is queued → running → done | partial | failed | cancelled: done when
+// every target succeeded, failed when every target failed (or a restart
+// interrupted the job), partial otherwise. A target is pending → running →
+// done | failed. Jobs start oldest first; Config.Workers jobs drain at once,
+// each strictly serially: target i+1 starts only after target i is stored.
+// A target's failure is stored on that target and the job goes on; a
+// panicking fetcher fails only its target ("internal error"); every fetch has
+// a deadline (Config.TargetTimeout); a result envelope over
+// Config.MaxResultBytes fails with outcome too_long. A fetcher that reports
+// busy ([ErrFetchBusy]) is retried with jittered exponential back-off for at
+// most Config.BusyWait, then the target fails with outcome busy.
+//
+// [Runner.Cancel] flips a live job to cancelled at once; the target in flight
+// finishes and is stored, no later target starts, and later targets stay
+// pending. [Runner.Start] first marks every job a previous process left
+// queued or running as failed with error "restart" (its running target too;
+// pending targets stay pending): jobs are never resumed, so each target is
+// fetched at most once. [Runner.Close] stops taking work, cancels in-flight
+// fetches with cause [ErrClosed] and waits for every goroutine it started.
+//
+// # Caps and idempotency
+//
+// A submit is validated (a named caller, 1..Config.TargetsPerJob targets,
+// non-empty URLs, known modes), then, atomically in the store: if the caller
+// has a job for the same target list ([IdemKey]) whose lease is unexpired and
+// that was not cancelled or failed, that job is returned with reused true and
+// its lease bumped; otherwise the caps are checked — Config.JobsPerCaller
+// live jobs per caller ([ErrCallerBusy]) and Config.JobsTotal live jobs in
+// all ([ErrBusy]), where live means queued or running — and the job is
+// inserted. A resubmit after a cancel or a restart is a retry and makes a new
+// job.
+//
+// # Lease, TTL and byte budget
+//
+// Each job has one sliding lease, bumped on submit (and reused submit), on
+// every target completion, and on every owner read ([Runner.Touch]; stores
+// may skip bumps smaller than [LeaseGrain]). A background sweeper deletes a
+// finished job once its lease is older than Config.TTL, and evicts whole
+// finished jobs, oldest lease first, while the stored result and error bytes
+// exceed Config.MaxBytes. Live jobs are never swept or evicted. Owner reads
+// are scoped: another caller's job is [ErrNotFound], like an unknown id.
+//
+// # Logs and metrics
+//
+// Logs go to Config.Logger as structured records with job_id, caller, idx,
+// targets, status, outcome and duration attributes. No record ever carries a
+// target URL, a host name, a fetch error's text or the idempotency key, for any
+// caller; for a [Caller.Restricted] caller even the failure outcome is left
+// out. [Runner.Metrics] is the runner's own metrics set, with the prefix
+// Config.MetricsPrefix (default "batch"):
+//
+//	<p>_jobs_total{outcome}       created reused done partial failed cancelled restart other
+//	<p>_targets_total{outcome}    ok blocked timeout busy upstream_4xx upstream_5xx unsupported too_long cancel other
+//	<p>_queue_depth               gauge: queued jobs
+//	<p>_targets_inflight          gauge: fetches in flight on this runner
+//	<p>_job_seconds               histogram: claim to finish
+//	<p>_target_seconds            histogram: one target, busy waits included
+//	<p>_result_bytes              histogram: stored result envelope size
+//
+// Every series exists from construction; an outcome outside its set counts as
+// other.
+//
+// # Several runners, one store
+//
+// A runner keeps no state that the store does not have: cancel is a store
+// write that the draining runner sees before its next target, and reads go to
+// the store. Several runners (on several nodes) can therefore share one store
+// that supports it; [Runner.Wait] and idle workers poll the store every
+// Config.PollInterval besides waking on local events.
+package batch

@@ -1,0 +1,98 @@
+package batch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunner_LogsNeverCarryTargets(t *testing.T) {
+	t.Parallel()
+	for _, caller := range []batch.Caller{{Name: "normal"}, {Name: "secret-agency", Restricted: true}} {
+		t.Run(caller.Name, func(t *testing.T) {
+			t.Parallel()
+			const marker = "zq7marker"
+			var logs syncBuffer
+			targets := []batch.Target{
+				{URL: "https://" + marker + "-host.test/ok"},
+				{URL: "https://example.test/" + marker + "/path?q=" + marker},
+				{URL: "https://example.test/urlerror"},
+				{URL: "https://example.test/panic"},
+				{URL: "https://example.test/hint"},
+			}
+			script := map[string]batchtest.Step{
+				targets[1].URL: {Err: errors.New("dial " + marker + ": refused")},
+				targets[2].URL: {Err: &url.Error{Op: "Get", URL: targets[2].URL + "/" + marker, Err: errors.New("eof")}},
+				targets[4].URL: {Err: batch.NewFetchError(batch.OutcomeBlocked, "browser", errors.New("blocked: "+marker))},
+			}
+			scripted := batchtest.ScriptFetcher(script)
+			fetch := func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
+				if tg.URL == targets[3].URL {
+					panic("boom " + marker)
+				}
+				return scripted(ctx, c, tg)
+			}
+			r := batchtest.NewRunner(t, batch.Config{
+				Fetch:  fetch,
+				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			})
+			id, _, err := r.Submit(t.Context(), caller, targets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := r.Submit(t.Context(), caller, targets); err != nil {
+				t.Fatal(err)
+			}
+			info := batchtest.WaitFinished(t, r, caller, id, 10*time.Second)
+			if info.Status != batch.JobPartial {
+				t.Fatalf("job = %s, want partial", info.Status)
+			}
+			// The owner still gets the stored error detail.
+			if !strings.Contains(info.Targets[1].Error, marker) {
+				t.Errorf("stored error %q lost its detail", info.Targets[1].Error)
+			}
+			if err := r.Cancel(t.Context(), caller, id); !errors.Is(err, batch.ErrFinished) {
+				t.Fatalf("Cancel: %v", err)
+			}
+			out := logs.String()
+			if !strings.Contains(out, id) || strings.Count(out, "\n") < 7 {
+				t.Fatalf("expected job logs, got:\n%s", out)
+			}
+			for _, secret := range []string{marker, "example.test", batch.IdemKey(caller.Name, targets)} {
+				if strings.Contains(out, secret) {
+					t.Errorf("log carries %q:\n%s", secret, out)
+				}
+			}
+			if caller.Restricted && strings.Contains(out, "blocked") {
+				t.Errorf("restricted caller's log carries an error detail:\n%s", out)
+			}
+		})
+	}
+}
