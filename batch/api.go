@@ -199,10 +199,10 @@ func (r *Runner) List(ctx context.Context, caller Caller, limit int) ([]JobInfo,
 // Wait returns the caller's job as soon as it is finished or, with
 // opts.Since, as soon as its TargetsDone differs from *opts.Since; otherwise
 // it returns the job as it is when opts.Timeout (capped at [MaxWait]) runs
-// out. It holds no store resources while it waits: it re-reads the store when
-// this runner changes a job and every Config.PollInterval, so it also sees
-// progress made by another runner sharing the store. If ctx ends first, it
-// returns ctx's error.
+// out, or at once when the runner closes. It holds no store resources while
+// it waits: it re-reads the store when this runner changes a job and every
+// Config.PollInterval, so it also sees progress made by another runner
+// sharing the store. If ctx ends first, it returns ctx's error.
 func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOptions) (JobInfo, error) {
 	timeout := min(max(opts.Timeout, 0), MaxWait)
 	deadline := time.NewTimer(timeout)
@@ -222,6 +222,8 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 		case <-ctx.Done():
 			return JobInfo{}, fmt.Errorf("batch: wait: %w", context.Cause(ctx))
 		case <-deadline.C:
+			return r.Status(ctx, caller, id, opts.StatusOptions)
+		case <-r.stop: // do not hold up a server's graceful shutdown
 			return r.Status(ctx, caller, id, opts.StatusOptions)
 		case <-changed:
 		case <-poll.C:

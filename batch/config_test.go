@@ -121,3 +121,38 @@ func TestAggregateStatus(t *testing.T) {
 	f(2, 1, batch.JobPartial)
 	f(0, 0, batch.JobFailed)
 }
+
+func TestRunner_WaitEndsOnClose(t *testing.T) {
+	t.Parallel()
+	fetch := batchtest.NewBlockingFetcher()
+	r, err := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: fetch.Fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := batch.Caller{Name: "a"}
+	id, _, err := r.Submit(t.Context(), c, batchtest.Targets("w", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fetch.Started
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Wait(t.Context(), c, id, batch.WaitOptions{Timeout: batch.MaxWait})
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := r.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("Wait after Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return when the runner closed")
+	}
+}

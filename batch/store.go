@@ -158,9 +158,11 @@ type Store interface {
 	Evict(ctx context.Context, maxBytes int64) (int, error)
 
 	// MarkInFlightFailed is the restart hook. It marks every queued and
-	// running job failed with the given reason as its error, and each of
-	// their running targets failed with the same error (outcome other);
-	// pending targets stay pending. It returns how many jobs it marked.
+	// running job failed with the given reason as its error, and every
+	// running target failed with the same error (outcome other) — including
+	// the in-flight target of a job cancelled just before the restart, whose
+	// job stays cancelled. Pending targets stay pending. It returns how many
+	// jobs it marked failed.
 	//
 	// The stores of this module serve one process, so every live job is in
 	// flight. A store shared by several nodes scopes this to the jobs held by

@@ -376,9 +376,6 @@ func (s *Store) MarkInFlightFailed(ctx context.Context, runner, reason string, s
 	defer s.mu.Unlock()
 	n := 0
 	for _, j := range s.jobs {
-		if !j.job.Status.Live() {
-			continue
-		}
 		for i := range j.targets {
 			t := &j.targets[i]
 			if t.Status != batch.TargetRunning {
@@ -388,6 +385,9 @@ func (s *Store) MarkInFlightFailed(ctx context.Context, runner, reason string, s
 			j.job.Bytes += t.Bytes()
 			s.bytes += t.Bytes()
 			j.job.TargetsDone++
+		}
+		if !j.job.Status.Live() {
+			continue
 		}
 		j.job.Status = batch.JobFailed
 		j.job.Error = reason

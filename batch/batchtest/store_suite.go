@@ -589,6 +589,19 @@ func storeMarkInFlightFailed(t *testing.T, s batch.Store) {
 	if err := s.StartTarget(t.Context(), j.ID, 1, t0); err != nil {
 		t.Fatal(err)
 	}
+	// A job cancelled while its target was in flight, then interrupted.
+	cancelled := jobSpec("dave", "c", 2, t0.Add(-time.Second))
+	mustCreate(t, s, cancelled, suiteLimits)
+	cj, _ := mustClaim(t, s, t0)
+	if cj.ID != cancelled.ID {
+		t.Fatalf("claimed %s, want %s", cj.ID, cancelled.ID)
+	}
+	if err := s.StartTarget(t.Context(), cj.ID, 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cancel(t.Context(), "dave", cj.ID, t0); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := s.Stats(t.Context())
 	now := t0.Add(time.Hour)
 	n, err := s.MarkInFlightFailed(t.Context(), "runner-2", "restart", now, now)
@@ -611,8 +624,13 @@ func storeMarkInFlightFailed(t *testing.T, s batch.Store) {
 	if dj, _ := getJob(t, s, "alice", done); dj.Status != batch.JobDone {
 		t.Errorf("done job = %s, want untouched", dj.Status)
 	}
+	cjob, cts := getJob(t, s, "dave", cancelled.ID)
+	if cjob.Status != batch.JobCancelled || cts[0].Status != batch.TargetFailed || cts[0].Error != "restart" ||
+		cts[1].Status != batch.TargetPending || cjob.TargetsDone != 1 {
+		t.Errorf("cancelled job = %s %+v, want cancelled with its in-flight target failed", cjob.Status, cts)
+	}
 	after, _ := s.Stats(t.Context())
-	if after.Queued != 0 || after.Running != 0 || after.Bytes != before.Bytes+int64(len("restart")) {
+	if after.Queued != 0 || after.Running != 0 || after.Bytes != before.Bytes+2*int64(len("restart")) {
 		t.Errorf("stats after = %+v, before = %+v", after, before)
 	}
 }

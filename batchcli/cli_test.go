@@ -1,0 +1,237 @@
+package batchcli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchcli"
+	"github.com/siftfetch/batchkit/batchhttp"
+)
+
+type testBundle struct {
+	runner *batch.Runner
+	fetch  *batchtest.BlockingFetcher
+	url    string
+	stdout *bytes.Buffer
+	stderr *bytes.Buffer
+	cli    *batchcli.CLI
+}
+
+// setup serves the real handler over an in-memory runner whose fetches block
+// until released, and returns a CLI speaking to it as key "alice".
+func setup(t *testing.T, stdin string, terminal bool) *testBundle {
+	t.Helper()
+	fetch := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch.Fetch, PollInterval: 10 * time.Millisecond})
+	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/batch", h)
+	mux.Handle("/v1/batch/", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	b := &testBundle{runner: r, fetch: fetch, url: srv.URL, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	b.cli = b.newCLI(t, "alice-key", stdin, terminal)
+	return b
+}
+
+func (b *testBundle) newCLI(t *testing.T, key, stdin string, terminal bool) *batchcli.CLI {
+	t.Helper()
+	client, err := batchhttp.NewClient(b.url, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return batchcli.New(batchcli.Config{
+		Client:     client,
+		Stdin:      strings.NewReader(stdin),
+		Stdout:     b.stdout,
+		Stderr:     b.stderr,
+		IsTerminal: func(io.Writer) bool { return terminal },
+		PollWait:   time.Second,
+	})
+}
+
+func (b *testBundle) run(t *testing.T, args ...string) error {
+	t.Helper()
+	b.stdout.Reset()
+	b.stderr.Reset()
+	return b.cli.Run(t.Context(), args)
+}
+
+func decode[T any](t *testing.T, data []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("stdout is not the JSON body: %v\n%s", err, data)
+	}
+	return v
+}
+
+func TestCLI_SubmitStatusResultCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "https://a.test/1\nhttps://a.test/2\n", false)
+
+	if err := b.run(t, "submit", "-"); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b.stderr)
+	}
+	sub := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes())
+	if !sub.Success || sub.JobID == "" || sub.Reused || sub.Targets != 2 {
+		t.Fatalf("submit printed %+v", sub)
+	}
+
+	if err := b.run(t, "status", sub.JobID); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	st := decode[batchhttp.StatusResponse](t, b.stdout.Bytes())
+	if st.JobID != sub.JobID || st.TargetsTotal != 2 {
+		t.Fatalf("status printed %+v", st)
+	}
+
+	b.fetch.Release()
+	b.fetch.Release()
+	if err := b.run(t, "status", sub.JobID, "--wait", "--results"); err != nil {
+		t.Fatalf("status --wait: %v\n%s", err, b.stderr)
+	}
+	st = decode[batchhttp.StatusResponse](t, b.stdout.Bytes())
+	if st.Status != batch.JobDone || len(st.Targets) != 2 || st.Targets[1].Result == nil {
+		t.Fatalf("status --wait printed %+v", st)
+	}
+	if !strings.Contains(b.stderr.String(), "2/2 done · 0 failed") || strings.Contains(b.stderr.String(), "\r") {
+		t.Errorf("plain progress lines expected, got %q", b.stderr)
+	}
+
+	if err := b.run(t, "result", sub.JobID, "1"); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	res := decode[batchhttp.ResultResponse](t, b.stdout.Bytes())
+	env, err := batch.DecodeEnvelope(res.Result)
+	if err != nil || env.Content != "released:https://a.test/2" {
+		t.Fatalf("result printed %+v (%v)", res, err)
+	}
+
+	// A finished job cannot be cancelled: the server says no, exit 1.
+	err = b.run(t, "cancel", sub.JobID)
+	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "job already finished (HTTP 409)") {
+		t.Fatalf("cancel of a done job: %v, stderr %q", err, b.stderr)
+	}
+	if !errors.Is(err, batchcli.ErrReported) {
+		t.Errorf("error %v is not marked reported", err)
+	}
+}
+
+func TestCLI_CancelAndList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "", false)
+	path := filepath.Join(t.TempDir(), "targets.json")
+	if err := os.WriteFile(path, []byte(`{"targets":[{"url":"https://a.test/x"},{"url":"https://a.test/y"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.run(t, "submit", path); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b.stderr)
+	}
+	id := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes()).JobID
+	<-b.fetch.Started
+	if err := b.run(t, "cancel", id); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, b.stderr)
+	}
+	if c := decode[batchhttp.CancelResponse](t, b.stdout.Bytes()); !c.Success || c.Status != batch.JobCancelled {
+		t.Fatalf("cancel printed %+v", c)
+	}
+	b.fetch.Release()
+	if err := b.run(t, "list", "--limit", "5"); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if l := decode[batchhttp.ListResponse](t, b.stdout.Bytes()); len(l.Jobs) != 1 || l.Jobs[0].JobID != id {
+		t.Fatalf("list printed %+v", l)
+	}
+	// Another caller sees nothing of it.
+	bob := b.newCLI(t, "bob-key", "", false)
+	b.stdout.Reset()
+	b.stderr.Reset()
+	err := bob.Run(t.Context(), []string{"status", id})
+	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "not found (HTTP 404)") {
+		t.Fatalf("bob's status: %v, stderr %q", err, b.stderr)
+	}
+}
+
+func TestCLI_Errors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "not a url list\n", false)
+	err := b.run(t, "status")
+	if batchcli.ExitCode(err) != 2 || !strings.Contains(b.stderr.String(), "usage: batch") {
+		t.Errorf("usage error: %v, stderr %q", err, b.stderr)
+	}
+	err = b.run(t, "submit", "-")
+	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "not a single URL") {
+		t.Errorf("bad input: %v, stderr %q", err, b.stderr)
+	}
+	err = b.run(t, "submit", filepath.Join(t.TempDir(), "missing.json"))
+	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "read targets") {
+		t.Errorf("missing file: %v, stderr %q", err, b.stderr)
+	}
+	ts := make([]string, 33)
+	for i := range ts {
+		ts[i] = "https://a.test/" + strings.Repeat("x", i+1)
+	}
+	b2 := setup(t, strings.Join(ts, "\n"), false)
+	err = b2.run(t, "submit", "-")
+	if batchcli.ExitCode(err) != 1 || !strings.Contains(b2.stderr.String(), "too many targets (max 32) (HTTP 422)") {
+		t.Errorf("33 targets: %v, stderr %q", err, b2.stderr)
+	}
+	bad := b.newCLI(t, "wrong-key", "", false)
+	b.stderr.Reset()
+	if err := bad.Run(t.Context(), []string{"list"}); batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "HTTP 401") {
+		t.Errorf("wrong key: %v, stderr %q", err, b.stderr)
+	}
+	if err := b.run(t, "help"); err != nil || !strings.Contains(b.stdout.String(), "usage: batch") {
+		t.Errorf("help: %v, %q", err, b.stdout)
+	}
+}
+
+func TestCLI_WaitProgressOnTerminal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "https://a.test/1\nhttps://a.test/2\nhttps://a.test/3\n", true)
+	if err := b.run(t, "submit", "-"); err != nil {
+		t.Fatal(err)
+	}
+	id := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes()).JobID
+	go func() {
+		for range 3 {
+			<-b.fetch.Started
+			time.Sleep(20 * time.Millisecond)
+			b.fetch.Release()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b.stdout.Reset()
+	b.stderr.Reset()
+	if err := b.cli.Run(ctx, []string{"status", id, "--wait"}); err != nil {
+		t.Fatalf("status --wait: %v", err)
+	}
+	progress := b.stderr.String()
+	if !strings.Contains(progress, "\r\033[K") || !strings.Contains(progress, "3/3 done · 0 failed · 00:0") || !strings.HasSuffix(progress, "done\n") {
+		t.Errorf("terminal progress = %q", progress)
+	}
+	if st := decode[batchhttp.StatusResponse](t, b.stdout.Bytes()); st.Status != batch.JobDone || st.Targets[0].Result != nil {
+		t.Errorf("final body = %+v (no results were asked for)", st)
+	}
+}

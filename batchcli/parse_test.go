@@ -1,0 +1,115 @@
+package batchcli_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchcli"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	ok := func(args string, want batchcli.Command) {
+		t.Helper()
+		got, err := batchcli.Parse(strings.Fields(args))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", args, err)
+		}
+		if got != want {
+			t.Errorf("Parse(%q) = %+v, want %+v", args, got, want)
+		}
+	}
+	ok("submit targets.json", batchcli.Command{Verb: "submit", File: "targets.json"})
+	ok("submit -", batchcli.Command{Verb: "submit", File: "-"})
+	ok("status abc", batchcli.Command{Verb: "status", ID: "abc"})
+	ok("status abc --results", batchcli.Command{Verb: "status", ID: "abc", Results: true})
+	ok("status --wait abc -results", batchcli.Command{Verb: "status", ID: "abc", Results: true, Wait: true})
+	ok("status abc --wait=true --results=false", batchcli.Command{Verb: "status", ID: "abc", Wait: true})
+	ok("result abc 3", batchcli.Command{Verb: "result", ID: "abc", Idx: 3})
+	ok("cancel abc", batchcli.Command{Verb: "cancel", ID: "abc"})
+	ok("list", batchcli.Command{Verb: "list"})
+	ok("list --limit 5", batchcli.Command{Verb: "list", Limit: 5})
+	ok("list --limit=100", batchcli.Command{Verb: "list", Limit: 100})
+	ok("help", batchcli.Command{Verb: "help"})
+	ok("--help", batchcli.Command{Verb: "help"})
+	ok("status -- --weird-id", batchcli.Command{Verb: "status", ID: "--weird-id"})
+
+	bad := func(args, wantInMsg string) {
+		t.Helper()
+		_, err := batchcli.Parse(strings.Fields(args))
+		var ue *batchcli.UsageError
+		if !errors.As(err, &ue) {
+			t.Fatalf("Parse(%q) error = %v, want a UsageError", args, err)
+		}
+		if !strings.Contains(ue.Msg, wantInMsg) {
+			t.Errorf("Parse(%q) error %q does not mention %q", args, ue.Msg, wantInMsg)
+		}
+		if batchcli.ExitCode(err) != 2 {
+			t.Errorf("ExitCode(%v) = %d, want 2", err, batchcli.ExitCode(err))
+		}
+	}
+	bad("", "missing command")
+	bad("frobnicate", `unknown command "frobnicate"`)
+	bad("submit", "want 1 argument(s), got 0")
+	bad("submit a.json b.json", "want 1 argument(s), got 2")
+	bad("status", "want 1 argument(s), got 0")
+	bad("status a b", "got 2")
+	bad("status abc --bogus", `unknown flag "--bogus"`)
+	bad("status abc --wait --wait", "given twice")
+	bad("status abc --wait=maybe", "takes no value")
+	bad("result abc", "want 2 argument(s), got 1")
+	bad("result abc x", "non-negative integer")
+	bad("result abc -1", `unknown flag "-1"`)
+	bad("cancel", "want 1 argument(s)")
+	bad("cancel a --results", "unknown flag")
+	bad("list extra", "want 0 argument(s)")
+	bad("list --limit", "needs a value")
+	bad("list --limit 0", "from 1 to 100")
+	bad("list --limit 101", "from 1 to 100")
+	bad("submit --wait x", "unknown flag")
+}
+
+func TestParseTargets(t *testing.T) {
+	t.Parallel()
+	ok := func(in string, want ...string) {
+		t.Helper()
+		ts, err := batchcli.ParseTargets(strings.NewReader(in))
+		if err != nil {
+			t.Fatalf("ParseTargets(%q): %v", in, err)
+		}
+		var urls []string
+		for _, tg := range ts {
+			urls = append(urls, tg.URL)
+		}
+		if strings.Join(urls, " ") != strings.Join(want, " ") {
+			t.Errorf("ParseTargets(%q) = %v, want %v", in, urls, want)
+		}
+	}
+	ok(`{"targets":[{"url":"https://a.test/","mode":"clean"},{"url":"https://b.test/"}]}`, "https://a.test/", "https://b.test/")
+	ok(` [{"url":"https://a.test/"}] `, "https://a.test/")
+	ok("https://a.test/\n\n# a comment\n  https://b.test/x  \n", "https://a.test/", "https://b.test/x")
+
+	ts, _ := batchcli.ParseTargets(strings.NewReader(`[{"url":"u","mode":"raw","context":false}]`))
+	if ts[0].Mode != batch.ModeRaw || ts[0].Context == nil || *ts[0].Context {
+		t.Errorf("options lost: %+v", ts[0])
+	}
+
+	bad := func(in, wantInErr string) {
+		t.Helper()
+		_, err := batchcli.ParseTargets(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), wantInErr) {
+			t.Errorf("ParseTargets(%q) error = %v, want one containing %q", in, err, wantInErr)
+		}
+	}
+	bad("", "no targets")
+	bad("  \n# only a comment\n", "no targets")
+	bad(`{"targets":[]}`, "no targets")
+	bad(`[]`, "no targets")
+	bad(`{"targets":[{"url":"u","bogus":1}]}`, "unknown field")
+	bad(`[{"url":"u"}] [1]`, "trailing data")
+	bad(`{"targets":[{"url":5}]}`, "invalid targets JSON")
+	bad("https://a.test/ https://b.test/", "not a single URL")
+	bad(strings.Repeat("x", 2<<20), "over")
+}

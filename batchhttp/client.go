@@ -1,0 +1,211 @@
+package batchhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// maxResponseBytes caps what the client reads of one answer. A status with
+// results holds up to TargetsPerJob envelopes of up to MaxResultBytes each.
+const maxResponseBytes = 256 << 20
+
+// Client speaks the /v1/batch wire API. It is safe for concurrent use.
+type Client struct {
+	base *url.URL
+	key  string
+	hc   *http.Client
+}
+
+// NewClient returns a client for the server at baseURL (e.g.
+// "http://127.0.0.1:8080"; the client appends "/v1/batch…" to its path),
+// sending key as a bearer token (none if empty). A nil httpClient means
+// [http.DefaultClient]. A long-poll waits up to a minute, so the client's
+// Timeout, if any, should be longer than that.
+func NewClient(baseURL, key string, httpClient *http.Client) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("batchhttp: base URL must be an http or https URL with a host")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("batchhttp: base URL must have no query or fragment")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{base: u, key: key, hc: httpClient}, nil
+}
+
+// APIError is a non-2xx answer of the server.
+type APIError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Message is the answer's "error", or the status text if the body was
+	// not the JSON error shape.
+	Message string
+	// Hint is the answer's "hint", if any.
+	Hint string
+	// RetryAfter is the Retry-After header, or zero.
+	RetryAfter time.Duration
+}
+
+// Error returns "batchhttp: <status> <message>".
+func (e *APIError) Error() string {
+	return fmt.Sprintf("batchhttp: %d %s", e.StatusCode, e.Message)
+}
+
+// StatusQuery tunes [Client.Status].
+type StatusQuery struct {
+	// Results asks for the result envelope of each done target.
+	Results bool
+	// Wait long-polls: the server answers once the job is finished, or
+	// (with Since) once its targets_done differs from *Since, or when Wait
+	// (capped at 60s by the server) has passed. Zero answers at once.
+	Wait time.Duration
+	// Since is the targets_done the caller last saw; used with Wait.
+	Since *int
+}
+
+// Submit submits targets as one job.
+func (c *Client) Submit(ctx context.Context, targets []batch.Target) (SubmitResponse, error) {
+	body, err := json.Marshal(SubmitRequest{Targets: targets})
+	if err != nil {
+		return SubmitResponse{}, fmt.Errorf("batchhttp: encode targets: %w", err)
+	}
+	var resp SubmitResponse
+	err = c.do(ctx, http.MethodPost, "/v1/batch", nil, body, &resp)
+	return resp, err
+}
+
+// Status returns the job's summary.
+func (c *Client) Status(ctx context.Context, id string, q StatusQuery) (StatusResponse, error) {
+	v := url.Values{}
+	if q.Results {
+		v.Set("results", "1")
+	}
+	if q.Wait > 0 {
+		v.Set("wait", q.Wait.String())
+		if q.Since != nil {
+			v.Set("since", strconv.Itoa(*q.Since))
+		}
+	}
+	var resp StatusResponse
+	err := c.do(ctx, http.MethodGet, "/v1/batch/"+url.PathEscape(id), v, nil, &resp)
+	return resp, err
+}
+
+// Result returns target idx of the job, with its result.
+func (c *Client) Result(ctx context.Context, id string, idx int) (ResultResponse, error) {
+	var resp ResultResponse
+	err := c.do(ctx, http.MethodGet, "/v1/batch/"+url.PathEscape(id)+"/"+strconv.Itoa(idx), nil, nil, &resp)
+	return resp, err
+}
+
+// Cancel cancels the job.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) {
+	var resp CancelResponse
+	err := c.do(ctx, http.MethodDelete, "/v1/batch/"+url.PathEscape(id), nil, nil, &resp)
+	return resp, err
+}
+
+// List returns the caller's jobs, newest first; limit 0 means the server's
+// default (20).
+func (c *Client) List(ctx context.Context, limit int) (ListResponse, error) {
+	v := url.Values{}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var resp ListResponse
+	err := c.do(ctx, http.MethodGet, "/v1/batch", v, nil, &resp)
+	return resp, err
+}
+
+// do sends one request and decodes a 2xx answer into out; any other answer
+// is an *APIError.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	target := c.base.String() + path // path holds escaped ids
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return fmt.Errorf("batchhttp: %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("batchhttp: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return fmt.Errorf("batchhttp: %s %s: read answer: %w", method, path, err)
+	}
+	if len(data) > maxResponseBytes {
+		return fmt.Errorf("batchhttp: %s %s: answer larger than %d bytes", method, path, maxResponseBytes)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return apiError(resp, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("batchhttp: %s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// apiError builds the error of a non-2xx answer.
+func apiError(resp *http.Response, body []byte) *APIError {
+	e := &APIError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	var er ErrorResponse
+	if err := json.Unmarshal(body, &er); err == nil && er.Error != "" {
+		e.Message, e.Hint = er.Error, er.Hint
+	} else {
+		e.Message = strings.ToLower(http.StatusText(resp.StatusCode))
+		if e.Message == "" {
+			e.Message = "unexpected answer"
+		}
+	}
+	return e
+}
+
+// retryAfter parses a Retry-After header: seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// IsNotFound reports whether err is a 404 answer.
+func IsNotFound(err error) bool {
+	ae, ok := errors.AsType[*APIError](err)
+	return ok && ae.StatusCode == http.StatusNotFound
+}

@@ -1,0 +1,256 @@
+package batchhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// MaxBodyBytes caps the body of a submit: 256 KiB, enough for 32 targets
+// with long questions. A larger body is refused with 413, from its
+// Content-Length when it has one, before any of it is read.
+const MaxBodyBytes = 256 << 10
+
+var errTooLarge = &httpError{
+	status: http.StatusRequestEntityTooLarge, msg: "body too large (max 256 KiB)",
+	hint: "split the targets over several batches", code: codeTooLarge,
+}
+
+// readBody reads a submit body of at most [MaxBodyBytes]. w must be the
+// server's own ResponseWriter, so that an oversized body closes the
+// connection.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		return nil, errTooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		w.Header().Set("Connection", "close")
+		return nil, errTooLarge
+	}
+	if err != nil {
+		return nil, invalidBatch("body could not be read")
+	}
+	return b, nil
+}
+
+// decodeSubmit decodes a submit body, {"targets": [{…}, …]}, strictly. It
+// refuses, as 400 "invalid batch: …":
+//
+//   - invalid UTF-8, malformed JSON, and anything after the object but
+//     white space;
+//   - a body that is not an object, "targets" missing, null, not a list or
+//     empty, and a target that is not an object;
+//   - unknown fields, and keys that differ from the field names only in case
+//     ("URL" is not "url"): keys are matched exactly;
+//   - duplicate keys, in the body or in a target (encoding/json would keep the
+//     last one silently);
+//   - a value of the wrong type: the option fields and "url" take a string,
+//     "context" and "recover" a boolean. null counts as absent for every
+//     target field, as it does in encoding/json.
+//
+// It walks the tokens itself rather than decoding into a struct, which is
+// how it sees duplicate and case-variant keys, and why its messages name the
+// target and the field instead of Go types. Whatever it accepts decodes to
+// the same targets with encoding/json and DisallowUnknownFields (the fuzz
+// test checks this).
+func decodeSubmit(body []byte) ([]batch.Target, error) {
+	if !utf8.Valid(body) {
+		return nil, invalidBatch("body is not valid UTF-8")
+	}
+	d := submitDecoder{dec: json.NewDecoder(bytes.NewReader(body))}
+	d.dec.UseNumber()
+	return d.body()
+}
+
+type submitDecoder struct{ dec *json.Decoder }
+
+func (d *submitDecoder) body() ([]batch.Target, error) {
+	tok, err := d.dec.Token()
+	if err == io.EOF {
+		return nil, invalidBatch("empty body")
+	}
+	if err != nil {
+		return nil, syntaxErr(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, invalidBatch("body must be a JSON object")
+	}
+	var (
+		targets []batch.Target
+		seen    bool
+	)
+	for d.dec.More() {
+		key, err := d.token()
+		if err != nil {
+			return nil, err
+		}
+		switch k := key.(string); {
+		case k != "targets":
+			return nil, invalidBatch("unknown field %s", quoteField(k))
+		case seen:
+			return nil, invalidBatch(`duplicate field "targets"`)
+		}
+		seen = true
+		if targets, err = d.targets(); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := d.token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := d.dec.Token(); err != io.EOF {
+		return nil, invalidBatch("data after the JSON object")
+	}
+	switch {
+	case !seen:
+		return nil, invalidBatch(`missing field "targets"`)
+	case targets == nil:
+		return nil, invalidBatch(`"targets" must be a list, not null`)
+	case len(targets) == 0:
+		return nil, invalidBatch("no targets")
+	}
+	return targets, nil
+}
+
+// targets reads the value of "targets": nil for null, else a non-nil list.
+func (d *submitDecoder) targets() ([]batch.Target, error) {
+	tok, err := d.token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case nil:
+		return nil, nil
+	case json.Delim('['):
+	default:
+		return nil, invalidBatch(`"targets" must be a list`)
+	}
+	targets := []batch.Target{}
+	for i := 0; d.dec.More(); i++ {
+		t, err := d.target(i)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+	}
+	if _, err := d.token(); err != nil { // the closing bracket
+		return nil, err
+	}
+	return targets, nil
+}
+
+// target reads target i.
+func (d *submitDecoder) target(i int) (batch.Target, error) {
+	var t batch.Target
+	tok, err := d.token()
+	if err != nil {
+		return t, err
+	}
+	if tok != json.Delim('{') {
+		return t, invalidBatch("target %d must be an object", i)
+	}
+	seen := make(map[string]bool, 8)
+	for d.dec.More() {
+		key, err := d.token()
+		if err != nil {
+			return t, err
+		}
+		k := key.(string)
+		if seen[k] {
+			return t, invalidBatch("target %d: duplicate field %s", i, quoteField(k))
+		}
+		seen[k] = true
+		var (
+			s    *string
+			b    *bool
+			null bool
+		)
+		switch k {
+		case "url":
+			s = &t.URL
+		case "mode":
+			s = &t.Mode
+		case "question":
+			s = &t.Question
+		case "pages":
+			s = &t.Pages
+		case "grep":
+			s = &t.Grep
+		case "jq":
+			s = &t.JQ
+		case "recover":
+			b = &t.Recover
+		case "context":
+			t.Context = new(bool)
+			b = t.Context
+		default:
+			return t, invalidBatch("target %d: unknown field %s", i, quoteField(k))
+		}
+		v, err := d.token()
+		if err != nil {
+			return t, err
+		}
+		switch v := v.(type) {
+		case nil:
+			null = true
+		case string:
+			if s == nil {
+				return t, invalidBatch("target %d: %q must be a boolean", i, k)
+			}
+			*s = v
+		case bool:
+			if b == nil {
+				return t, invalidBatch("target %d: %q must be a string", i, k)
+			}
+			*b = v
+		default:
+			if s != nil {
+				return t, invalidBatch("target %d: %q must be a string", i, k)
+			}
+			return t, invalidBatch("target %d: %q must be a boolean", i, k)
+		}
+		if null && k == "context" {
+			t.Context = nil // absent, as encoding/json has it
+		}
+	}
+	_, err = d.token() // the closing brace
+	return t, err
+}
+
+// token reads the next token, turning the end of input and syntax errors
+// into 400 answers.
+func (d *submitDecoder) token() (json.Token, error) {
+	tok, err := d.dec.Token()
+	if err != nil {
+		return nil, syntaxErr(err)
+	}
+	return tok, nil
+}
+
+func syntaxErr(err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return invalidBatch("malformed JSON at byte %d", se.Offset)
+	}
+	return invalidBatch("malformed JSON: unexpected end of input")
+}
+
+// quoteField quotes a client-supplied key for an error message, cut to 64
+// bytes.
+func quoteField(k string) string {
+	if len(k) > 64 {
+		k = k[:64]
+		for !utf8.ValidString(k) {
+			k = k[:len(k)-1]
+		}
+		return strconv.Quote(k) + "…"
+	}
+	return strconv.Quote(k)
+}

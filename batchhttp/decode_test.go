@@ -1,0 +1,87 @@
+package batchhttp
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+func TestDecodeSubmit(t *testing.T) {
+	t.Parallel()
+
+	yes, no := true, false
+
+	ok := func(body string, want ...batch.Target) {
+		t.Helper()
+		got, err := decodeSubmit([]byte(body))
+		if err != nil {
+			t.Errorf("decodeSubmit(%s): %v", body, err)
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("decodeSubmit(%s) = %+v, want %+v", body, got, want)
+		}
+	}
+	bad := func(body, wantMsg string) {
+		t.Helper()
+		_, err := decodeSubmit([]byte(body))
+		he, isHTTP := err.(*httpError)
+		if !isHTTP || he.status != 400 || he.msg != wantMsg {
+			t.Errorf("decodeSubmit(%q) = %v, want 400 %q", body, err, wantMsg)
+		}
+	}
+
+	ok(`{"targets":[{"url":"https://a.test/"}]}`, batch.Target{URL: "https://a.test/"})
+	ok(" \n{ \"targets\" : [ {\"url\":\"u\"} ] } \n\t", batch.Target{URL: "u"})
+	ok(`{"targets":[{"url":"u","mode":"clean","question":"q","pages":"1-2","grep":"g","jq":".a","context":true,"recover":true}]}`,
+		batch.Target{URL: "u", Options: batch.Options{Mode: "clean", Question: "q", Pages: "1-2", Grep: "g", JQ: ".a", Context: &yes, Recover: true}})
+	ok(`{"targets":[{"url":"u","context":false},{"url":"v","context":null},{"url":"w"}]}`,
+		batch.Target{URL: "u", Options: batch.Options{Context: &no}}, batch.Target{URL: "v"}, batch.Target{URL: "w"})
+	ok(`{"targets":[{"url":"u","mode":null,"recover":null}]}`, batch.Target{URL: "u"})
+	ok(`{"targets":[{"url":"\u0068ttps://a.test/\u00e9"}]}`, batch.Target{URL: "https://a.test/é"})
+	ok(`{"targets":[{}]}`, batch.Target{}) // the runner refuses the empty url
+
+	// Syntax, trailing data, encoding.
+	bad(``, "invalid batch: empty body")
+	bad("  \n", "invalid batch: empty body")
+	bad(`{"targets":[{"url":"u"}]`, "invalid batch: malformed JSON: unexpected end of input")
+	bad(`{"targets":[{"url":"u"},]}`, "invalid batch: malformed JSON at byte 24")
+	bad(`{"targets":[{"url":"u"}]}{}`, "invalid batch: data after the JSON object")
+	bad(`{"targets":[{"url":"u"}]} x`, "invalid batch: data after the JSON object")
+	bad(`{"targets":[{"url":"u"}]}]`, "invalid batch: data after the JSON object")
+	bad("{\"targets\":[{\"url\":\"\xff\"}]}", "invalid batch: body is not valid UTF-8")
+	// Shape.
+	bad(`null`, "invalid batch: body must be a JSON object")
+	bad(`[{"url":"u"}]`, "invalid batch: body must be a JSON object")
+	bad(`"targets"`, "invalid batch: body must be a JSON object")
+	bad(`{}`, `invalid batch: missing field "targets"`)
+	bad(`{"targets":null}`, `invalid batch: "targets" must be a list, not null`)
+	bad(`{"targets":[]}`, "invalid batch: no targets")
+	bad(`{"targets":{"url":"u"}}`, `invalid batch: "targets" must be a list`)
+	bad(`{"targets":"u"}`, `invalid batch: "targets" must be a list`)
+	bad(`{"targets":[null]}`, "invalid batch: target 0 must be an object")
+	bad(`{"targets":[{"url":"u"},"v"]}`, "invalid batch: target 1 must be an object")
+	bad(`{"targets":[[{"url":"u"}]]}`, "invalid batch: target 0 must be an object")
+	// Unknown, case-variant and duplicate keys.
+	bad(`{"targets":[{"url":"u"}],"idempotency_key":"k"}`, `invalid batch: unknown field "idempotency_key"`)
+	bad(`{"TARGETS":[{"url":"u"}]}`, `invalid batch: unknown field "TARGETS"`)
+	bad(`{"Targets":[{"url":"u"}]}`, `invalid batch: unknown field "Targets"`)
+	bad(`{"targets":[{"URL":"u"}]}`, `invalid batch: target 0: unknown field "URL"`)
+	bad(`{"targets":[{"url":"u","Mode":"raw"}]}`, `invalid batch: target 0: unknown field "Mode"`)
+	bad(`{"targets":[{"url":"u","options":{}}]}`, `invalid batch: target 0: unknown field "options"`)
+	bad(`{"targets":[{"url":"u"}],"targets":[{"url":"v"}]}`, `invalid batch: duplicate field "targets"`)
+	bad(`{"targets":[{"url":"u","url":"v"}]}`, `invalid batch: target 0: duplicate field "url"`)
+	bad(`{"targets":[{"url":"u"},{"url":"v","mode":"raw","mode":"clean"}]}`, `invalid batch: target 1: duplicate field "mode"`)
+	bad(`{"targets":[{"url":"u","\u0075rl":"v"}]}`, `invalid batch: target 0: duplicate field "url"`)
+	bad(`{"targets":[{"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa":1}]}`,
+		`invalid batch: target 0: unknown field "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"…`)
+	// Wrong types.
+	bad(`{"targets":[{"url":1}]}`, `invalid batch: target 0: "url" must be a string`)
+	bad(`{"targets":[{"url":true}]}`, `invalid batch: target 0: "url" must be a string`)
+	bad(`{"targets":[{"url":["u"]}]}`, `invalid batch: target 0: "url" must be a string`)
+	bad(`{"targets":[{"url":"u","question":{}}]}`, `invalid batch: target 0: "question" must be a string`)
+	bad(`{"targets":[{"url":"u","context":"yes"}]}`, `invalid batch: target 0: "context" must be a boolean`)
+	bad(`{"targets":[{"url":"u","recover":1}]}`, `invalid batch: target 0: "recover" must be a boolean`)
+	bad(`{"targets":[{"url":"u","recover":[]}]}`, `invalid batch: target 0: "recover" must be a boolean`)
+}

@@ -1,0 +1,94 @@
+// Package batchhttp serves a [batch.Runner] over HTTP as the /v1/batch wire
+// API, and provides a [Client] for it.
+//
+// A host builds a [Handler] with [NewHandler] from the runner and its hooks
+// ([HandlerOpts]: authenticate, pre-check, logger, observe), and mounts it
+// on both "/v1/batch" and "/v1/batch/":
+//
+//	auth, err := batchhttp.NewKeyAuth(keys)
+//	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+//		Authenticate: auth,
+//		Precheck:     batchhttp.PrecheckURL,
+//		Logger:       logger,
+//	})
+//	mux.Handle("/v1/batch", h)
+//	mux.Handle("/v1/batch/", h)
+//
+// # Routes
+//
+//	POST   /v1/batch                 submit        202 {"success":true,"job_id","status","targets","reused"}
+//	GET    /v1/batch/{id}            status        200 {"job_id","status","error"?,"targets_total","targets_done",
+//	                                                    "created_at","expires_at","targets":[{"idx","url","status","error"?,"hint"?}]}
+//	GET    /v1/batch/{id}?results=1  with results  each done target also has "result", its stored envelope
+//	GET    /v1/batch/{id}/{idx}      one result    200 {"job_id","idx","url","status","result"?,"error"?,"hint"?,"expires_at"}
+//	DELETE /v1/batch/{id}            cancel        200 {"success":true,"status":"cancelled"}
+//	GET    /v1/batch[?limit=n]       list          200 {"jobs":[{"job_id","status","targets_total","targets_done","created_at","expires_at"}]}
+//
+// The shapes are the types of wire.go ([SubmitResponse], [StatusResponse],
+// [ResultResponse], [CancelResponse], [ListResponse]). Every error has one
+// shape, [ErrorResponse]: {"success":false,"error":"…","hint"?}. Times are
+// RFC 3339 in UTC, to the second. Every response is JSON and carries
+// Cache-Control: no-store.
+//
+// Errors, as SPEC §6 has them: 400 "invalid batch: …" (bad body);
+// 422 "blocked: target <idx>: <reason>" (the pre-check; no job is created);
+// 422 "too many targets (max N)"; 429 "busy: a batch of yours is still
+// running" with Retry-After: 30; 429 "batch jobs busy" with Retry-After: 60;
+// 413 for a body over [MaxBodyBytes]; 404 "not found"; 409 "job already
+// finished". Besides: 400 "invalid request: …" for a bad query parameter;
+// 401 from the authenticator; 405 "method not allowed" with an Allow header;
+// 503 "batch jobs unavailable" with Retry-After: 5 while the runner is not
+// started, closing, or its store timed out; 500 "internal error" for
+// anything else, whose text is never sent.
+//
+// Every request is authenticated first, whatever its path. A job of another
+// caller, an unknown id, an id that cannot be a job id and an idx outside
+// the job all get the same 404, byte for byte.
+//
+// # Submit body
+//
+// The body is {"targets":[{"url","mode","question","pages","grep","jq",
+// "context","recover"}, …]}, at most [MaxBodyBytes]. It is decoded strictly:
+// unknown fields, keys that differ from the field names in case only,
+// duplicate keys, wrong types, invalid UTF-8 and data after the object are
+// all 400; null counts as an absent field. The Content-Type is not checked.
+// The order of checks is: size (413), syntax and shape (400), the target
+// count (422), the pre-check of each URL in order (422), then the runner's
+// own validation (400 for an empty url or unknown mode) and caps (429).
+//
+// # Additions to the seeds
+//
+// Long-poll. GET /v1/batch/{id}?wait=<d> answers as soon as the job is
+// finished, or, with since=<n>, as soon as its targets_done differs from n;
+// otherwise when d has passed, with the summary as it is then. d is a Go
+// duration ("30s") or a number of seconds ("30"), capped at 60s. since
+// without wait is ignored. The wait holds no store connection: it runs
+// [batch.Runner.Wait], which re-reads the store when the local runner
+// changes a job and every PollInterval, so it also sees progress made by
+// another runner sharing the store. It ends when the client goes away. A
+// host's http.Server WriteTimeout must exceed 60s for long-polls to work,
+// and since http.Server.Shutdown waits for them, a host that wants them to
+// end at once cancels the context it returns from http.Server.BaseContext.
+//
+// Expiry. Every status, result and list body carries "expires_at": when the
+// finished job may be swept (its lease plus the TTL). A status or result
+// read by the owner bumps the lease first, so the value it shows includes
+// that bump. Listing does not bump leases.
+//
+// List. GET /v1/batch lists the caller's own jobs, newest first: limit
+// defaults to [DefaultListLimit] and is capped at [MaxListLimit]; a limit
+// below 1 or not a number is 400. An agent that lost a job id finds it here.
+//
+// # Logs and metrics
+//
+// Each request logs exactly one line, "batch http", with the route label,
+// the HTTP status, the caller, the job id, the target count, the job status
+// and reused flag when known, and for an error a fixed code (such as
+// "blocked" or "not_found") instead of the message. No line carries a
+// target URL, a host name, an idem key or a pre-check reason, for any
+// caller; the cause of a 500 is logged for unrestricted callers only.
+//
+// The [ObserveFunc] gets one of four fixed route labels ([RouteList],
+// [RouteJob], [RouteResult], [RouteOther]), never a job id; a client that
+// went away before the answer is counted as status 499.
+package batchhttp

@@ -1,0 +1,275 @@
+package batchhttp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// Runner is what the handler needs of a [batch.Runner]; *batch.Runner
+// implements it.
+type Runner interface {
+	Submit(ctx context.Context, caller batch.Caller, targets []batch.Target) (id string, reused bool, err error)
+	Status(ctx context.Context, caller batch.Caller, id string, opts batch.StatusOptions) (batch.JobInfo, error)
+	Wait(ctx context.Context, caller batch.Caller, id string, opts batch.WaitOptions) (batch.JobInfo, error)
+	Result(ctx context.Context, caller batch.Caller, id string, idx int) (batch.TargetResult, error)
+	Touch(ctx context.Context, caller batch.Caller, id string) error
+	Cancel(ctx context.Context, caller batch.Caller, id string) error
+	List(ctx context.Context, caller batch.Caller, limit int) ([]batch.JobInfo, error)
+	TargetsPerJob() int
+}
+
+// CallerFunc authenticates a request. It returns the caller and true, or
+// writes the refusal itself (401 or 403, ideally with [WriteError]) and
+// returns false. A caller with an empty Name is a host bug and answered 500.
+type CallerFunc func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool)
+
+// PrecheckFunc checks one target URL at submit, without DNS or any other
+// I/O. An error refuses the whole submit with 422
+// "blocked: target <idx>: <reason>", where reason is the error's text
+// without a leading "blocked: ". The reason goes to the caller only, never
+// to a log line, so it may name the host. See [PrecheckURL].
+type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) error
+
+// ObserveFunc receives one observation per request for the host's metrics:
+// a fixed route label (one of [RouteList], [RouteJob], [RouteResult],
+// [RouteOther]; never a job id), the HTTP status written (499 if the client
+// went away first) and the time the handler took. A long-poll takes up to its
+// wait.
+type ObserveFunc func(route string, status int, d time.Duration)
+
+// Route labels given to an [ObserveFunc] and logged as "route".
+const (
+	RouteList   = "/v1/batch"             // POST (submit) and GET (list)
+	RouteJob    = "/v1/batch/{id}"        // GET (status, long-poll) and DELETE (cancel)
+	RouteResult = "/v1/batch/{id}/{idx}"  // GET (one result)
+	RouteOther  = "/v1/batch/{unmatched}" // any other path
+)
+
+// statusClientGone is reported when the client went away before the answer.
+const statusClientGone = 499
+
+// HandlerOpts configure [NewHandler].
+type HandlerOpts struct {
+	// Authenticate resolves every request to a caller before anything else
+	// happens. Required; see [NewKeyAuth] for a ready one.
+	Authenticate CallerFunc
+	// Precheck checks each target URL at submit. Defaults to no check; see
+	// [PrecheckURL] for a ready one.
+	Precheck PrecheckFunc
+	// Logger gets one line per request. Defaults to discarding them.
+	Logger *slog.Logger
+	// Observe gets one observation per request. Defaults to none.
+	Observe ObserveFunc
+}
+
+// Handler serves the /v1/batch wire API. Create one with [NewHandler].
+type Handler struct {
+	runner   Runner
+	auth     CallerFunc
+	precheck PrecheckFunc
+	log      *slog.Logger
+	observe  ObserveFunc
+	mux      *http.ServeMux
+	other    http.Handler // unmatched paths
+}
+
+// NewHandler returns a handler serving runner over HTTP, as described in the
+// package documentation. The host mounts it on both "/v1/batch" and
+// "/v1/batch/".
+func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
+	if runner == nil {
+		return nil, errors.New("batchhttp: runner is required")
+	}
+	if opts == nil || opts.Authenticate == nil {
+		return nil, errors.New("batchhttp: HandlerOpts.Authenticate is required")
+	}
+	h := &Handler{
+		runner:   runner,
+		auth:     opts.Authenticate,
+		precheck: opts.Precheck,
+		log:      opts.Logger,
+		observe:  opts.Observe,
+		mux:      http.NewServeMux(),
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.other = h.route(RouteOther, func(http.ResponseWriter, *http.Request, *request) error { return notFound })
+	h.mux.Handle("POST /v1/batch", h.route(RouteList, h.submit))
+	h.mux.Handle("GET /v1/batch", h.route(RouteList, h.list))
+	h.mux.Handle("/v1/batch", h.route(RouteList, methodNotAllowed("GET, HEAD, POST")))
+	h.mux.Handle("GET /v1/batch/{id}", h.route(RouteJob, h.status))
+	h.mux.Handle("DELETE /v1/batch/{id}", h.route(RouteJob, h.cancel))
+	h.mux.Handle("/v1/batch/{id}", h.route(RouteJob, methodNotAllowed("DELETE, GET, HEAD")))
+	h.mux.Handle("GET /v1/batch/{id}/{idx}", h.route(RouteResult, h.result))
+	h.mux.Handle("/v1/batch/{id}/{idx}", h.route(RouteResult, methodNotAllowed("GET, HEAD")))
+	h.mux.Handle("/", h.other)
+	return h, nil
+}
+
+// ServeHTTP implements [http.Handler]. Paths that are not clean (".", "..",
+// "//") are answered 404 rather than redirected, so every answer is JSON.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect || !cleanPath(r.URL.Path) {
+		h.other.ServeHTTP(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || (c != "/" && c+"/" == p)
+}
+
+func methodNotAllowed(allow string) handlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request, _ *request) error {
+		w.Header().Set("Allow", allow)
+		return &httpError{status: http.StatusMethodNotAllowed, msg: "method not allowed", code: codeMethod}
+	}
+}
+
+// handlerFunc serves one route for an authenticated caller. It writes a
+// success itself and returns an error for anything else.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, req *request) error
+
+// request is what the log line of one request says.
+type request struct {
+	caller    batch.Caller
+	jobID     string
+	targets   int // -1 if not known
+	jobStatus batch.JobStatus
+	reused    *bool
+	blocked   int // index of the target the pre-check refused, or -1
+}
+
+// route wraps fn: it authenticates, turns a returned error into its answer,
+// recovers a panic, and then logs one line and makes one observation.
+func (h *Handler) route(label string, fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		req := &request{targets: -1, blocked: -1}
+		var ans *httpError
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				// The panic value may carry anything, a URL included: it is
+				// not logged.
+				ans = answerFor(errors.New("handler panic"), 0)
+				if !sw.wrote {
+					writeAnswer(sw, ans)
+				}
+			}
+			status := sw.status
+			if !sw.wrote {
+				status = statusClientGone
+			}
+			d := time.Since(start)
+			h.logLine(r.Context(), label, status, d, req, ans)
+			if h.observe != nil {
+				h.observe(label, status, d)
+			}
+		}()
+		caller, ok := h.auth(sw, r)
+		if !ok {
+			ans = &httpError{status: http.StatusUnauthorized, msg: "unauthorized", code: codeAuth}
+			if !sw.wrote {
+				writeAnswer(sw, ans)
+			}
+			return
+		}
+		if caller.Name == "" {
+			ans = answerFor(batch.ErrInvalidCaller, 0)
+			writeAnswer(sw, ans)
+			return
+		}
+		req.caller = caller
+		err := fn(sw, r, req)
+		if err == nil {
+			return
+		}
+		if r.Context().Err() != nil && !sw.wrote {
+			return // the client is gone: nothing to answer
+		}
+		ans = answerFor(err, h.runner.TargetsPerJob())
+		writeAnswer(sw, ans)
+	})
+}
+
+// logLine writes the request's one log line. It never carries a URL, a host
+// name, an idem key or the text of a 4xx answer (which may echo input or a
+// pre-check reason): only the answer's fixed code. The cause of a 5xx is
+// logged for unrestricted callers only.
+func (h *Handler) logLine(ctx context.Context, label string, status int, d time.Duration, req *request, ans *httpError) {
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	if !h.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs, slog.String("route", label), slog.Int("http_status", status))
+	if req.caller.Name != "" {
+		attrs = append(attrs, slog.String("caller", req.caller.Name))
+	}
+	if req.jobID != "" {
+		attrs = append(attrs, slog.String("job_id", req.jobID))
+	}
+	if req.targets >= 0 {
+		attrs = append(attrs, slog.Int("targets", req.targets))
+	}
+	if req.jobStatus != "" {
+		attrs = append(attrs, slog.String("status", string(req.jobStatus)))
+	}
+	if req.reused != nil {
+		attrs = append(attrs, slog.Bool("reused", *req.reused))
+	}
+	if ans != nil {
+		attrs = append(attrs, slog.String("error", ans.code))
+		if req.blocked >= 0 {
+			attrs = append(attrs, slog.Int("target_idx", req.blocked))
+		}
+		if status >= 500 && ans.cause != nil && !req.caller.Restricted {
+			attrs = append(attrs, slog.String("cause", ans.cause.Error()))
+		}
+	}
+	attrs = append(attrs, slog.Duration("duration", d))
+	h.log.LogAttrs(ctx, level, "batch http", attrs...)
+}
+
+// statusWriter records the status written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets [http.ResponseController] reach the server's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

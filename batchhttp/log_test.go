@@ -1,0 +1,176 @@
+package batchhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+func TestHandler_LogLine(t *testing.T) {
+	t.Parallel()
+
+	b := setup(t, setupOpts{precheck: PrecheckURL})
+	targets := batchtest.Targets("log", 2)
+	type want map[string]any
+	var id string
+	steps := []struct {
+		method, path, key, body string
+		want                    want
+	}{
+		{"POST", "/v1/batch", keyAlice, submitBody(t, targets), want{
+			"route": RouteList, "http_status": 202.0, "caller": "alice", "targets": 2.0, "status": "queued", "reused": false,
+		}},
+		{"POST", "/v1/batch", keyAlice, submitBody(t, targets), want{
+			"route": RouteList, "http_status": 202.0, "caller": "alice", "targets": 2.0, "reused": true,
+		}},
+		{"GET", "/v1/batch/{id}?wait=10s", keyAlice, "", want{
+			"route": RouteJob, "http_status": 200.0, "caller": "alice", "targets": 2.0, "status": "done",
+		}},
+		{"GET", "/v1/batch/{id}/1", keyAlice, "", want{"route": RouteResult, "http_status": 200.0, "caller": "alice"}},
+		{"GET", "/v1/batch/{id}/7", keyAlice, "", want{"route": RouteResult, "http_status": 404.0, "error": "not_found"}},
+		{"DELETE", "/v1/batch/{id}", keyAlice, "", want{"route": RouteJob, "http_status": 409.0, "error": "finished"}},
+		{"GET", "/v1/batch", keyAlice, "", want{"route": RouteList, "http_status": 200.0, "caller": "alice"}},
+		{"GET", "/v1/batch/{id}", keyBob, "", want{"route": RouteJob, "http_status": 404.0, "caller": "bob"}},
+		{"POST", "/v1/batch", keyBob, `{"targets":[{"url":"http://10.1.2.3/"}]}`, want{
+			"route": RouteList, "http_status": 422.0, "error": "blocked", "target_idx": 0.0, "targets": 1.0,
+		}},
+		{"POST", "/v1/batch", keyBob, `{"targets":`, want{"route": RouteList, "http_status": 400.0, "error": "invalid"}},
+		{"GET", "/v1/batch/{id}", "", "", want{"route": RouteJob, "http_status": 401.0, "error": "unauthorized"}},
+		{"PUT", "/v1/batch/{id}/0", keyBob, "", want{"route": RouteResult, "http_status": 405.0}},
+		{"GET", "/nowhere", keyBob, "", want{"route": RouteOther, "http_status": 404.0}},
+	}
+	for i, s := range steps {
+		rec := b.do(t, s.method, strings.ReplaceAll(s.path, "{id}", id), s.key, s.body)
+		if i == 0 {
+			var resp SubmitResponse
+			decodeJSON(t, rec.Body.Bytes(), &resp)
+			id = resp.JobID
+		}
+		lines := b.logs.lines(t)
+		if len(lines) != i+1 {
+			t.Fatalf("%s %s: %d log lines after %d requests, want one each:\n%s", s.method, s.path, len(lines), i+1, b.logs)
+		}
+		line := lines[i]
+		if line["msg"] != "batch http" {
+			t.Errorf("%s %s: msg %q", s.method, s.path, line["msg"])
+		}
+		for k, v := range s.want {
+			if line[k] != v {
+				t.Errorf("%s %s: %s = %v, want %v (line %v)", s.method, s.path, k, line[k], v, line)
+			}
+		}
+		if strings.Contains(s.path, "{id}") && s.key != "" && s.method != "PUT" && line["job_id"] != id {
+			t.Errorf("%s %s: job_id = %v, want %s", s.method, s.path, line["job_id"], id)
+		}
+	}
+}
+
+func TestHandler_LogRedaction(t *testing.T) {
+	t.Parallel()
+
+	for _, key := range []string{keyAlice, keyRita} {
+		t.Run(key, func(t *testing.T) {
+			t.Parallel()
+			canary := fmt.Sprintf("c-%d.test", time.Now().UnixNano())
+			u := func(i int) string { return fmt.Sprintf("https://%s/path-%d-canary?token=tok-%d-canary", canary, i, i) }
+			logs := &logBuffer{}
+			runnerLog := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			fetch := func(_ context.Context, _ batch.Caller, t batch.Target) (batch.Result, error) {
+				if strings.Contains(t.URL, "path-1-") {
+					return batch.Result{}, &url.Error{Op: "Get", URL: t.URL, Err: errors.New("connection refused")}
+				}
+				if strings.Contains(t.URL, "path-2-") {
+					panic("fetch of " + t.URL + " exploded")
+				}
+				return batch.Result{Content: "page of " + t.URL, Meta: map[string]any{"source": t.URL}}, nil
+			}
+			precheck := func(_ context.Context, _ batch.Caller, raw string) error {
+				if strings.Contains(raw, "path-9-") {
+					return fmt.Errorf("blocked: %s resolves to a private address", raw)
+				}
+				return nil
+			}
+			b := setup(t, setupOpts{fetch: fetch, precheck: precheck, config: func(c *batch.Config) { c.Logger = runnerLog }})
+			b.handler.log = runnerLog // one buffer for both
+			targets := []batch.Target{{URL: u(0)}, {URL: u(1)}, {URL: u(2)}}
+			caller := map[string]string{keyAlice: "alice", keyRita: "rita"}[key]
+
+			id := b.submit(t, key, targets, http.StatusAccepted).JobID
+			b.do(t, http.MethodGet, "/v1/batch/"+id+"?wait=10s&results=1", key, "")
+			b.submit(t, key, targets, http.StatusAccepted)
+			for i := range targets {
+				b.do(t, http.MethodGet, fmt.Sprintf("/v1/batch/%s/%d", id, i), key, "")
+			}
+			b.do(t, http.MethodGet, "/v1/batch", key, "")
+			b.do(t, http.MethodDelete, "/v1/batch/"+id, key, "")
+			b.submit(t, key, []batch.Target{{URL: u(3)}, {URL: u(9)}}, http.StatusUnprocessableEntity)
+			b.submit(t, key, []batch.Target{{URL: u(4), Options: batch.Options{Mode: u(5)}}}, http.StatusBadRequest)
+			b.do(t, http.MethodGet, "/v1/batch/"+url.PathEscape(u(6)), key, "")
+
+			got := logs.String()
+			if !strings.Contains(got, id) {
+				t.Fatalf("the logs do not even name the job: %s", got)
+			}
+			for _, secret := range []string{canary, "canary", "tok-", batch.IdemKey(caller, targets)} {
+				if strings.Contains(got, secret) {
+					t.Errorf("a log line carries %q:\n%s", secret, got)
+				}
+			}
+		})
+	}
+}
+
+func TestHandler_Observe(t *testing.T) {
+	t.Parallel()
+
+	f := batchtest.NewBlockingFetcher()
+	b := setup(t, setupOpts{fetch: f.Fetch, config: func(c *batch.Config) { c.JobsPerCaller, c.JobsTotal = 4, 4 }})
+	var ids []string
+	for i := range 4 {
+		id := b.submit(t, keyAlice, batchtest.Targets(fmt.Sprint("obs", i), 2), http.StatusAccepted).JobID
+		ids = append(ids, id)
+		b.do(t, http.MethodGet, "/v1/batch/"+id+"?wait=10ms", keyAlice, "")
+		b.do(t, http.MethodGet, "/v1/batch/"+id+"/1", keyAlice, "")
+		b.do(t, http.MethodGet, "/v1/batch/"+id+"/9", keyAlice, "")
+		b.do(t, http.MethodDelete, "/v1/batch/"+id, keyAlice, "")
+		b.do(t, http.MethodDelete, "/v1/batch/"+id, keyBob, "")
+		b.do(t, http.MethodPatch, "/v1/batch/"+id, keyAlice, "")
+		b.do(t, http.MethodGet, "/v1/batch/"+id+"/0/x", keyAlice, "")
+	}
+	b.do(t, http.MethodGet, "/v1/batch", keyAlice, "")
+
+	obs := b.obs.all()
+	if len(obs) != 4*8+1 {
+		t.Fatalf("%d observations for %d requests", len(obs), 4*8+1)
+	}
+	labels := map[string]int{}
+	for _, o := range obs {
+		labels[o.route]++
+		for _, id := range ids {
+			if strings.Contains(o.route, id) || strings.Contains(o.route, id[:8]) {
+				t.Fatalf("a job id reached a route label: %+v", o)
+			}
+		}
+		if o.status < 200 || o.d <= 0 {
+			t.Errorf("observation %+v", o)
+		}
+	}
+	want := map[string]int{RouteList: 5, RouteJob: 16, RouteResult: 8, RouteOther: 4}
+	for k, v := range want {
+		if labels[k] != v {
+			t.Errorf("label %q observed %d times, want %d (all: %v)", k, labels[k], v, labels)
+		}
+	}
+	if len(labels) != len(want) {
+		t.Errorf("labels %v, want only %v", labels, want)
+	}
+}

@@ -1,0 +1,281 @@
+package batchhttp
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// List limits of GET /v1/batch.
+const (
+	DefaultListLimit = 20
+	MaxListLimit     = 100
+)
+
+// submit serves POST /v1/batch.
+func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) error {
+	raw := w
+	if sw, ok := w.(*statusWriter); ok {
+		raw = sw.ResponseWriter // so that MaxBytesReader can close the connection
+	}
+	body, err := readBody(raw, r)
+	if err != nil {
+		return err
+	}
+	targets, err := decodeSubmit(body)
+	if err != nil {
+		return err
+	}
+	req.targets = len(targets)
+	if max := h.runner.TargetsPerJob(); len(targets) > max {
+		return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: codeTooMany}
+	}
+	if err := h.precheckAll(r, req, targets); err != nil {
+		return err
+	}
+	id, reused, err := h.runner.Submit(r.Context(), req.caller, targets)
+	if err != nil {
+		return err
+	}
+	req.jobID, req.reused = id, &reused
+	status := batch.JobQueued
+	if reused {
+		info, err := h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{})
+		if err != nil {
+			return err
+		}
+		status = info.Status
+	}
+	req.jobStatus = status
+	writeJSON(w, http.StatusAccepted, SubmitResponse{
+		Success: true, JobID: id, Status: status, Targets: len(targets), Reused: reused,
+	})
+	return nil
+}
+
+// precheckAll runs the host's pre-check on every target URL, in order, and
+// refuses the submit at the first failure. An empty URL is left to the
+// runner, which refuses it as invalid.
+func (h *Handler) precheckAll(r *http.Request, req *request, targets []batch.Target) error {
+	if h.precheck == nil {
+		return nil
+	}
+	for i, t := range targets {
+		if t.URL == "" {
+			continue
+		}
+		if err := h.precheck(r.Context(), req.caller, t.URL); err != nil {
+			req.blocked = i
+			reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
+			return &httpError{
+				status: http.StatusUnprocessableEntity, code: codeBlocked,
+				msg: fmt.Sprintf("blocked: target %d: %s", i, reason),
+			}
+		}
+	}
+	return nil
+}
+
+// status serves GET /v1/batch/{id}, with ?results, ?wait and ?since.
+func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	results, err := boolParam(q, "results")
+	if err != nil {
+		return err
+	}
+	wait, err := waitParam(q)
+	if err != nil {
+		return err
+	}
+	since, err := sinceParam(q)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if !validID(id) {
+		return notFound
+	}
+	req.jobID = id
+	if err := h.runner.Touch(r.Context(), req.caller, id); err != nil {
+		return err
+	}
+	opts := batch.StatusOptions{Results: results}
+	var info batch.JobInfo
+	if wait > 0 {
+		info, err = h.runner.Wait(r.Context(), req.caller, id, batch.WaitOptions{StatusOptions: opts, Timeout: wait, Since: since})
+	} else {
+		info, err = h.runner.Status(r.Context(), req.caller, id, opts)
+	}
+	if err != nil {
+		return err
+	}
+	req.targets, req.jobStatus = info.TargetsTotal, info.Status
+	writeJSON(w, http.StatusOK, statusResponse(info))
+	return nil
+}
+
+// result serves GET /v1/batch/{id}/{idx}.
+func (h *Handler) result(w http.ResponseWriter, r *http.Request, req *request) error {
+	id := r.PathValue("id")
+	idx, ok := parseIdx(r.PathValue("idx"))
+	if !validID(id) || !ok {
+		return notFound
+	}
+	req.jobID = id
+	if err := h.runner.Touch(r.Context(), req.caller, id); err != nil {
+		return err
+	}
+	tr, err := h.runner.Result(r.Context(), req.caller, id, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resultResponse(tr))
+	return nil
+}
+
+// cancel serves DELETE /v1/batch/{id}.
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, req *request) error {
+	id := r.PathValue("id")
+	if !validID(id) {
+		return notFound
+	}
+	req.jobID = id
+	if err := h.runner.Cancel(r.Context(), req.caller, id); err != nil {
+		return err
+	}
+	req.jobStatus = batch.JobCancelled
+	writeJSON(w, http.StatusOK, CancelResponse{Success: true, Status: batch.JobCancelled})
+	return nil
+}
+
+// list serves GET /v1/batch.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	limit := DefaultListLimit
+	if s, ok, err := param(q, "limit"); err != nil {
+		return err
+	} else if ok {
+		n, ok := parseUint(s)
+		if !ok || n < 1 {
+			return invalidRequest("limit must be a number from 1 to %d", MaxListLimit)
+		}
+		limit = min(n, MaxListLimit)
+	}
+	jobs, err := h.runner.List(r.Context(), req.caller, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listResponse(jobs))
+	return nil
+}
+
+// validID reports whether id could be a job id: 1 to 64 letters, digits,
+// '-' or '_'. Anything else is answered with the same 404 as an unknown id,
+// without asking the store.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIdx parses a target index: decimal digits only.
+func parseIdx(s string) (int, bool) { return parseUint(s) }
+
+// parseUint parses 1 to 9 decimal digits, with no sign.
+func parseUint(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+func parseQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalidRequest("malformed query")
+	}
+	return q, nil
+}
+
+// param returns the one value of a query parameter; a repeated parameter is
+// an error.
+func param(q url.Values, name string) (string, bool, error) {
+	v, ok := q[name]
+	switch {
+	case !ok:
+		return "", false, nil
+	case len(v) > 1:
+		return "", false, invalidRequest("%s given more than once", name)
+	}
+	return v[0], true, nil
+}
+
+// boolParam reads a flag: absent, "0" or "false" is false; present and
+// empty, "1" or "true" is true.
+func boolParam(q url.Values, name string) (bool, error) {
+	s, ok, err := param(q, name)
+	if err != nil || !ok {
+		return false, err
+	}
+	switch s {
+	case "", "1", "true":
+		return true, nil
+	case "0", "false":
+		return false, nil
+	}
+	return false, invalidRequest("%s must be 1 or 0", name)
+}
+
+// waitParam reads ?wait: a Go duration ("30s", "1m") or a number of
+// seconds ("30"), capped at [batch.MaxWait]. Absent means no wait.
+func waitParam(q url.Values) (time.Duration, error) {
+	s, ok, err := param(q, "wait")
+	if err != nil || !ok {
+		return 0, err
+	}
+	if n, ok := parseUint(s); ok {
+		return min(time.Duration(n)*time.Second, batch.MaxWait), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, invalidRequest("wait must be a duration such as 30s, or seconds (max %s)", batch.MaxWait)
+	}
+	return min(d, batch.MaxWait), nil
+}
+
+// sinceParam reads ?since: a non-negative count of finished targets.
+func sinceParam(q url.Values) (*int, error) {
+	s, ok, err := param(q, "since")
+	if err != nil || !ok {
+		return nil, err
+	}
+	n, ok := parseUint(s)
+	if !ok {
+		return nil, invalidRequest("since must be a non-negative integer")
+	}
+	return &n, nil
+}

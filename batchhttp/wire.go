@@ -1,0 +1,143 @@
+package batchhttp
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// This file holds the JSON shapes of the /v1/batch wire API. The [Handler]
+// writes them and the [Client] reads them; a CLI can print them as they are.
+// Times are RFC 3339 in UTC, to the second.
+
+// SubmitRequest is the body of POST /v1/batch. Each target is flat:
+// {"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}.
+type SubmitRequest struct {
+	Targets []batch.Target `json:"targets"`
+}
+
+// SubmitResponse is the 202 answer to POST /v1/batch. Status is "queued"
+// for a new job and the job's current status for a reused one.
+type SubmitResponse struct {
+	Success bool            `json:"success"`
+	JobID   string          `json:"job_id"`
+	Status  batch.JobStatus `json:"status"`
+	Targets int             `json:"targets"`
+	Reused  bool            `json:"reused"`
+}
+
+// StatusResponse is the 200 answer to GET /v1/batch/{id}: the job summary.
+type StatusResponse struct {
+	JobID        string          `json:"job_id"`
+	Status       batch.JobStatus `json:"status"`
+	Error        string          `json:"error,omitempty"`
+	TargetsTotal int             `json:"targets_total"`
+	TargetsDone  int             `json:"targets_done"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	Targets      []TargetStatus  `json:"targets"`
+}
+
+// TargetStatus is one target in a [StatusResponse]. Result, the stored
+// envelope (Meta plus "content"), is present only when results were asked
+// for and the target is done.
+type TargetStatus struct {
+	Idx    int                `json:"idx"`
+	URL    string             `json:"url"`
+	Status batch.TargetStatus `json:"status"`
+	Error  string             `json:"error,omitempty"`
+	Hint   string             `json:"hint,omitempty"`
+	Result json.RawMessage    `json:"result,omitempty"`
+}
+
+// ResultResponse is the 200 answer to GET /v1/batch/{id}/{idx}.
+type ResultResponse struct {
+	JobID     string             `json:"job_id"`
+	Idx       int                `json:"idx"`
+	URL       string             `json:"url"`
+	Status    batch.TargetStatus `json:"status"`
+	Result    json.RawMessage    `json:"result,omitempty"`
+	Error     string             `json:"error,omitempty"`
+	Hint      string             `json:"hint,omitempty"`
+	ExpiresAt time.Time          `json:"expires_at"`
+}
+
+// CancelResponse is the 200 answer to DELETE /v1/batch/{id}.
+type CancelResponse struct {
+	Success bool            `json:"success"`
+	Status  batch.JobStatus `json:"status"`
+}
+
+// ListResponse is the 200 answer to GET /v1/batch: the caller's own jobs,
+// newest first.
+type ListResponse struct {
+	Jobs []JobSummary `json:"jobs"`
+}
+
+// JobSummary is one job in a [ListResponse].
+type JobSummary struct {
+	JobID        string          `json:"job_id"`
+	Status       batch.JobStatus `json:"status"`
+	TargetsTotal int             `json:"targets_total"`
+	TargetsDone  int             `json:"targets_done"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Success bool   `json:"success"` // always false
+	Error   string `json:"error"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// wireTime is the wire form of a time: UTC, whole seconds.
+func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
+
+func statusResponse(info batch.JobInfo) StatusResponse {
+	resp := StatusResponse{
+		JobID:        info.ID,
+		Status:       info.Status,
+		Error:        info.Error,
+		TargetsTotal: info.TargetsTotal,
+		TargetsDone:  info.TargetsDone,
+		CreatedAt:    wireTime(info.CreatedAt),
+		ExpiresAt:    wireTime(info.ExpiresAt),
+		Targets:      make([]TargetStatus, len(info.Targets)),
+	}
+	for i, t := range info.Targets {
+		resp.Targets[i] = TargetStatus{
+			Idx: t.Idx, URL: t.URL, Status: t.Status, Error: t.Error, Hint: t.Hint,
+			Result: envelope(t),
+		}
+	}
+	return resp
+}
+
+func resultResponse(tr batch.TargetResult) ResultResponse {
+	return ResultResponse{
+		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status,
+		Result: envelope(tr.TargetInfo), Error: tr.Error, Hint: tr.Hint,
+		ExpiresAt: wireTime(tr.ExpiresAt),
+	}
+}
+
+// envelope returns the result of a done target, or nil.
+func envelope(t batch.TargetInfo) json.RawMessage {
+	if t.Status != batch.TargetDone || len(t.Result) == 0 {
+		return nil
+	}
+	return json.RawMessage(t.Result)
+}
+
+func listResponse(jobs []batch.JobInfo) ListResponse {
+	resp := ListResponse{Jobs: make([]JobSummary, len(jobs))}
+	for i, j := range jobs {
+		resp.Jobs[i] = JobSummary{
+			JobID: j.ID, Status: j.Status, TargetsTotal: j.TargetsTotal, TargetsDone: j.TargetsDone,
+			CreatedAt: wireTime(j.CreatedAt), ExpiresAt: wireTime(j.ExpiresAt),
+		}
+	}
+	return resp
+}
