@@ -1,13 +1,11 @@
 package batch_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +13,13 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 	t.Parallel()
 	for _, caller := range []batch.Caller{{Name: "normal"}, {Name: "secret-agency", Restricted: true}} {
 		t.Run(caller.Name, func(t *testing.T) {
 			t.Parallel()
 			const marker = "zq7marker"
-			var logs syncBuffer
+			var logs batchtest.Buffer
 			targets := []batch.Target{
 				{URL: "https://" + marker + "-host.test/ok"},
 				{URL: "https://example.test/" + marker + "/path?q=" + marker},

@@ -222,22 +222,7 @@ func checkGolden(t *testing.T, rec *httptest.ResponseRecorder, ids ...string) {
 }
 
 // logBuffer collects log output; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer struct{ batchtest.Buffer }
 
 // lines returns every JSON log record written so far.
 func (l *logBuffer) lines(t *testing.T) []map[string]any {

@@ -5,6 +5,7 @@
 package batchtest
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
@@ -113,4 +114,25 @@ func Targets(prefix string, n int) []batch.Target {
 		ts[i] = batch.Target{URL: "https://example.test/" + prefix + "/" + strconv.Itoa(i)}
 	}
 	return ts
+}
+
+// Buffer is a bytes.Buffer that is safe for concurrent writes, for capturing
+// log output in tests: slog.New(slog.NewJSONHandler(&buf, nil)).
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

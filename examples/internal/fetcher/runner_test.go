@@ -1,36 +1,16 @@
 package fetcher
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the runner's concurrent logging.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFetcher_InRunner drains one job through a real runner with the
 // fetcher as its FetchFunc, and checks the stored outcome and error of each
@@ -45,7 +25,7 @@ func TestFetcher_InRunner(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, "<p>hello</p>")
 	})
-	var logs syncBuffer
+	var logs batchtest.Buffer
 	r := batchtest.NewRunner(t, batch.Config{
 		Fetch:  b.f.Fetch,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
