@@ -26,6 +26,10 @@ var (
 	ErrNotFound = errors.New("batch: not found")
 	// ErrFinished: the job has already finished (cancel of a finished job).
 	ErrFinished = errors.New("batch: job already finished")
+	// ErrUnavailable: the store cannot serve the call now (a lock wait ran
+	// out, the disk is full, the database is read-only or closed). Stores
+	// mark such errors with it; the call may succeed later.
+	ErrUnavailable = errors.New("batch: store unavailable")
 	// ErrClosed: the runner is closed. It is also the cause of the context
 	// of a fetch cut short by [Runner.Close].
 	ErrClosed = errors.New("batch: runner closed")

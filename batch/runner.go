@@ -140,7 +140,12 @@ func (r *Runner) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("batch: close: %w", context.Cause(ctx))
+		select {
+		case <-done: // finished at the same moment
+			return nil
+		default:
+			return fmt.Errorf("batch: close: %w", context.Cause(ctx))
+		}
 	}
 }
 

@@ -87,6 +87,10 @@ const LeaseGrain = time.Minute
 // scoped: a job owned by another caller is [ErrNotFound], exactly like an
 // unknown id.
 //
+// Ties between jobs created (Claim, List) or leased (Evict) at the same
+// instant are broken in a store-specific order. An error a store cannot help
+// now (lock wait, full disk) should match [ErrUnavailable].
+//
 // Every implementation must pass batchtest.TestStore.
 type Store interface {
 	// Create inserts a new queued job with pending targets, unless the caller

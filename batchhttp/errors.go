@@ -64,6 +64,7 @@ var errorTable = []struct {
 	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: codeInvalid}},
 	{batch.ErrClosed, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
 	{batch.ErrNotStarted, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
+	{batch.ErrUnavailable, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
 	// A store call that ran out of time (e.g. waiting for a lock).
 	{context.DeadlineExceeded, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
 }

@@ -32,6 +32,7 @@ func TestAnswerFor(t *testing.T) {
 	f(wrap(&batch.TargetError{Index: 0, Reason: `unknown mode "x"`}), 400, `invalid batch: target 0: unknown mode "x"`, 0)
 	f(batch.ErrClosed, 503, "batch jobs unavailable", 5)
 	f(wrap(batch.ErrNotStarted), 503, "batch jobs unavailable", 5)
+	f(wrap(batch.ErrUnavailable), 503, "batch jobs unavailable", 5)
 	f(fmt.Errorf("take conn: %w", context.DeadlineExceeded), 503, "batch jobs unavailable", 5)
 	f(batch.ErrInvalidCaller, 500, "internal error", 0)
 	f(errors.New("SQLITE_CORRUPT: database disk image is malformed"), 500, "internal error", 0)
