@@ -1,0 +1,124 @@
+package batchstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// Create implements [batch.Store.Create]. Reuse, the caps and the insert
+// run in one immediate transaction: it holds the database's write lock from
+// its first read, so no concurrent Create can slip in between the checks
+// and the insert, in this process or any other.
+func (s *Store) Create(ctx context.Context, nj batch.NewJob, lim batch.Limits) (job batch.Job, reused bool, err error) {
+	err = s.write(ctx, "create job", func(conn *sqlite.Conn) error {
+		var err error
+		job, reused, err = create(conn, nj, lim)
+		return err
+	})
+	if err != nil {
+		return batch.Job{}, false, err
+	}
+	return job, reused, nil
+}
+
+func create(conn *sqlite.Conn, nj batch.NewJob, lim batch.Limits) (batch.Job, bool, error) {
+	now := nj.Now.UnixNano()
+
+	// 1. Idempotent reuse, before the caps: the newest job of this caller
+	// with this key whose lease is unexpired and that was not cancelled or
+	// failed. Rows are few (one key); picking the newest here rather than
+	// with ORDER BY … LIMIT 1 keeps the statement from re-preparing (see
+	// qJob).
+	var job batch.Job
+	var seq int64
+	found := false
+	err := sqlitex.Execute(conn, `SELECT `+jobCols+` FROM batch_job j
+		WHERE j.idem_key = ? AND j.caller = ? AND j.status NOT IN ('cancelled', 'failed')
+		  AND j.lease > ?`, &sqlitex.ExecOptions{
+		Args: []any{nj.IdemKey, nj.Caller.Name, minus(now, lim.TTL)},
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			if s, j := scanJob(stmt); !found || s > seq {
+				seq, job, found = s, j, true
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return batch.Job{}, false, fmt.Errorf("find reusable job: %w", err)
+	}
+	if found {
+		err := sqlitex.Execute(conn, `UPDATE batch_job SET lease = ? WHERE seq = ?`,
+			&sqlitex.ExecOptions{Args: []any{now, seq}})
+		if err != nil {
+			return batch.Job{}, false, fmt.Errorf("bump lease: %w", err)
+		}
+		job.Lease = nj.Now.UTC()
+		return job, true, nil
+	}
+
+	// 2. The caps: the caller's live jobs first (a partial index holds only
+	// live jobs), then all (a maintained counter).
+	n, err := countInt(conn, `SELECT count(*) FROM batch_job WHERE caller = ? AND `+whereLive, nj.Caller.Name)
+	if err != nil {
+		return batch.Job{}, false, fmt.Errorf("count caller's live jobs: %w", err)
+	}
+	if n >= int64(lim.JobsPerCaller) {
+		return batch.Job{}, false, batch.ErrCallerBusy
+	}
+	n, err = countInt(conn, `SELECT queued + running FROM batch_stat WHERE id = 1`)
+	if err != nil {
+		return batch.Job{}, false, fmt.Errorf("count live jobs: %w", err)
+	}
+	if n >= int64(lim.JobsTotal) {
+		return batch.Job{}, false, batch.ErrBusy
+	}
+
+	// 3. The insert.
+	err = sqlitex.Execute(conn, `INSERT INTO batch_job
+		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)`, &sqlitex.ExecOptions{
+		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
+			len(nj.Targets), now, now},
+	})
+	if err != nil {
+		return batch.Job{}, false, fmt.Errorf("insert job: %w", err)
+	}
+	seq = conn.LastInsertRowID()
+	for i, t := range nj.Targets {
+		opts, err := encodeOptions(t.Options)
+		if err != nil {
+			return batch.Job{}, false, fmt.Errorf("encode options of target %d: %w", i, err)
+		}
+		err = sqlitex.Execute(conn, `INSERT INTO batch_target (job_seq, idx, url, options, status)
+			VALUES (?, ?, ?, ?, 'pending')`, &sqlitex.ExecOptions{Args: []any{seq, i, t.URL, opts}})
+		if err != nil {
+			return batch.Job{}, false, fmt.Errorf("insert target %d: %w", i, err)
+		}
+	}
+	return batch.Job{
+		ID:           nj.ID,
+		Caller:       nj.Caller,
+		IdemKey:      nj.IdemKey,
+		Status:       batch.JobQueued,
+		TargetsTotal: len(nj.Targets),
+		CreatedAt:    nj.Now.UTC(),
+		Lease:        nj.Now.UTC(),
+	}, false, nil
+}
+
+// countInt runs a query that returns one integer.
+func countInt(conn *sqlite.Conn, q string, args ...any) (int64, error) {
+	var n int64
+	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
+		Args: args,
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			n = stmt.ColumnInt64(0)
+			return nil
+		},
+	})
+	return n, err
+}

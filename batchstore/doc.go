@@ -1,0 +1,180 @@
+// Package batchstore is the SQLite [batch.Store], built on
+// zombiezen.com/go/sqlite: the embedded default of batchkit, one process
+// and one file.
+//
+//	store, err := batchstore.Open(ctx, "/var/lib/sift/batch.db", batchstore.Options{})
+//	if err != nil { … }         // ErrLocked, ErrCorrupt, ErrReadOnly, …
+//	defer store.Close()         // after the runner's Close
+//	runner, err := batch.New(batch.Config{Store: store, Fetch: fetch})
+//
+// [Open] owns its connection pool. [New] takes a pool the host owns, for a
+// host that keeps its own tables in the same file.
+//
+// # Durability
+//
+// The database runs in WAL mode. Every method that writes is one
+// transaction that has committed when the method returns. What a commit
+// survives depends on [Options.Synchronous]:
+//
+//   - [SyncFull] (the default) syncs the WAL at every commit. A commit
+//     survives a process crash (kill -9, panic, OOM kill) and a power loss
+//     or OS crash, as far as the disk honours fsync.
+//   - [SyncNormal] syncs only when a checkpoint copies the WAL into the
+//     database. A commit survives a process crash just the same; a power
+//     loss or OS crash may roll back the commits made since the last
+//     checkpoint (at most about 4 MiB of WAL), and never corrupts the file.
+//
+// A commit costs roughly three times as much under FULL. The runner commits
+// about twice per fetched target and polls do not write (see Leases), so
+// FULL is affordable.
+//
+// # Transactions and lock waits
+//
+// Every method that writes runs in one immediate transaction (BEGIN
+// IMMEDIATE): it takes the write lock before its first read, so a decision
+// made from that read (reuse, the caps, a status check) cannot go stale
+// under a concurrent writer, and no deferred transaction's lock upgrade can
+// fail with SQLITE_BUSY. The store's writers queue for their turn in the
+// process first, in arrival order, so the write lock is handed on in order
+// rather than by SQLite's sleep-and-retry wait, which under sustained
+// contention can starve one caller until its deadline. A read of a job with
+// its targets runs in a read transaction, so it sees one snapshot; WAL
+// readers never wait for the writer.
+//
+// Each connection prepares a statement once and reuses it. The queries are
+// written so that SQLite never silently re-prepares them on reuse (it does
+// for a plan that looked at a bound value: a join with a parameter, LIMIT ?,
+// "col = ?" feeding an ORDER BY); a test counts compilations to keep it so.
+//
+// Every call is bounded: a context without a deadline gets
+// [Options.Timeout] (30s by default). The wait for a pool connection and
+// for the write lock both end at that deadline; the error then matches the
+// context's error (context.DeadlineExceeded). The store uses zombiezen's
+// default busy handler, which honours the context, and never sets
+// busy_timeout, which would not.
+//
+// # Schema
+//
+// The schema is created by embedded migrations (schema/NNN_name.sql),
+// each applied once in an immediate transaction and recorded in the
+// store's own table batch_migration: PRAGMA user_version belongs to the
+// whole file, which the host may share. A file with a newer schema than
+// the build knows is refused ([ErrSchema]).
+//
+//   - batch_job: one row per job, keyed internally by an integer seq; the
+//     job id (the runner's uuid string) is a unique TEXT column. Times are
+//     Unix nanoseconds.
+//   - batch_target: one row per target, clustered by (job_seq, idx)
+//     (WITHOUT ROWID): the rows a status summary reads, and nothing else.
+//   - batch_result: the result envelopes, in a table of their own. A
+//     summary ([Store.Get] without results) never reads its pages, so it
+//     costs the same with empty and with 1 MiB results.
+//   - batch_stat: one row of counters (result and error bytes, queued and
+//     running jobs) kept exact by triggers on batch_job, so that the byte
+//     total, the total cap and [Store.Stats] never scan. The counters can
+//     be re-derived from the rows at any time; the tests do after every
+//     test.
+//
+// Partial indexes serve the queries that must stay flat as the store
+// grows: the live jobs per caller (the caps), the queued jobs by age
+// (claim), and the finished jobs by lease (sweep and eviction, which a
+// live job's lease updates never touch). A test pins the query plans.
+//
+// Ordering: [Store.Claim] takes the oldest queued job by creation time,
+// then by insertion order; [Store.List] returns the newest by creation time,
+// then by insertion order; [Store.Evict] evicts the oldest lease first, then
+// the oldest insert. (The in-memory batchtest store breaks ties by job id.)
+//
+// # Leases
+//
+// [Store.Touch] coalesces: a touch that would move the lease by less than
+// [batch.LeaseGrain] is a read only, so a client polling every second
+// writes about once a minute.
+//
+// # File size
+//
+// A file the store creates gets auto_vacuum = INCREMENTAL before its first
+// table. A sweep or eviction that deleted jobs runs PRAGMA
+// incremental_vacuum in the same transaction and then a passive checkpoint,
+// so the freed pages go back to the file system at once. With the byte
+// budget enforced (it counts result and error bytes only), the database
+// file stays within the budget plus this overhead:
+//
+//   - up to one page (4 KiB) per stored result, whose last overflow page is
+//     partly empty;
+//   - the rows themselves, with their index entries: about 0.2 KiB per
+//     stored job, plus per target its URL and options and about 60 bytes
+//     (measured: 0.5 KiB per job of 4 targets); the TTL sweep, not the byte
+//     budget, bounds how many jobs are stored;
+//   - about 256 KiB of schema, pointer-map and partly filled pages.
+//
+// Beside it, the -wal file is truncated to 4 MiB (journal_size_limit) when
+// a checkpoint resets it and may grow past that by one transaction; the
+// -shm file is 32 KiB.
+//
+// auto_vacuum can only be chosen before the first table exists. A host
+// file that already has tables when [New] first runs keeps its setting:
+// the store never rewrites a host's file, and without incremental
+// auto-vacuum deleted pages are reused but the file does not shrink.
+//
+// # Performance
+//
+// The benchmarks (go test -run '^$' -bench . ./batchstore/) run every
+// operation on stores seeded with 1k, 10k and 100k jobs; each costs the same
+// at all three sizes, because every query reads through an index (a test
+// pins the plans) and no count or sum is computed by a scan. A status
+// summary costs the same with empty and with 200 KB results. Storing a
+// result writes about eleven pages to the WAL for a 10 KB envelope (the
+// result row and its overflow pages, the target row, the job row, the
+// counters, two index entries), so it costs roughly thirteen times a bare
+// one-row blob update on the same file; with synchronous FULL the fsync of
+// each commit dominates either way.
+//
+// # Opening
+//
+// [Open] and [New] first lock the sidecar file <database>.lock with flock:
+// a second store on the same file, in another process or this one, fails
+// at once with [ErrLocked] (naming the holder's pid), because its restart
+// hook would fail the first one's running jobs. The kernel drops the lock
+// when the holder exits, however it exits. (locking_mode = EXCLUSIVE is not
+// used: it would lock out the store's own pool.) Where flock is not
+// available (Windows, Plan 9, …) no lock is taken and a second process is
+// not detected.
+//
+// They then run PRAGMA quick_check before anything writes: a file that is
+// not a database, or whose pages are damaged behind a valid header, is
+// [ErrCorrupt], and the file is left exactly as it was, never re-created.
+// The pool is opened without zombiezen's OpenWAL flag for that reason; the
+// store switches the file to WAL after the check. Next come incremental
+// auto-vacuum (for a file without tables), WAL, the migrations, and a
+// write probe that is rolled back: a database that cannot be written is
+// [ErrReadOnly] at open, not at the first submit. A "file:" URI with
+// mode=ro is refused before SQLite opens anything.
+//
+// # Connections
+//
+// Each connection gets foreign_keys = ON, the configured synchronous
+// setting and journal_size_limit before its first use: through the pool's
+// PrepareConn for [Open], and on the store's first take of each connection
+// for [New]. These settings stay on the connection, so with [New] the
+// host's own use of it sees them too, and the host's pool should keep a
+// fixed set of connections. The pool must outlive the store; Store.Close
+// does not close a host's pool.
+//
+// # One process
+//
+// The store serves the runners of one process; the file lock sees to that.
+// So every live job is in flight and [Store.MarkInFlightFailed] fails them
+// all, without looking at the runner or heartbeat arguments that a store
+// shared by several nodes needs (SPEC §11).
+//
+// # Errors
+//
+// Conditions of the job model are the batch package's sentinels
+// ([batch.ErrNotFound], [batch.ErrFinished], [batch.ErrCallerBusy],
+// [batch.ErrBusy]), returned as they are. Conditions of the database are
+// this package's: [ErrLocked], [ErrCorrupt], [ErrReadOnly], [ErrFull],
+// [ErrSchema], [ErrClosed], each matchable with [errors.Is] and carrying
+// the driver error behind it. Anything else is wrapped as
+// "batchstore: <operation>: …".
+package batchstore

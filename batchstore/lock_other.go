@@ -1,0 +1,11 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package batchstore
+
+import "os"
+
+// lockFile is a no-op where flock is not available: a second process on the
+// same file is not detected there (see the package documentation).
+func lockFile(name string) (*os.File, error) { return nil, nil }
+
+func unlockFile(f *os.File) error { return nil }

@@ -1,0 +1,145 @@
+package batchstore
+
+import (
+	"cmp"
+	"context"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// Owner-scoped calls: every query names both the job id and the caller, so
+// a job of another caller takes the same path as an unknown id.
+
+// Cancel implements [batch.Store.Cancel].
+func (s *Store) Cancel(ctx context.Context, caller, jobID string, now time.Time) error {
+	return s.write(ctx, "cancel job", func(conn *sqlite.Conn) error {
+		seq, status, err := jobState(conn, jobID, caller)
+		if err != nil {
+			return err
+		}
+		if status.Finished() {
+			return batch.ErrFinished
+		}
+		return sqlitex.Execute(conn, `UPDATE batch_job SET status = 'cancelled', finished_at = ?, lease = ?
+			WHERE seq = ?`, &sqlitex.ExecOptions{Args: []any{now.UnixNano(), now.UnixNano(), seq}})
+	})
+}
+
+// Get implements [batch.Store.Get]. Without results it reads the job row
+// and the target rows only: result bodies live in another table, so a
+// summary costs the same whatever the results weigh.
+func (s *Store) Get(ctx context.Context, caller, jobID string, withResults bool) (job batch.Job, targets []batch.TargetRecord, err error) {
+	q := qTargets
+	if withResults {
+		q = qTargetsResults
+	}
+	err = s.read(ctx, "get job", func(conn *sqlite.Conn) error {
+		return snapshot(conn, func() error {
+			seq, j, found, err := loadJob(conn, qJob, jobID, caller)
+			if err != nil || !found {
+				return cmp.Or(err, batch.ErrNotFound)
+			}
+			job = j
+			targets, err = loadTargets(conn, q, withResults, seq)
+			return err
+		})
+	})
+	if err != nil {
+		return batch.Job{}, nil, err
+	}
+	return job, targets, nil
+}
+
+// GetTarget implements [batch.Store.GetTarget].
+func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (job batch.Job, target batch.TargetRecord, err error) {
+	err = s.read(ctx, "get target", func(conn *sqlite.Conn) error {
+		return snapshot(conn, func() error {
+			seq, j, found, err := loadJob(conn, qJob, jobID, caller)
+			if err != nil || !found {
+				return cmp.Or(err, batch.ErrNotFound)
+			}
+			targets, err := loadTargets(conn, qTarget, true, seq, idx)
+			if err != nil || len(targets) == 0 {
+				return cmp.Or(err, batch.ErrNotFound)
+			}
+			job, target = j, targets[0]
+			return nil
+		})
+	})
+	if err != nil {
+		return batch.Job{}, batch.TargetRecord{}, err
+	}
+	return job, target, nil
+}
+
+// List implements [batch.Store.List]: newest by creation time, then by
+// insertion. A limit below 1 lists nothing.
+func (s *Store) List(ctx context.Context, caller string, limit int) (jobs []batch.Job, err error) {
+	if limit < 1 {
+		return nil, nil
+	}
+	err = s.read(ctx, "list jobs", func(conn *sqlite.Conn) error {
+		// No LIMIT ? and +? (see qJob): the index yields the rows in order,
+		// and the walk stops at limit.
+		err := sqlitex.Execute(conn, `SELECT `+jobCols+` FROM batch_job j WHERE j.caller = +?
+			ORDER BY j.created_at DESC, j.seq DESC`, &sqlitex.ExecOptions{
+			Args: []any{caller},
+			ResultFunc: func(stmt *sqlite.Stmt) error {
+				_, j := scanJob(stmt)
+				jobs = append(jobs, j)
+				if len(jobs) == limit {
+					return errStop
+				}
+				return nil
+			},
+		})
+		if err == errStop {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// Touch implements [batch.Store.Touch]. It coalesces: a touch that would
+// move the lease by less than [batch.LeaseGrain] (or backwards) is a read
+// only, so a client polling every second writes about once a minute. The
+// write, when due, moves the lease to now.
+func (s *Store) Touch(ctx context.Context, caller, jobID string, now time.Time) error {
+	var lease int64
+	err := s.read(ctx, "touch job", func(conn *sqlite.Conn) error {
+		found := false
+		err := sqlitex.Execute(conn, `SELECT lease FROM batch_job WHERE id = ? AND caller = ?`,
+			&sqlitex.ExecOptions{
+				Args: []any{jobID, caller},
+				ResultFunc: func(stmt *sqlite.Stmt) error {
+					lease, found = stmt.ColumnInt64(0), true
+					return nil
+				},
+			})
+		if err == nil && !found {
+			err = batch.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if now.UnixNano()-lease < int64(batch.LeaseGrain) {
+		return nil
+	}
+	return s.write(ctx, "touch job", func(conn *sqlite.Conn) error {
+		err := sqlitex.Execute(conn, `UPDATE batch_job SET lease = max(lease, ?) WHERE id = ? AND caller = ?`,
+			&sqlitex.ExecOptions{Args: []any{now.UnixNano(), jobID, caller}})
+		if err == nil && conn.Changes() == 0 {
+			err = batch.ErrNotFound // swept between the read and the write
+		}
+		return err
+	})
+}

@@ -1,0 +1,90 @@
+package batchstore
+
+import (
+	"strings"
+	"testing"
+
+	"zombiezen.com/go/sqlite"
+)
+
+// The queries that must stay flat as the store grows read through indexes
+// (never a full table scan), and a status summary never reads
+// batch_result. This pins the plans that BenchmarkSweep, BenchmarkEvict,
+// BenchmarkStatus and friends measure.
+func TestStore_QueryPlans(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	plans := []struct {
+		name, query string
+		want        []string // substrings every plan must contain
+	}{
+		{"job", qJob, []string{"batch_job_1 (id=?)"}},
+		{"summary", qTargets, []string{"t USING PRIMARY KEY (job_seq=?)"}},
+		{"claim", `SELECT seq FROM batch_job WHERE status = 'queued' ORDER BY created_at, seq LIMIT 1`,
+			[]string{"batch_job_queue"}},
+		{"reuse", `SELECT ` + jobCols + ` FROM batch_job j WHERE j.idem_key = ? AND j.caller = ?
+			AND j.status NOT IN ('cancelled', 'failed') AND j.lease > ?`,
+			[]string{"batch_job_idem (idem_key=? AND caller=?)"}},
+		{"caller cap", `SELECT count(*) FROM batch_job WHERE caller = ? AND ` + whereLive,
+			[]string{"COVERING INDEX batch_job_live (caller=? AND status=?)"}},
+		{"in-flight jobs", `UPDATE batch_job SET status = 'failed' WHERE ` + whereLive, []string{"batch_job_live"}},
+		{"in-flight targets", `SELECT job_seq, count(*) FROM batch_target WHERE status = 'running' GROUP BY job_seq`,
+			[]string{"batch_target_running"}},
+		{"fail targets", `UPDATE batch_target SET status = 'failed' WHERE status = 'running'`, []string{"batch_target_running"}},
+		{"sweep", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` AND lease < ? ORDER BY lease, seq LIMIT ` + gcBatchSQL,
+			[]string{"batch_job_expiry (lease<?)"}},
+		{"evict", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` ORDER BY lease, seq LIMIT ` + gcBatchSQL,
+			[]string{"batch_job_expiry"}},
+		{"list", `SELECT ` + jobCols + ` FROM batch_job j WHERE j.caller = +? ORDER BY j.created_at DESC, j.seq DESC`,
+			[]string{"batch_job_caller (caller=?)"}},
+		{"results", qTargetsResults, []string{"t USING PRIMARY KEY (job_seq=?)", "batch_result_1 (job_seq=? AND idx=?)"}},
+		{"result", qTarget, []string{"PRIMARY KEY (job_seq=? AND idx=?)", "batch_result_1 (job_seq=? AND idx=?)"}},
+	}
+	err := s.read(t.Context(), "plans", func(conn *sqlite.Conn) error {
+		for _, p := range plans {
+			lines, err := queryPlan(conn, p.query)
+			if err != nil {
+				return err
+			}
+			plan := strings.Join(lines, "\n")
+			for _, l := range lines {
+				if strings.HasPrefix(l, "SCAN ") && !strings.Contains(l, " USING ") {
+					t.Errorf("%s: full scan %q in plan:\n%s", p.name, l, plan)
+				}
+				if strings.Contains(l, "TEMP B-TREE") {
+					t.Errorf("%s: sorts in a temp b-tree:\n%s", p.name, plan)
+				}
+			}
+			for _, w := range p.want {
+				if !strings.Contains(plan, w) {
+					t.Errorf("%s: plan lacks %q:\n%s", p.name, w, plan)
+				}
+			}
+			if p.name == "summary" && strings.Contains(plan, "batch_result") {
+				t.Errorf("summary reads batch_result:\n%s", plan)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queryPlan returns the detail lines of EXPLAIN QUERY PLAN, parameters
+// left unbound (NULL).
+func queryPlan(conn *sqlite.Conn, q string) ([]string, error) {
+	stmt, _, err := conn.PrepareTransient("EXPLAIN QUERY PLAN " + q)
+	if err != nil {
+		return nil, err
+	}
+	defer stmt.Finalize()
+	var lines []string
+	for {
+		row, err := stmt.Step()
+		if err != nil || !row {
+			return lines, err
+		}
+		lines = append(lines, stmt.ColumnText(3))
+	}
+}

@@ -1,0 +1,194 @@
+package batchstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// Live and finished, spelled exactly as the partial indexes spell them: the
+// planner uses a partial index only when the query repeats its WHERE term.
+const (
+	whereLive     = `status IN ('queued', 'running')`
+	whereFinished = `status NOT IN ('queued', 'running')`
+)
+
+// jobCols are the columns scanJob reads, in order, from batch_job j.
+const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
+	j.status, j.error, j.targets_total, j.targets_done, j.created_at, j.lease,
+	j.finished_at, j.bytes, j.runner, j.heartbeat`
+
+// targetCols are the columns scanTarget reads, in order, from batch_target
+// t; the results variants add the body as one more column.
+const targetCols = `t.idx, t.url, t.options, t.status, t.error, t.hint, t.outcome`
+
+// The reads of jobs and targets.
+//
+// SQLite re-prepares a cached statement whose plan looked at a bound value
+// every time its bindings are cleared, and zombiezen clears them on every
+// reuse: such a statement costs a full compile per call (25–50 µs instead
+// of 1–4 µs). Measured triggers: a join with a parameter, LIMIT ?, min/max,
+// and "col = ?" on a column that an ORDER BY walks the index after. So these
+// reads are single-table queries, the result body is a correlated subquery,
+// and an equality that feeds an ORDER BY compares with +? (a unary plus on
+// the parameter keeps the index and hides the value from the planner).
+// TestStore_StatementsNotReprepared guards all of it; TestStore_QueryPlans
+// checks the plans still use the indexes. Only the results variants touch
+// batch_result.
+const (
+	qJob      = `SELECT ` + jobCols + ` FROM batch_job j WHERE j.id = ? AND j.caller = ?`
+	qJobBySeq = `SELECT ` + jobCols + ` FROM batch_job j WHERE j.seq = ?`
+	qTargets  = `SELECT ` + targetCols + ` FROM batch_target t WHERE t.job_seq = +? ORDER BY t.idx`
+	qBody     = `(SELECT r.body FROM batch_result r WHERE r.job_seq = t.job_seq AND r.idx = t.idx)`
+
+	qTargetsResults = `SELECT ` + targetCols + `, ` + qBody + `
+		FROM batch_target t WHERE t.job_seq = +? ORDER BY t.idx`
+	qTarget = `SELECT ` + targetCols + `, ` + qBody + `
+		FROM batch_target t WHERE t.job_seq = ? AND t.idx = ?`
+)
+
+// scanJob reads jobCols from the start of the row.
+func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
+	seq = stmt.ColumnInt64(0)
+	j = batch.Job{
+		ID: stmt.ColumnText(1),
+		Caller: batch.Caller{
+			Name:       stmt.ColumnText(2),
+			Class:      stmt.ColumnText(3),
+			Restricted: stmt.ColumnBool(4),
+		},
+		IdemKey:      stmt.ColumnText(5),
+		Status:       batch.JobStatus(stmt.ColumnText(6)),
+		Error:        stmt.ColumnText(7),
+		TargetsTotal: stmt.ColumnInt(8),
+		TargetsDone:  stmt.ColumnInt(9),
+		CreatedAt:    timeAt(stmt, 10),
+		Lease:        timeAt(stmt, 11),
+		FinishedAt:   timeAt(stmt, 12),
+		Bytes:        stmt.ColumnInt64(13),
+		Runner:       stmt.ColumnText(14),
+		Heartbeat:    timeAt(stmt, 15),
+	}
+	return seq, j
+}
+
+// scanTarget reads targetCols, then the body if withBody.
+func scanTarget(stmt *sqlite.Stmt, withBody bool) (batch.TargetRecord, error) {
+	t := batch.TargetRecord{
+		Idx:     stmt.ColumnInt(0),
+		Target:  batch.Target{URL: stmt.ColumnText(1)},
+		Status:  batch.TargetStatus(stmt.ColumnText(3)),
+		Error:   stmt.ColumnText(4),
+		Hint:    stmt.ColumnText(5),
+		Outcome: batch.Outcome(stmt.ColumnText(6)),
+	}
+	if opts := stmt.ColumnText(2); opts != "" {
+		if err := json.Unmarshal([]byte(opts), &t.Target.Options); err != nil {
+			return t, fmt.Errorf("decode options of target %d: %w", t.Idx, err)
+		}
+	}
+	if withBody && !stmt.ColumnIsNull(7) {
+		t.Result = make([]byte, stmt.ColumnLen(7))
+		stmt.ColumnBytes(7, t.Result)
+	}
+	return t, nil
+}
+
+// loadJob runs qJob or qJobBySeq. found is false when no row matched.
+func loadJob(conn *sqlite.Conn, q string, args ...any) (seq int64, job batch.Job, found bool, err error) {
+	err = sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
+		Args: args,
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			seq, job = scanJob(stmt)
+			found = true
+			return nil
+		},
+	})
+	return seq, job, found, err
+}
+
+// loadTargets runs qTargets, qTargetsResults or qTarget.
+func loadTargets(conn *sqlite.Conn, q string, withBody bool, args ...any) ([]batch.TargetRecord, error) {
+	var targets []batch.TargetRecord
+	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
+		Args: args,
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			t, err := scanTarget(stmt, withBody)
+			targets = append(targets, t)
+			return err
+		},
+	})
+	return targets, err
+}
+
+// snapshot runs fn in a read transaction, so that its statements see one
+// snapshot of the database. It never writes, so a deferred BEGIN is right
+// here (and never meets SQLITE_BUSY). Its end runs even when the context is
+// done, so the connection goes back to the pool outside any transaction.
+func snapshot(conn *sqlite.Conn, fn func() error) (err error) {
+	if err := sqlitex.Execute(conn, "BEGIN DEFERRED", nil); err != nil {
+		return err
+	}
+	defer func() {
+		if conn.AutocommitEnabled() { // an interrupt already ended it
+			return
+		}
+		old := conn.SetInterrupt(nil)
+		defer conn.SetInterrupt(old)
+		if end := sqlitex.Execute(conn, "ROLLBACK", nil); err == nil {
+			err = end
+		}
+	}()
+	return fn()
+}
+
+// jobState reads a job's key and status by id (and caller, unless it is
+// empty), or returns batch.ErrNotFound.
+func jobState(conn *sqlite.Conn, id, caller string) (seq int64, status batch.JobStatus, err error) {
+	found := false
+	q, args := `SELECT seq, status FROM batch_job WHERE id = ?`, []any{id}
+	if caller != "" {
+		q, args = `SELECT seq, status FROM batch_job WHERE id = ? AND caller = ?`, []any{id, caller}
+	}
+	err = sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
+		Args: args,
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			seq, status, found = stmt.ColumnInt64(0), batch.JobStatus(stmt.ColumnText(1)), true
+			return nil
+		},
+	})
+	if err == nil && !found {
+		err = batch.ErrNotFound
+	}
+	return seq, status, err
+}
+
+// encodeOptions returns the stored form of target options: "" for none.
+func encodeOptions(o batch.Options) (string, error) {
+	if o == (batch.Options{}) {
+		return "", nil
+	}
+	b, err := json.Marshal(o)
+	return string(b), err
+}
+
+// timeAt reads a time stored as Unix nanoseconds; NULL is the zero time.
+func timeAt(stmt *sqlite.Stmt, col int) time.Time {
+	if stmt.ColumnIsNull(col) {
+		return time.Time{}
+	}
+	return time.Unix(0, stmt.ColumnInt64(col)).UTC()
+}
+
+// minus returns ns-d, saturating instead of wrapping.
+func minus(ns int64, d time.Duration) int64 {
+	if d > 0 && ns < math.MinInt64+int64(d) {
+		return math.MinInt64
+	}
+	return ns - int64(d)
+}

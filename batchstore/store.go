@@ -1,0 +1,370 @@
+package batchstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// Defaults for [Options].
+const (
+	DefaultPoolSize = 8
+	DefaultTimeout  = 30 * time.Second
+)
+
+// journalSizeLimit is the size the WAL file is truncated back to after a
+// checkpoint resets it: the WAL overhead on disk at rest (see doc.go).
+const journalSizeLimit = 4 << 20
+
+// Synchronous is SQLite's synchronous setting for the store's connections:
+// how hard a commit works to survive a crash. See the package documentation.
+type Synchronous string
+
+// The synchronous settings the store accepts.
+const (
+	// SyncFull syncs the WAL at every commit: a commit that returned
+	// survives a process crash and a power loss or OS crash.
+	SyncFull Synchronous = "FULL"
+	// SyncNormal syncs only at checkpoints: a commit that returned survives
+	// a process crash, but a power loss or OS crash may roll back the
+	// commits since the last checkpoint (never corrupting the file).
+	SyncNormal Synchronous = "NORMAL"
+)
+
+// Options configure a [Store]. The zero value is ready to use.
+type Options struct {
+	// Synchronous is the durability of a commit. Defaults to SyncFull.
+	Synchronous Synchronous
+	// PoolSize is how many connections [Open] opens: WAL readers run in
+	// parallel, one writer at a time. [New] ignores it. Defaults to 8.
+	PoolSize int
+	// Timeout bounds every call whose context has no deadline: the wait for
+	// a connection and for the write lock. Defaults to 30s.
+	Timeout time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Synchronous == "" {
+		o.Synchronous = SyncFull
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	var errs []error
+	if s := Synchronous(strings.ToUpper(string(o.Synchronous))); s != SyncFull && s != SyncNormal {
+		errs = append(errs, fmt.Errorf("synchronous must be FULL or NORMAL, got %q", o.Synchronous))
+	} else {
+		o.Synchronous = s
+	}
+	if o.PoolSize < 0 {
+		errs = append(errs, fmt.Errorf("pool size must not be negative, got %d", o.PoolSize))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout must not be negative, got %s", o.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, fmt.Errorf("batchstore: invalid options: %w", err)
+	}
+	return o, nil
+}
+
+// Pool is a pool of SQLite connections owned by the host, as [New] takes it.
+// *sqlitex.Pool and *sqlitemigration.Pool satisfy it. Every connection Take
+// returns must be used by one goroutine at a time and given back with Put.
+type Pool interface {
+	Take(ctx context.Context) (*sqlite.Conn, error)
+	Put(conn *sqlite.Conn)
+}
+
+// Store is a [batch.Store] on SQLite. It is safe for concurrent use.
+type Store struct {
+	pool Pool
+	own  *sqlitex.Pool // the pool Open made; nil for New
+	lock *os.File      // the sidecar flock; nil without a file
+	opts Options
+
+	// writer admits one write transaction of this store at a time, in
+	// arrival order (a channel's waiters queue FIFO), and lets a waiter give
+	// up at its deadline. SQLite's own wait for the write lock is a
+	// sleep-and-retry loop that hands the lock to whoever retries first, so
+	// under sustained contention one caller can starve until its deadline.
+	writer chan struct{}
+
+	prepared  sync.Map // *sqlite.Conn of a host pool → struct{}: settings applied
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ batch.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store in the SQLite file at path, and
+// owns its connection pool until [Store.Close]. path may also be an SQLite
+// URI ("file:…"); a shared-cache memory URI works for tests.
+//
+// Before it touches the database, Open locks the sidecar file path+".lock":
+// a second store on the same file, in this process or another, gets
+// [ErrLocked]. It then runs PRAGMA quick_check ([ErrCorrupt] for a damaged
+// file or one that is not a database, left byte for byte as it was), applies
+// the embedded migrations, and checks that the file can be written
+// ([ErrReadOnly]).
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: opts, writer: make(chan struct{}, 1)}
+	if readOnlyURI(path) {
+		// Refused before SQLite runs: a read-only connection to a WAL file
+		// would leave -wal and -shm files behind that it cannot remove.
+		return nil, fmt.Errorf("%w: open %s: the URI asks for mode=ro", ErrReadOnly, path)
+	}
+	if name := fileOf(path); name != "" {
+		if s.lock, err = lockFile(name + ".lock"); err != nil {
+			return nil, s.openErr(ctx, path, err)
+		}
+	}
+	// No OpenWAL: the pool must not write the file (journal_mode) before
+	// quick_check has vouched for it. init switches to WAL afterwards.
+	s.own, err = sqlitex.NewPool(path, sqlitex.PoolOptions{
+		Flags:       sqlite.OpenReadWrite | sqlite.OpenCreate | sqlite.OpenURI,
+		PoolSize:    opts.PoolSize,
+		PrepareConn: s.prepareConn,
+	})
+	if err != nil {
+		return nil, s.openErr(ctx, path, err)
+	}
+	s.pool = s.own
+	if err := s.init(ctx); err != nil {
+		return nil, s.openErr(ctx, path, err)
+	}
+	return s, nil
+}
+
+// New returns a store on a connection pool the host owns, for a host that
+// keeps its own tables in the same file. The pool must outlive the store;
+// [Store.Close] does not close it. New runs the same checks and migrations
+// as [Open], and locks the sidecar of the pool's main database file.
+//
+// The first time the store takes each connection it sets PRAGMA
+// foreign_keys = ON, synchronous (see [Options]) and journal_size_limit on
+// it; these stay on the connection, so the host's own use of it sees them
+// too. (A host that sets them in its pool's PrepareConn loses nothing: the
+// store applies the same values.)
+func New(ctx context.Context, pool Pool, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if pool == nil {
+		return nil, errors.New("batchstore: new: nil pool")
+	}
+	s := &Store{pool: pool, opts: opts, writer: make(chan struct{}, 1)}
+	name, err := s.mainFile(ctx)
+	if err != nil {
+		return nil, s.openErr(ctx, "pool", err)
+	}
+	if name != "" {
+		if s.lock, err = lockFile(name + ".lock"); err != nil {
+			return nil, s.openErr(ctx, name, err)
+		}
+	}
+	if err := s.init(ctx); err != nil {
+		return nil, s.openErr(ctx, cmp.Or(name, "in-memory database"), err)
+	}
+	return s, nil
+}
+
+// openErr undoes a failed Open or New and returns its error.
+func (s *Store) openErr(ctx context.Context, path string, err error) error {
+	s.Close()
+	return wrapErr(ctx, "open "+path, err)
+}
+
+// Close closes the pool that [Open] made, waiting for calls in flight, and
+// releases the file lock. It does not close a host's pool ([New]). Close is
+// idempotent; calls after it return [ErrClosed].
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.own != nil {
+			s.closeErr = s.own.Close()
+		}
+		if err := unlockFile(s.lock); s.closeErr == nil {
+			s.closeErr = err
+		}
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("batchstore: close: %w", s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// fileOf returns the file a path or "file:" URI names, or "" for an
+// in-memory database.
+func fileOf(path string) string {
+	if path == "" || path == ":memory:" {
+		return ""
+	}
+	if !strings.HasPrefix(path, "file:") {
+		return path
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return path
+	}
+	if u.Query().Get("mode") == "memory" {
+		return ""
+	}
+	name := u.Path
+	if name == "" {
+		name = u.Opaque
+	}
+	if name == "" || name == ":memory:" {
+		return ""
+	}
+	return name
+}
+
+// readOnlyURI reports whether path is a "file:" URI with mode=ro.
+func readOnlyURI(path string) bool {
+	if !strings.HasPrefix(path, "file:") {
+		return false
+	}
+	u, err := url.Parse(path)
+	return err == nil && u.Query().Get("mode") == "ro"
+}
+
+// mainFile returns the file of the pool's main database, or "".
+func (s *Store) mainFile(ctx context.Context) (string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	conn, err := s.pool.Take(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer s.pool.Put(conn)
+	var name string
+	err = sqlitex.ExecuteTransient(conn, "PRAGMA database_list", &sqlitex.ExecOptions{
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			if stmt.ColumnText(1) == "main" {
+				name = stmt.ColumnText(2)
+			}
+			return nil
+		},
+	})
+	return name, err
+}
+
+// prepareConn applies the per-connection settings. Pragmas are run one by
+// one, outside any transaction: inside one, synchronous fails and
+// foreign_keys is silently ignored.
+func (s *Store) prepareConn(conn *sqlite.Conn) error {
+	if !conn.AutocommitEnabled() {
+		return errors.New("batchstore: pool connection is inside a transaction")
+	}
+	for _, q := range []string{
+		"PRAGMA foreign_keys = ON",
+		"PRAGMA synchronous = " + string(s.opts.Synchronous),
+		fmt.Sprintf("PRAGMA journal_size_limit = %d", journalSizeLimit),
+	} {
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// bound gives ctx the store's default deadline if it has none, so that no
+// pool take or lock wait can block forever.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+// take takes a connection, prepared, tied to ctx until it is put back.
+func (s *Store) take(ctx context.Context) (*sqlite.Conn, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil { // Take may still hand out a conn
+		return nil, err
+	}
+	conn, err := s.pool.Take(ctx)
+	if err != nil {
+		if s.closed.Load() {
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	if s.own == nil {
+		if _, ok := s.prepared.Load(conn); !ok {
+			if err := s.prepareConn(conn); err != nil {
+				s.pool.Put(conn)
+				return nil, err
+			}
+			s.prepared.Store(conn, struct{}{})
+		}
+	}
+	return conn, nil
+}
+
+// write runs fn in an immediate transaction: the write lock is taken at
+// BEGIN, so a read inside fn can never go stale under another writer (the
+// SQLITE_BUSY trap of deferred transactions). fn's error rolls back. The
+// store's writers queue for their turn before they take a connection, so a
+// waiting writer holds no connection that a reader could use.
+func (s *Store) write(ctx context.Context, op string, fn func(*sqlite.Conn) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return wrapErr(ctx, op, s.writeTx(ctx, fn))
+}
+
+func (s *Store) writeTx(ctx context.Context, fn func(*sqlite.Conn) error) (err error) {
+	select {
+	case s.writer <- struct{}{}:
+		defer func() { <-s.writer }()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	conn, err := s.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.pool.Put(conn)
+	end, err := sqlitex.ImmediateTransaction(conn)
+	if err != nil {
+		return err
+	}
+	defer end(&err)
+	return fn(conn)
+}
+
+// read runs fn on a connection outside any explicit transaction; each of
+// its statements reads one consistent snapshot.
+func (s *Store) read(ctx context.Context, op string, fn func(*sqlite.Conn) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	conn, err := s.take(ctx)
+	if err != nil {
+		return wrapErr(ctx, op, err)
+	}
+	defer s.pool.Put(conn)
+	return wrapErr(ctx, op, fn(conn))
+}

@@ -1,0 +1,289 @@
+package batchstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// openTest opens a store on a new file under t.TempDir and closes it when
+// the test ends, after checking that its counters match its rows.
+func openTest(t testing.TB, opts Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "batch.db"), opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.checkCounters(context.Background()); err != nil {
+			t.Errorf("after the test: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// checkCounters re-derives the maintained counters from the rows and
+// reports any difference: the byte total from the jobs' bytes and from the
+// stored results and errors, the live counts from the statuses.
+func (s *Store) checkCounters(ctx context.Context) error {
+	return s.read(ctx, "check counters", func(conn *sqlite.Conn) error {
+		var got, want [4]int64
+		err := sqlitex.Execute(conn, `SELECT bytes, queued, running, 0 FROM batch_stat`,
+			&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
+				for i := range got {
+					got[i] = stmt.ColumnInt64(i)
+				}
+				return nil
+			}})
+		if err != nil {
+			return err
+		}
+		err = sqlitex.Execute(conn, `SELECT
+			(SELECT coalesce(sum(bytes), 0) FROM batch_job),
+			(SELECT count(*) FROM batch_job WHERE status = 'queued'),
+			(SELECT count(*) FROM batch_job WHERE status = 'running'),
+			(SELECT coalesce(sum(length(error)), 0) FROM batch_target)
+			  + (SELECT coalesce(sum(length(body)), 0) FROM batch_result)`,
+			&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
+				for i := range want {
+					want[i] = stmt.ColumnInt64(i)
+				}
+				return nil
+			}})
+		if err != nil {
+			return err
+		}
+		got[3] = got[0] // the total, once more, against the rows themselves
+		if got != want {
+			return fmt.Errorf("counters (bytes, queued, running, bytes) = %v, rows say %v", got, want)
+		}
+		return nil
+	})
+}
+
+func TestStore_Conformance(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
+}
+
+// The WAL-reset corruption bug (sqlite.org/wal.html#walresetbug) is fixed
+// in 3.51.3; a pool of connections on one file is exactly its trigger.
+func TestStore_SQLiteVersion(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	var v string
+	err := s.read(t.Context(), "version", func(conn *sqlite.Conn) (err error) {
+		v, err = queryText(conn, "SELECT sqlite_version()")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !versionAtLeast(v, 3, 51, 3) {
+		t.Fatalf("sqlite_version() = %s, want >= 3.51.3 (require modernc.org/sqlite >= v1.46.2)", v)
+	}
+}
+
+func versionAtLeast(v string, want ...int) bool {
+	parts := strings.Split(v, ".")
+	for i, w := range want {
+		var n int
+		if i < len(parts) {
+			fmt.Sscan(parts[i], &n)
+		}
+		if n != w {
+			return n > w
+		}
+	}
+	return true
+}
+
+// Every pooled connection, not just the first, carries the settings.
+func TestStore_PragmasOnEveryConnection(t *testing.T) {
+	t.Parallel()
+	f := func(opts Options, wantSync int64) {
+		t.Helper()
+		s := openTest(t, opts)
+		ctx := t.Context()
+		var conns []*sqlite.Conn
+		for range s.opts.PoolSize {
+			conn, err := s.take(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, conn)
+		}
+		defer func() {
+			for _, c := range conns {
+				s.pool.Put(c)
+			}
+		}()
+		for i, conn := range conns {
+			got := map[string]any{}
+			for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "journal_size_limit", "auto_vacuum"} {
+				v, err := queryText(conn, "PRAGMA "+p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[p] = v
+			}
+			want := map[string]any{
+				"journal_mode": "wal", "synchronous": fmt.Sprint(wantSync), "foreign_keys": "1",
+				"journal_size_limit": fmt.Sprint(journalSizeLimit), "auto_vacuum": "2",
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("conn %d: %v, want %v", i, got, want)
+			}
+		}
+	}
+	f(Options{PoolSize: 3}, 2)
+	f(Options{PoolSize: 3, Synchronous: SyncNormal}, 1)
+	f(Options{PoolSize: 2, Synchronous: "normal"}, 1)
+}
+
+func TestOpen_Options(t *testing.T) {
+	t.Parallel()
+	for _, opts := range []Options{{Synchronous: "OFF"}, {PoolSize: -1}, {Timeout: -time.Second}} {
+		_, err := Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), opts)
+		if err == nil || !strings.HasPrefix(err.Error(), "batchstore: invalid options") {
+			t.Errorf("Open(%+v) = %v, want an invalid options error", opts, err)
+		}
+	}
+}
+
+// hostPool returns a pool as a host would own it, on a file that already
+// holds a host table and the host's user_version.
+func hostPool(t *testing.T) *sqlitex.Pool {
+	t.Helper()
+	pool, err := sqlitex.NewPool(filepath.Join(t.TempDir(), "host.db"), sqlitex.PoolOptions{PoolSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	conn, err := pool.Take(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Put(conn)
+	for _, q := range []string{"CREATE TABLE host_cache (k TEXT PRIMARY KEY, v BLOB)", "PRAGMA user_version = 42"} {
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pool
+}
+
+func TestNew_Conformance(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStore(t, func(t *testing.T) batch.Store {
+		s, err := New(t.Context(), hostPool(t), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// The store applies its settings to the host's connections, keeps off the
+// host's user_version, and leaves the pool open on Close.
+func TestNew_HostPool(t *testing.T) {
+	t.Parallel()
+	pool := hostPool(t)
+	s, err := New(t.Context(), pool, Options{Synchronous: SyncNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(t.Context(), pool, Options{}); !errors.Is(err, ErrLocked) {
+		t.Errorf("second New on the same file = %v, want ErrLocked", err)
+	}
+	var conns []*sqlite.Conn
+	for range 3 { // every connection of the host's pool, as the store takes them
+		conn, err := s.take(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	for i, conn := range conns {
+		for _, p := range []string{"synchronous", "foreign_keys"} {
+			if v, _ := queryInt(conn, "PRAGMA "+p); v != 1 {
+				t.Errorf("conn %d: %s = %d, want 1", i, p, v)
+			}
+		}
+		pool.Put(conn)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Claim(t.Context(), "r", time.Now()); !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
+		t.Errorf("Claim after Close = %v, want ErrClosed and batch.ErrUnavailable", err)
+	}
+	conn, err := pool.Take(t.Context())
+	if err != nil {
+		t.Fatalf("host pool after store Close: %v", err)
+	}
+	defer pool.Put(conn)
+	if v, _ := queryInt(conn, "PRAGMA user_version"); v != 42 {
+		t.Errorf("user_version = %d, want the host's 42", v)
+	}
+	if v, _ := queryInt(conn, "SELECT max(version) FROM batch_migration"); v != 1 {
+		t.Errorf("batch_migration version = %d, want 1", v)
+	}
+	if v, _ := queryInt(conn, "PRAGMA auto_vacuum"); v != 0 {
+		t.Errorf("auto_vacuum of the host's file = %d, want its own 0 (left alone)", v)
+	}
+}
+
+// Reopening runs no migration twice and keeps the data.
+func TestOpen_Reopen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "batch.db")
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 3 {
+		s, err := Open(ctx, path, Options{})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		_, _, err = s.Create(ctx, newJob(fmt.Sprintf("job-%d", i), "alice", 2, now), testLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := s.List(ctx, "alice", 10)
+		if err != nil || len(jobs) != i+1 {
+			t.Fatalf("open %d: List = %d jobs, %v; want %d", i, len(jobs), err, i+1)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	}
+}
+
+// testLimits never cap anything.
+var testLimits = batch.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: 24 * time.Hour}
+
+// newJob returns a job of n targets; the id doubles as the list prefix, so
+// two jobs of one caller differ in their idempotency key.
+func newJob(id, caller string, n int, now time.Time) batch.NewJob {
+	ts := batchtest.Targets(id, n)
+	return batch.NewJob{
+		ID: id, Caller: batch.Caller{Name: caller}, IdemKey: batch.IdemKey(caller, ts),
+		Targets: ts, Now: now,
+	}
+}
