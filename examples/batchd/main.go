@@ -1,0 +1,152 @@
+// Command batchd is an example batch daemon: the batch API on the embedded
+// SQLite store, with a real web fetcher behind an SSRF guard.
+//
+//	go run ./examples/batchd [flags]
+//
+// With no -key it generates one key, prints it once, and says how to pass
+// keys. It serves /v1/batch, GET /metrics and GET /healthz, logs one line per
+// request to stderr (never a target URL), and shuts down gracefully on
+// SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchstore"
+	"github.com/siftfetch/batchkit/examples/internal/daemon"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "batchd: %v\n", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// options are batchd's flags.
+type options struct {
+	addr, db, metricsKey, sync string
+	keys, allow                listFlag
+	batch                      batch.Config
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("batchd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address`")
+	fs.StringVar(&o.db, "db", "batchkit.db", "SQLite database `file`")
+	fs.Var(&o.keys, "key", "bearer key `NAME=SECRET` (repeatable; NAME=SECRET:restricted marks a restricted caller)")
+	fs.Var(&o.allow, "allow", "exempt exactly this `HOST:PORT` from the SSRF guard, for local testing (repeatable)")
+	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none)")
+	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
+	b := &o.batch
+	fs.IntVar(&b.Workers, "workers", batch.DefaultWorkers, "jobs draining at once")
+	fs.IntVar(&b.TargetsPerJob, "targets-per-job", batch.DefaultTargetsPerJob, "targets in one job")
+	fs.IntVar(&b.JobsPerCaller, "jobs-per-caller", batch.DefaultJobsPerCaller, "live jobs per caller")
+	fs.IntVar(&b.JobsTotal, "jobs-total", batch.DefaultJobsTotal, "live jobs in all")
+	fs.DurationVar(&b.TTL, "ttl", batch.DefaultTTL, "how long a finished job is kept after its last use")
+	fs.Int64Var(&b.MaxBytes, "max-bytes", batch.DefaultMaxBytes, "byte budget of stored results")
+	fs.DurationVar(&b.TargetTimeout, "target-timeout", batch.DefaultTargetTimeout, "deadline of one fetch")
+	fs.IntVar(&b.MaxResultBytes, "max-result-bytes", batch.DefaultMaxResultBytes, "largest stored result")
+	fs.DurationVar(&b.BusyWait, "busy-wait", batch.DefaultBusyWait, "longest wait for a busy fetcher")
+	fs.StringVar(&b.MetricsPrefix, "metrics-prefix", batch.DefaultMetricsPrefix, "metric name prefix")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+// parseKey parses NAME=SECRET or NAME=SECRET:restricted.
+func parseKey(s string) (batchhttp.Key, error) {
+	name, secret, ok := strings.Cut(s, "=")
+	if !ok || name == "" || secret == "" {
+		return batchhttp.Key{}, fmt.Errorf("-key %q: want NAME=SECRET or NAME=SECRET:restricted", s)
+	}
+	k := batchhttp.Key{Name: name, Secret: secret}
+	if base, found := strings.CutSuffix(secret, ":restricted"); found {
+		if base == "" {
+			return batchhttp.Key{}, fmt.Errorf("-key %q: empty secret", s)
+		}
+		k.Secret, k.Restricted = base, true
+	}
+	return k, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var keys []batchhttp.Key
+	for _, s := range o.keys {
+		k, err := parseKey(s)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	generated := ""
+	if len(keys) == 0 {
+		secret, err := daemon.NewSecret()
+		if err != nil {
+			return err
+		}
+		keys = append(keys, batchhttp.Key{Name: "local", Secret: secret})
+		generated = secret
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	d, err := daemon.Open(ctx, daemon.Config{
+		DBPath:      o.db,
+		Synchronous: batchstore.Synchronous(strings.ToUpper(o.sync)),
+		Keys:        keys,
+		Allow:       o.allow,
+		Batch:       o.batch,
+		MetricsKey:  o.metricsKey,
+		Logger:      log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	server := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "batchd: serving the batch API on %s (database %s)\n", server, o.db)
+	if generated != "" {
+		fmt.Fprintf(stdout, "batchd: no -key given, so here is a generated key for caller \"local\" (shown once):\n\n"+
+			"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+
+			"batchd: pass your own keys with -key NAME=SECRET (repeatable; NAME=SECRET:restricted for a restricted caller)\n",
+			server, generated)
+	}
+	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
+	return d.Serve(ctx, ln, 30*time.Second)
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchcli"
+	"github.com/siftfetch/batchkit/batchhttp"
+)
+
+// raceEnabled is set when the test binary is built with -race, so the daemon
+// binary is built the same way and reuses the build cache.
+var raceEnabled bool
+
+func TestParseKey(t *testing.T) {
+	t.Parallel()
+	ok := func(in string, want batchhttp.Key) {
+		t.Helper()
+		got, err := parseKey(in)
+		if err != nil || got != want {
+			t.Errorf("parseKey(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	ok("alice=s3cret", batchhttp.Key{Name: "alice", Secret: "s3cret"})
+	ok("agency=xyz:restricted", batchhttp.Key{Name: "agency", Secret: "xyz", Restricted: true})
+	ok("a=b=c", batchhttp.Key{Name: "a", Secret: "b=c"})
+	for _, bad := range []string{"", "alice", "=secret", "alice=", "alice=:restricted"} {
+		if _, err := parseKey(bad); err == nil {
+			t.Errorf("parseKey(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-key", "a=b", "-key", "c=d:restricted", "-allow", "127.0.0.1:81",
+		"-workers", "3", "-ttl", "2h", "-max-bytes", "1000"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.addr != "127.0.0.1:0" || len(o.keys) != 2 || o.allow[0] != "127.0.0.1:81" || o.batch.Workers != 3 ||
+		o.batch.TTL != 2*time.Hour || o.batch.MaxBytes != 1000 || o.db != "batchkit.db" {
+		t.Errorf("parsed %+v", o)
+	}
+	if _, err := parseFlags([]string{"-bogus"}, io.Discard); err == nil {
+		t.Error("unknown flag accepted")
+	}
+	if _, err := parseFlags([]string{"extra"}, io.Discard); err == nil {
+		t.Error("stray argument accepted")
+	}
+}
+
+// pageServer serves /page/N at once and /slow only when released.
+type pageServer struct {
+	addr    string
+	slowHit chan struct{}
+	release chan struct{}
+}
+
+func startPages(t *testing.T) *pageServer {
+	t.Helper()
+	p := &pageServer{slowHit: make(chan struct{}, 16), release: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /page/{n}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "page %s body", r.PathValue("n"))
+	})
+	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, r *http.Request) {
+		p.slowHit <- struct{}{}
+		select {
+		case <-p.release:
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, "slow body")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		close(p.release)
+		srv.Close()
+	})
+	p.addr = ln.Addr().String()
+	return p
+}
+
+// daemonProc is a running batchd.
+type daemonProc struct {
+	cmd    *exec.Cmd
+	server string
+	stderr *batchtest.Buffer
+	done   chan error
+}
+
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "batchd")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startDaemon(t *testing.T, bin string, args ...string) *daemonProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{cmd: cmd, stderr: &batchtest.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving the batch API on "); ok {
+			d.server, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	go func() { d.done <- cmd.Wait() }()
+	if d.server == "" {
+		cmd.Process.Kill()
+		t.Fatalf("daemon did not start: %s", d.stderr)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-d.done
+	})
+	return d
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (d *daemonProc) stop(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("daemon exited with %v\n%s", err, d.stderr)
+		}
+		d.done <- nil // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not stop within 30s of SIGTERM")
+	}
+}
+
+// cli runs one batch command against the daemon and returns its stdout.
+func cli(t *testing.T, server, key string, stdin string, args ...string) string {
+	t.Helper()
+	client, err := batchhttp.NewClient(server, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	c := batchcli.New(batchcli.Config{Client: client, Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, PollWait: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := c.Run(ctx, args); err != nil {
+		t.Fatalf("batch %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+func decodeJSON[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return v
+}
+
+func TestBatchd_EndToEnd(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := buildDaemon(t)
+	pages := startPages(t)
+	db := filepath.Join(t.TempDir(), "batchd.db")
+	args := []string{"-db", db, "-key", "alice=alice-secret", "-allow", pages.addr, "-jobs-per-caller", "3"}
+	d := startDaemon(t, bin, args...)
+	base := "http://" + pages.addr
+
+	// Job 1 runs to the end.
+	sub := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/page/1\n"+base+"/page/2\n", "submit", "-"))
+	done := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub.JobID, "--wait", "--results"))
+	if done.Status != batch.JobDone || len(done.Targets) != 2 {
+		t.Fatalf("job 1 = %+v", done)
+	}
+	res := decodeJSON[batchhttp.ResultResponse](t, cli(t, d.server, "alice-secret", "", "result", sub.JobID, "1"))
+	if env, err := batch.DecodeEnvelope(res.Result); err != nil || env.Content != "page 2 body" {
+		t.Fatalf("job 1 result 1 = %s (%v)", res.Result, err)
+	}
+
+	// Job 2 is cancelled while its first target is in flight.
+	sub2 := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/slow\n"+base+"/page/3\n", "submit", "-"))
+	<-pages.slowHit
+	if c := decodeJSON[batchhttp.CancelResponse](t, cli(t, d.server, "alice-secret", "", "cancel", sub2.JobID)); c.Status != batch.JobCancelled {
+		t.Fatalf("cancel = %+v", c)
+	}
+
+	// Job 3 is in flight when the daemon stops.
+	sub3 := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/slow?3\n"+base+"/page/4\n", "submit", "-"))
+	<-pages.slowHit // both workers are now in a slow fetch, cut short by the shutdown
+	d.stop(t)
+	logs := d.stderr.String()
+
+	d = startDaemon(t, bin, args...)
+	again := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub.JobID, "--results"))
+	if again.Status != batch.JobDone || again.Targets[0].Result == nil {
+		t.Fatalf("job 1 after restart = %+v", again)
+	}
+	for _, id := range []string{sub3.JobID} {
+		st := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", id))
+		if st.Status != batch.JobFailed || st.Error != "restart" {
+			t.Fatalf("interrupted job %s after restart = %+v", id, st)
+		}
+	}
+	st2 := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub2.JobID))
+	if st2.Status != batch.JobCancelled || st2.Targets[0].Status != batch.TargetFailed || st2.Targets[1].Status != batch.TargetPending {
+		t.Fatalf("cancelled job after restart = %+v", st2)
+	}
+	d.stop(t)
+	logs += d.stderr.String()
+	for _, secret := range []string{pages.addr, "/page/", "/slow", "alice-secret"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("daemon log carries %q:\n%s", secret, logs)
+		}
+	}
+	if !strings.Contains(logs, "job_id="+sub.JobID) {
+		t.Errorf("daemon log lacks job lines:\n%s", logs)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("database file: %v", err)
+	}
+}

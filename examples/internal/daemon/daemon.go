@@ -1,0 +1,223 @@
+// Package daemon wires the whole batch service of the example programs: the
+// SQLite store, the guarded web fetcher, the runner and the HTTP handlers,
+// plus /metrics and /healthz. examples/batchd runs it from flags;
+// examples/demo runs it in process.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchstore"
+	"github.com/siftfetch/batchkit/examples/internal/fetcher"
+)
+
+// Config configures a [Daemon].
+type Config struct {
+	// DBPath is the SQLite file. Required.
+	DBPath string
+	// Synchronous is the store's durability setting. Defaults to FULL.
+	Synchronous batchstore.Synchronous
+	// Keys are the bearer keys callers use. At least one is required.
+	Keys []batchhttp.Key
+	// Allow lists exact host:port addresses the guard lets through (for
+	// local testing); see fetcher.Guard.
+	Allow []string
+	// Batch is the runner's configuration; its Store, Fetch and Logger are
+	// filled in.
+	Batch batch.Config
+	// MaxResponseBytes caps one fetched body. Defaults to the fetcher's 2 MiB.
+	MaxResponseBytes int64
+	// MetricsKey, if set, is the bearer key GET /metrics requires.
+	MetricsKey string
+	// Logger receives the daemon's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Daemon is a running batch service. Create one with [Open].
+type Daemon struct {
+	store   *batchstore.Store
+	runner  *batch.Runner
+	fetcher *fetcher.Fetcher
+	handler http.Handler
+	httpSet *metrics.Set
+	log     *slog.Logger
+}
+
+// Open opens the store (failing the jobs a previous run left live), starts
+// the runner and builds the HTTP handler.
+func Open(ctx context.Context, cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("daemon: at least one key is required")
+	}
+	auth, err := batchhttp.NewKeyAuth(cfg.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	store, err := batchstore.Open(ctx, cfg.DBPath, batchstore.Options{Synchronous: cfg.Synchronous})
+	if err != nil {
+		return nil, err
+	}
+	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: cfg.Batch.TargetTimeout})
+	bc := cfg.Batch
+	bc.Store, bc.Fetch, bc.Logger = store, f.Fetch, cfg.Logger
+	runner, err := batch.New(bc)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := runner.Start(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	d := &Daemon{store: store, runner: runner, fetcher: f, httpSet: metrics.NewSet(), log: cfg.Logger}
+	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+		Authenticate: auth,
+		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
+			return f.Precheck(rawURL)
+		},
+		Logger:  cfg.Logger,
+		Observe: d.observe,
+	})
+	if err != nil {
+		d.Close(ctx)
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/batch", bh)
+	mux.Handle("/v1/batch/", bh)
+	mux.Handle("GET /metrics", d.logged("/metrics", d.metricsHandler(cfg.MetricsKey)))
+	mux.Handle("GET /healthz", d.logged("/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"ok":true}`)
+	})))
+	mux.Handle("/", d.logged("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		batchhttp.WriteError(w, http.StatusNotFound, "not found", "")
+	})))
+	d.handler = mux
+	return d, nil
+}
+
+// Handler returns the daemon's HTTP handler.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Runner returns the daemon's runner.
+func (d *Daemon) Runner() *batch.Runner { return d.runner }
+
+// Close stops the runner (in-flight fetches are cut short; their jobs fail
+// as "restart" at the next start) and closes the store.
+func (d *Daemon) Close(ctx context.Context) error {
+	err := d.runner.Close(ctx)
+	d.fetcher.CloseIdleConnections()
+	return errors.Join(err, d.store.Close())
+}
+
+// Serve serves the daemon on ln until ctx is done, then shuts down
+// gracefully: it stops accepting, lets in-flight requests finish (for at
+// most grace), and closes the runner and the store.
+func (d *Daemon) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	srv := &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+	}
+	d.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	shutErr := srv.Shutdown(sctx)
+	closeErr := d.Close(sctx)
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return errors.Join(serveErr, shutErr, closeErr)
+}
+
+// observe counts requests by fixed route label and status.
+func (d *Daemon) observe(route string, status int, dur time.Duration) {
+	d.httpSet.GetOrCreateCounter(fmt.Sprintf(`batchd_http_requests_total{route=%q,status="%d"}`, route, status)).Inc()
+	d.httpSet.GetOrCreatePrometheusHistogram(fmt.Sprintf(`batchd_http_request_seconds{route=%q}`, route)).Update(dur.Seconds())
+}
+
+// logged logs one line per request of the non-batch routes (the batch
+// handler logs its own) and observes it.
+func (d *Daemon) logged(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		d.observe(route, sw.status, time.Since(start))
+		d.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("route", route),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// metricsHandler writes the runner's set, the HTTP set and the Go process
+// metrics as Prometheus text, with # HELP and # TYPE lines.
+func (d *Daemon) metricsHandler(key string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if key != "" {
+			got, ok := bearer(r)
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(key)) != 1 {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				batchhttp.WriteError(w, http.StatusUnauthorized, "unauthorized", "")
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if err := writeMetrics(w, d.runner.Metrics(), d.httpSet); err != nil {
+			d.log.Warn("write metrics", slog.String("err", err.Error()))
+		}
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	const prefix = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+		return "", false
+	}
+	return h[len(prefix):], true
+}
+
+// NewSecret returns a random bearer secret.
+func NewSecret() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}

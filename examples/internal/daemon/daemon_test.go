@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batchhttp"
+)
+
+func openTest(t *testing.T, cfg Config) *httptest.Server {
+	t.Helper()
+	if cfg.DBPath == "" {
+		cfg.DBPath = filepath.Join(t.TempDir(), "d.db")
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}
+	}
+	d, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return srv
+}
+
+func get(t *testing.T, url, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var sampleLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\n]*"(, ?[a-zA-Z_][a-zA-Z0-9_]*="[^"\n]*")*\})? \S+$`)
+
+func TestDaemon_Metrics(t *testing.T) {
+	t.Parallel()
+	srv := openTest(t, Config{})
+	// One batch request first, so the HTTP series exist.
+	if code, _ := get(t, srv.URL+"/v1/batch", "alice-key"); code != http.StatusOK {
+		t.Fatalf("list: %d", code)
+	}
+	code, body := get(t, srv.URL+"/metrics", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", code)
+	}
+	for _, want := range []string{
+		"# HELP batch_jobs_total Batch jobs by outcome",
+		"# TYPE batch_jobs_total counter",
+		`batch_targets_total{outcome="blocked"} 0`,
+		"# TYPE batch_job_seconds histogram",
+		`batchd_http_requests_total{route="/v1/batch",status="200"} 1`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	helped := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		if name, ok := strings.CutPrefix(line, "# HELP "); ok {
+			fam, text, _ := strings.Cut(name, " ")
+			if text == "" {
+				t.Errorf("family %s has no help text", fam)
+			}
+			helped[fam] = true
+			continue
+		}
+		if strings.HasPrefix(line, "# TYPE ") {
+			continue
+		}
+		if !sampleLine.MatchString(line) {
+			t.Errorf("not Prometheus text: %q", line)
+		}
+	}
+	if len(helped) < 10 {
+		t.Errorf("only %d families have # HELP", len(helped))
+	}
+	promtool(t, body)
+}
+
+// promtool lints the exposition with `promtool check metrics` (Debian's
+// prometheus package). CI installs it; elsewhere the lint is skipped.
+func promtool(t *testing.T, body string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool is not installed; .ci/run installs Debian's prometheus package")
+		}
+		t.Log("promtool not installed: lint skipped")
+		return
+	}
+	cmd := exec.CommandContext(t.Context(), path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil || out.Len() > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+func TestDaemon_MetricsKeyAndHealth(t *testing.T) {
+	t.Parallel()
+	srv := openTest(t, Config{MetricsKey: "m-key"})
+	if code, _ := get(t, srv.URL+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("metrics without key = %d, want 401", code)
+	}
+	if code, _ := get(t, srv.URL+"/metrics", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("metrics with a wrong key = %d, want 401", code)
+	}
+	if code, _ := get(t, srv.URL+"/metrics", "m-key"); code != http.StatusOK {
+		t.Errorf("metrics with the key = %d, want 200", code)
+	}
+	if code, body := get(t, srv.URL+"/healthz", ""); code != http.StatusOK || !strings.Contains(body, `"ok":true`) {
+		t.Errorf("healthz = %d %s", code, body)
+	}
+	if code, body := get(t, srv.URL+"/nope", ""); code != http.StatusNotFound || !strings.Contains(body, `"success":false`) {
+		t.Errorf("unknown path = %d %s", code, body)
+	}
+}
+
+func TestOpen_Errors(t *testing.T) {
+	t.Parallel()
+	if _, err := Open(t.Context(), Config{DBPath: filepath.Join(t.TempDir(), "x.db")}); err == nil {
+		t.Error("Open without keys succeeded")
+	}
+	bad := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(bad, bytes.Repeat([]byte("junk"), 1024), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(t.Context(), Config{DBPath: bad, Keys: []batchhttp.Key{{Name: "a", Secret: "b"}}}); err == nil {
+		t.Error("Open on a junk file succeeded")
+	}
+}
