@@ -1,6 +1,7 @@
-// Command inprocess shows batchkit without HTTP: it serves a few local pages,
-// submits them as one batch to a runner, follows the job's progress and
-// prints each target's result.
+// Command inprocess shows batchkit as a library, without HTTP: a runner on
+// the SQLite store (a file in a temporary directory) and the host's own
+// fetcher. It serves a few local pages, submits them as one batch, follows
+// the job's progress and prints each target's result.
 //
 //	go run ./examples/inprocess
 package main
@@ -14,10 +15,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchstore"
 )
 
 func main() {
@@ -66,7 +68,18 @@ func run(ctx context.Context, out io.Writer) error {
 		return batch.Result{Content: string(body), Meta: map[string]any{"status": resp.StatusCode}}, nil
 	}
 
-	r, err := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: fetch})
+	dir, err := os.MkdirTemp("", "batchkit-inprocess-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	store, err := batchstore.Open(ctx, filepath.Join(dir, "batch.db"), batchstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close() // after the runner's Close below
+
+	r, err := batch.New(batch.Config{Store: store, Fetch: fetch})
 	if err != nil {
 		return err
 	}
