@@ -38,17 +38,7 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"SerialOrder":              runnerSerial,
 		"SubmitValidation":         runnerValidation,
 	}
-	names := make([]string, 0, len(tests))
-	for name := range tests {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			tests[name](t, newStore(t))
-		})
-	}
+	runParallel(t, tests, newStore)
 	// Not parallel: it counts the runner goroutines of the whole process.
 	t.Run("CloseMidDrainLeaksNothing", func(t *testing.T) { runnerCloseMidDrain(t, newStore(t)) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -47,12 +48,14 @@ func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"SweepExpiredFinished":      storeSweep,
 		"TouchSlidesLease":          storeTouch,
 	}
-	names := make([]string, 0, len(tests))
-	for name := range tests {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	runParallel(t, tests, newStore)
+}
+
+// runParallel runs each test as a parallel subtest on a new store, in name
+// order.
+func runParallel(t *testing.T, tests map[string]func(*testing.T, batch.Store), newStore func(*testing.T) batch.Store) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			tests[name](t, newStore(t))
