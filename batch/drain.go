@@ -84,6 +84,7 @@ func (r *Runner) refreshGaugesBackground() {
 // cancelled or the runner closes.
 func (r *Runner) drain(job Job, targets []TargetRecord) {
 	start := time.Now()
+	done := 0 // targets written by this drain
 	log := r.log.With(slog.String("job_id", job.ID), slog.String("caller", job.Caller.Name))
 	for _, t := range targets {
 		if t.Status != TargetPending {
@@ -120,6 +121,7 @@ func (r *Runner) drain(job Job, targets []TargetRecord) {
 				slog.Int("idx", t.Idx), slog.String("err", err.Error()))
 			return
 		}
+		done++
 		r.metrics.target(fin.Outcome, d)
 		if fin.Status == TargetDone {
 			r.metrics.resultSize.Update(float64(len(fin.Result)))
@@ -151,7 +153,7 @@ func (r *Runner) drain(job Job, targets []TargetRecord) {
 	r.metrics.jobSecs.Update(time.Since(start).Seconds())
 	r.notify()
 	log.LogAttrs(context.Background(), slog.LevelInfo, "batch job finished",
-		slog.String("status", string(final)), slog.Duration("duration", time.Since(start)))
+		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))
 }
 
 // fetchTarget fetches one target, retrying while the fetcher is busy, and

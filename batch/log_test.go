@@ -62,6 +62,9 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 				t.Fatalf("Cancel: %v", err)
 			}
 			out := logs.String()
+			if !strings.Contains(out, `"msg":"batch job finished"`) || !strings.Contains(out, `"targets_done":5`) {
+				t.Errorf("no job-finished record with targets_done:\n%s", out)
+			}
 			if !strings.Contains(out, id) || strings.Count(out, "\n") < 7 {
 				t.Fatalf("expected job logs, got:\n%s", out)
 			}
