@@ -41,6 +41,7 @@ type TargetError struct {
 	Reason string // why it was refused, e.g. "empty url"
 }
 
+// Error returns "batch: target <index>: <reason>".
 func (e *TargetError) Error() string {
 	return fmt.Sprintf("batch: target %d: %s", e.Index, e.Reason)
 }

@@ -40,6 +40,7 @@ type UsageError struct {
 	Msg string
 }
 
+// Error returns the message.
 func (e *UsageError) Error() string { return e.Msg }
 
 func usagef(format string, args ...any) error {
