@@ -3,8 +3,10 @@ package batchtest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"AllOKIsDone":              runnerAllOK,
 		"BusyRetriedThenFails":     runnerBusyFails,
 		"BusyRetriedThenOK":        runnerBusyThenOK,
+		"CancelRacesLastTarget":    runnerCancelRace,
 		"CancelStopsLaterTargets":  runnerCancel,
 		"Caps":                     runnerCaps,
 		"EvictOverByteBudget":      runnerEvict,
@@ -49,6 +52,8 @@ var (
 )
 
 const waitLong = 10 * time.Second
+
+var discardLogger = slog.New(slog.DiscardHandler)
 
 func mustSubmit(t *testing.T, r *batch.Runner, c batch.Caller, ts []batch.Target) string {
 	t.Helper()
@@ -454,4 +459,41 @@ func runnerCloseMidDrain(t *testing.T, s batch.Store) {
 	}
 	_, _, err = r.Submit(t.Context(), alice, Targets("late", 1))
 	wantErr(t, "Submit after Close", err, batch.ErrClosed)
+}
+
+// runnerCancelRace cancels a one-target job at the moment its target
+// finishes, many times: the cancel either wins (the job reads cancelled, its
+// target stored) or loses with ErrFinished (the job reads done), never both
+// and never neither.
+func runnerCancelRace(t *testing.T, s batch.Store) {
+	f := NewBlockingFetcher()
+	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, Workers: 1, Logger: discardLogger})
+	won, lost := 0, 0
+	for i := range 100 {
+		id := mustSubmit(t, r, alice, Targets("race"+strconv.Itoa(i), 1))
+		<-f.Started
+		cancelled := make(chan error, 1)
+		go func() { cancelled <- r.Cancel(context.Background(), alice, id) }()
+		f.Release()
+		err := <-cancelled
+		info := WaitFinished(t, r, alice, id, waitLong)
+		// The in-flight target is stored either way.
+		deadline := time.Now().Add(waitLong)
+		for info.Targets[0].Status != batch.TargetDone && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			info, _ = r.Status(t.Context(), alice, id, batch.StatusOptions{})
+		}
+		switch {
+		case err == nil && info.Status == batch.JobCancelled:
+			won++
+		case errors.Is(err, batch.ErrFinished) && info.Status == batch.JobDone:
+			lost++
+		default:
+			t.Fatalf("round %d: cancel = %v, job = %s", i, err, info.Status)
+		}
+		if info.Targets[0].Status != batch.TargetDone || info.TargetsDone != 1 {
+			t.Fatalf("round %d: target = %+v, done = %d", i, info.Targets[0], info.TargetsDone)
+		}
+	}
+	t.Logf("cancel won %d, lost %d of 100 races", won, lost)
 }
