@@ -61,6 +61,9 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 			if err := r.Cancel(t.Context(), caller, id); !errors.Is(err, batch.ErrFinished) {
 				t.Fatalf("Cancel: %v", err)
 			}
+			if err := r.Close(t.Context()); err != nil { // every record written
+				t.Fatal(err)
+			}
 			out := logs.String()
 			if !strings.Contains(out, `"msg":"batch job finished"`) || !strings.Contains(out, `"targets_done":5`) {
 				t.Errorf("no job-finished record with targets_done:\n%s", out)

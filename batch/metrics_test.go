@@ -144,6 +144,9 @@ func TestRunner_MetricsDuringAndAfterJobs(t *testing.T) {
 	if _, reused, _ := r.Submit(t.Context(), bob, batchtest.Targets("b", 1)); !reused {
 		t.Fatal("resubmit was not reused")
 	}
+	if err := r.Close(t.Context()); err != nil { // the worker has counted everything
+		t.Fatal(err)
+	}
 	m = scrape(t, r)
 	want := map[string]float64{
 		`batch_jobs_total{outcome="done"}`:     2,
@@ -175,6 +178,11 @@ func TestRunner_MetricsFoldUnknownOutcome(t *testing.T) {
 	info := batchtest.WaitFinished(t, r, c, id, 10*time.Second)
 	if info.Targets[0].Outcome != batch.OutcomeOther {
 		t.Errorf("stored outcome %q, want other", info.Targets[0].Outcome)
+	}
+	// The job's status is visible before the worker counts it: close the
+	// runner, which waits for the worker, before reading the counters.
+	if err := r.Close(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	m := scrape(t, r)
 	if got := m[`batch_targets_total{outcome="other"}`].value; got != 2 {

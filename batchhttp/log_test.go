@@ -116,6 +116,9 @@ func TestHandler_LogRedaction(t *testing.T) {
 			b.submit(t, key, []batch.Target{{URL: u(4), Options: batch.Options{Mode: u(5)}}}, http.StatusBadRequest)
 			b.do(t, http.MethodGet, "/v1/batch/"+url.PathEscape(u(6)), key, "")
 
+			if err := b.runner.Close(t.Context()); err != nil { // every runner record written
+				t.Fatal(err)
+			}
 			got := logs.String()
 			if !strings.Contains(got, id) {
 				t.Fatalf("the logs do not even name the job: %s", got)

@@ -79,6 +79,9 @@ func TestFetcher_InRunner(t *testing.T) {
 		t.Errorf("target 0 result = %q, %v; want hello", res.Content, err)
 	}
 
+	if err := r.Close(t.Context()); err != nil { // every log record written
+		t.Fatal(err)
+	}
 	log := logs.String()
 	if log == "" {
 		t.Error("the runner logged nothing")
