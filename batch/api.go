@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -70,6 +71,8 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (i
 	if err := r.validateSubmit(caller, targets); err != nil {
 		return "", false, err
 	}
+	r.accepting.RLock()
+	defer r.accepting.RUnlock()
 	if err := r.acceptErr(); err != nil {
 		return "", false, err
 	}
@@ -118,6 +121,11 @@ func (r *Runner) validateSubmit(caller Caller, targets []Target) error {
 	for i, t := range targets {
 		if t.URL == "" {
 			return &TargetError{Index: i, Reason: "empty url"}
+		}
+		for _, f := range []string{t.URL, t.Mode, t.Question, t.Pages, t.Grep, t.JQ} {
+			if !utf8.ValidString(f) {
+				return &TargetError{Index: i, Reason: "invalid UTF-8"}
+			}
 		}
 		if !validMode(t.Mode) {
 			return &TargetError{Index: i, Reason: fmt.Sprintf("unknown mode %q", truncate(t.Mode, 32))}
@@ -211,24 +219,27 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	defer poll.Stop()
 	for {
 		changed := r.changes() // before the read, so no change is missed
-		info, err := r.Status(ctx, caller, id, opts.StatusOptions)
+		// Polls read metadata only; the answer is read once, as asked.
+		info, err := r.Status(ctx, caller, id, StatusOptions{})
 		if err != nil {
 			return JobInfo{}, err
 		}
 		if info.Status.Finished() || (opts.Since != nil && info.TargetsDone != *opts.Since) {
-			return info, nil
+			break
 		}
 		select {
 		case <-ctx.Done():
 			return JobInfo{}, fmt.Errorf("batch: wait: %w", context.Cause(ctx))
 		case <-deadline.C:
-			return r.Status(ctx, caller, id, opts.StatusOptions)
 		case <-r.stop: // do not hold up a server's graceful shutdown
-			return r.Status(ctx, caller, id, opts.StatusOptions)
 		case <-changed:
+			continue
 		case <-poll.C:
+			continue
 		}
+		break
 	}
+	return r.Status(ctx, caller, id, opts.StatusOptions)
 }
 
 func (r *Runner) expiresAt(j Job) time.Time { return j.Lease.Add(r.cfg.TTL).UTC() }

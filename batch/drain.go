@@ -81,7 +81,9 @@ func (r *Runner) refreshGaugesBackground() {
 
 // drain runs a claimed job's targets in idx order, one at a time: target i+1
 // starts only after target i is written. It stops early when the job is
-// cancelled or the runner closes.
+// cancelled or the runner closes. Store writes that fail for a while (a lock
+// wait that ran out, a full disk) are retried until they succeed or the
+// runner closes, so a passing fault never strands a job as running.
 func (r *Runner) drain(job Job, targets []TargetRecord) {
 	start := time.Now()
 	done := 0 // targets written by this drain
@@ -93,33 +95,35 @@ func (r *Runner) drain(job Job, targets []TargetRecord) {
 		if r.stopping() {
 			return // the job stays running; the next Start fails it
 		}
-		ctx, cancel := storeCtx()
-		err := r.store.StartTarget(ctx, job.ID, t.Idx, r.cfg.Now())
-		cancel()
+		err := r.retryStore(log, "start target", func(ctx context.Context) error {
+			return r.store.StartTarget(ctx, job.ID, t.Idx, r.cfg.Now())
+		})
 		if errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound) {
 			break // cancelled (or gone) before this target started
 		}
 		if err != nil {
-			log.LogAttrs(context.Background(), slog.LevelError, "batch start target failed",
-				slog.Int("idx", t.Idx), slog.String("err", err.Error()))
-			return
+			return // closing
 		}
-		fin, d, closed := r.fetchTarget(job.Caller, t)
+		fin, d, closed := r.fetchTarget(job, t)
 		if closed {
 			r.metrics.target(OutcomeCancel, d)
 			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", t.Idx))
 			return
 		}
-		ctx, cancel = storeCtx()
-		status, err := r.store.FinishTarget(ctx, job.ID, fin, r.cfg.Now())
-		cancel()
-		if err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return // swept or evicted after a cancel; nothing left to write
-			}
-			log.LogAttrs(context.Background(), slog.LevelError, "batch finish target failed",
-				slog.Int("idx", t.Idx), slog.String("err", err.Error()))
-			return
+		var status JobStatus
+		err = r.retryStore(log, "finish target", func(ctx context.Context) (err error) {
+			status, err = r.store.FinishTarget(ctx, job.ID, fin, r.cfg.Now())
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return // swept or evicted after a cancel; nothing left to write
+		case errors.Is(err, ErrFinished):
+			// An attempt that reported an error had committed after all; the
+			// next StartTarget tells whether the job goes on.
+			status = JobRunning
+		case err != nil:
+			return // closing
 		}
 		done++
 		r.metrics.target(fin.Outcome, d)
@@ -138,14 +142,13 @@ func (r *Runner) drain(job Job, targets []TargetRecord) {
 			break
 		}
 	}
-	ctx, cancel := storeCtx()
-	final, err := r.store.FinishJob(ctx, job.ID, r.cfg.Now())
-	cancel()
+	var final JobStatus
+	err := r.retryStore(log, "finish job", func(ctx context.Context) (err error) {
+		final, err = r.store.FinishJob(ctx, job.ID, r.cfg.Now())
+		return err
+	})
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
-			log.LogAttrs(context.Background(), slog.LevelError, "batch finish job failed", slog.String("err", err.Error()))
-		}
-		return
+		return // gone, or closing
 	}
 	if final != JobCancelled { // a cancel is counted by the runner that took it
 		r.metrics.job(string(final))
@@ -156,28 +159,51 @@ func (r *Runner) drain(job Job, targets []TargetRecord) {
 		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))
 }
 
-// fetchTarget fetches one target, retrying while the fetcher is busy, and
-// returns what to store and how long it took. closed reports that the runner
-// closed during the fetch; nothing is to be stored then.
-func (r *Runner) fetchTarget(caller Caller, t TargetRecord) (fin TargetFinish, d time.Duration, closed bool) {
+// retryStore runs a store write until it succeeds, answers with a sentinel
+// of the job model ([ErrFinished], [ErrNotFound]), or the runner closes;
+// other errors are logged and retried with back-off.
+func (r *Runner) retryStore(log *slog.Logger, op string, write func(ctx context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := storeCtx()
+		err := write(ctx)
+		cancel()
+		if err == nil || errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound) {
+			return err
+		}
+		log.LogAttrs(context.Background(), slog.LevelError, "batch store write failed; retrying",
+			slog.String("op", op), slog.Int("attempt", attempt), slog.String("err", err.Error()))
+		select {
+		case <-r.stop:
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// fetchTarget fetches one target of job, retrying while the fetcher is busy
+// (but not once the job is cancelled), and returns what to store and how
+// long it took. closed reports that the runner closed and cut the fetch
+// short; nothing is to be stored then.
+func (r *Runner) fetchTarget(job Job, t TargetRecord) (fin TargetFinish, d time.Duration, closed bool) {
 	start := time.Now()
 	r.metrics.inflight.Inc()
 	defer r.metrics.inflight.Dec()
 	fin = TargetFinish{Idx: t.Idx}
 	backoff := 100 * time.Millisecond
 	for {
-		res, err, timedOut := r.callFetch(caller, t.Target)
-		if context.Cause(r.fetchCtx) != nil {
-			return fin, time.Since(start), true
-		}
+		fr := r.callFetch(job.Caller, t.Target)
 		switch {
-		case timedOut:
+		case fr.interrupted:
+			return fin, time.Since(start), true
+		case fr.timedOut:
 			fin.fail(OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", r.cfg.TargetTimeout))
-		case err != nil && isBusy(err):
+		case fr.err != nil && isBusy(fr.err):
 			// Full jitter: sleep a random time up to the backoff.
 			sleep := rand.N(backoff) + time.Millisecond
 			if time.Since(start)+sleep > r.cfg.BusyWait {
-				fin.fail(OutcomeBusy, hintOf(err), fmt.Errorf("busy: fetcher still busy after %s", r.cfg.BusyWait.Round(time.Millisecond)))
+				fin.fail(OutcomeBusy, hintOf(fr.err), fmt.Errorf("busy: fetcher still busy after %s", r.cfg.BusyWait.Round(time.Millisecond)))
 				break
 			}
 			select {
@@ -185,45 +211,63 @@ func (r *Runner) fetchTarget(caller Caller, t TargetRecord) (fin TargetFinish, d
 			case <-r.fetchCtx.Done():
 				return fin, time.Since(start), true
 			}
+			if r.cancelled(job) {
+				fin.fail(OutcomeCancel, "", errors.New("cancelled while the fetcher was busy"))
+				break
+			}
 			backoff = min(backoff*2, 5*time.Second)
 			continue
-		case err != nil:
-			o := outcomeOf(err)
+		case fr.err != nil:
+			o := outcomeOf(fr.err)
 			if o == "" {
 				o = OutcomeOther
 			}
-			fin.fail(o.Fold(), hintOf(err), err)
+			fin.fail(o.Fold(), hintOf(fr.err), fr.err)
+		case len(fr.env) > r.cfg.MaxResultBytes:
+			fin.fail(OutcomeTooLong, "", fmt.Errorf("too long: result is %d bytes (max %d)", len(fr.env), r.cfg.MaxResultBytes))
 		default:
-			env, err := res.Envelope()
-			switch {
-			case err != nil:
-				fin.fail(OutcomeOther, "", err)
-			case len(env) > r.cfg.MaxResultBytes:
-				fin.fail(OutcomeTooLong, "", fmt.Errorf("too long: result is %d bytes (max %d)", len(env), r.cfg.MaxResultBytes))
-			default:
-				fin.Status, fin.Outcome, fin.Result = TargetDone, OutcomeOK, env
-			}
+			fin.Status, fin.Outcome, fin.Result = TargetDone, OutcomeOK, fr.env
 		}
 		return fin, time.Since(start), false
 	}
 }
 
+// cancelled reports whether job was cancelled (or is gone). A read that
+// fails counts as not cancelled: the fetch goes on.
+func (r *Runner) cancelled(job Job) bool {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	j, _, err := r.store.Get(ctx, job.Caller.Name, job.ID, false)
+	if errors.Is(err, ErrNotFound) {
+		return true
+	}
+	return err == nil && j.Status != JobRunning
+}
+
 func (f *TargetFinish) fail(o Outcome, hint string, err error) {
-	f.Status, f.Outcome, f.Hint = TargetFailed, o, hint
+	f.Status, f.Outcome = TargetFailed, o
+	f.Hint = truncate(hint, maxHintBytes)
 	f.Error = truncate(err.Error(), maxErrorBytes)
 }
 
+// maxHintBytes caps a stored hint.
+const maxHintBytes = 64
+
 var errPanic = errors.New("internal error")
 
+// fetchReturn is the outcome of one call of the fetcher.
 type fetchReturn struct {
-	res Result
-	err error
+	env         []byte // the result envelope, if err is nil
+	err         error
+	timedOut    bool // the per-target deadline passed
+	interrupted bool // Close cut the fetch short
 }
 
-// callFetch calls the fetcher once under the per-target deadline, in its own
-// goroutine so that a panic fails only this target and a fetcher that ignores
-// its context is abandoned at the deadline. timedOut reports the deadline.
-func (r *Runner) callFetch(caller Caller, t Target) (res Result, err error, timedOut bool) {
+// callFetch calls the fetcher once under the per-target deadline and encodes
+// its result, in a goroutine of its own: a panic there (in the fetcher or in
+// a Meta value's MarshalJSON) fails only this target, and a fetcher that
+// ignores its context is abandoned at the deadline.
+func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
 	ctx, cancel := context.WithTimeout(r.fetchCtx, r.cfg.TargetTimeout)
 	defer cancel()
 	ch := make(chan fetchReturn, 1)
@@ -236,21 +280,31 @@ func (r *Runner) callFetch(caller Caller, t Target) (res Result, err error, time
 			}
 		}()
 		res, err := r.cfg.Fetch(ctx, caller, t)
-		ch <- fetchReturn{res, err}
+		if err != nil {
+			ch <- fetchReturn{err: err}
+			return
+		}
+		env, err := res.Envelope()
+		ch <- fetchReturn{env: env, err: err}
 	}()
 	var fr fetchReturn
+	answered := true
 	select {
 	case fr = <-ch:
 	case <-ctx.Done():
 		select {
-		case fr = <-ch: // returned at the same moment
+		case fr = <-ch: // answered at the same moment
 		default:
-			fr.err = ctx.Err()
+			fr.err, answered = ctx.Err(), false
 		}
 	}
-	timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded) && fr.err != nil ||
-		errors.Is(fr.err, context.DeadlineExceeded)
-	return fr.res, fr.err, timedOut
+	// A fetch that finished stands, even if Close came right after; one that
+	// ended because of Close (or was abandoned at it) is interrupted.
+	closing := errors.Is(context.Cause(r.fetchCtx), ErrClosed)
+	fr.interrupted = closing && (!answered || fr.err != nil)
+	fr.timedOut = !fr.interrupted && fr.err != nil &&
+		(errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(fr.err, context.DeadlineExceeded))
+	return fr
 }
 
 // truncate cuts s to at most n bytes without leaving a broken UTF-8

@@ -31,12 +31,18 @@ type Runner struct {
 
 	wake chan struct{} // a token wakes one idle worker
 
+	// accepting is held shared by Submit from its state check until its
+	// insert is done, and exclusively by Close while it flips the state, so
+	// no job is accepted once Close has begun.
+	accepting sync.RWMutex
+
 	mu          sync.Mutex
 	state       int // stateNew, stateStarted, stateClosed
 	changed     chan struct{}
 	stop        chan struct{}           // closed by Close: stop taking work
+	closed      chan struct{}           // closed once every goroutine has returned
 	fetchCtx    context.Context         // parent of every fetch; cancelled by Close
-	cancelFetch context.CancelCauseFunc //
+	cancelFetch context.CancelCauseFunc // cancels fetchCtx with cause ErrClosed
 	wg          sync.WaitGroup          // workers and sweeper
 	fetchWG     sync.WaitGroup          // fetch goroutines, including abandoned ones
 	closeOnce   sync.Once
@@ -74,6 +80,7 @@ func New(cfg Config) (*Runner, error) {
 		wake:        make(chan struct{}, cfg.Workers),
 		changed:     make(chan struct{}),
 		stop:        make(chan struct{}),
+		closed:      make(chan struct{}),
 		fetchCtx:    fetchCtx,
 		cancelFetch: cancel,
 	}, nil
@@ -124,18 +131,20 @@ func (r *Runner) Start(ctx context.Context) error {
 // next Start. Close is idempotent and safe on a runner never started.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
+		r.accepting.Lock()
 		r.mu.Lock()
 		r.state = stateClosed
 		r.mu.Unlock()
+		r.accepting.Unlock()
 		close(r.stop)
 		r.cancelFetch(ErrClosed)
+		go func() { // one waiter, however often Close is called
+			r.wg.Wait()
+			r.fetchWG.Wait()
+			close(r.closed)
+		}()
 	})
-	done := make(chan struct{})
-	go func() {
-		r.wg.Wait()
-		r.fetchWG.Wait()
-		close(done)
-	}()
+	done := r.closed
 	select {
 	case <-done:
 		return nil

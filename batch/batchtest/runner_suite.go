@@ -3,11 +3,13 @@ package batchtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"AllOKIsDone":              runnerAllOK,
 		"BusyRetriedThenFails":     runnerBusyFails,
 		"BusyRetriedThenOK":        runnerBusyThenOK,
+		"BusyWaitStopsOnCancel":    runnerBusyCancel,
 		"CancelRacesLastTarget":    runnerCancelRace,
 		"CancelStopsLaterTargets":  runnerCancel,
 		"Caps":                     runnerCaps,
@@ -34,11 +37,13 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"HangingFetcherTimesOut":   runnerHanging,
 		"IdempotentResubmit":       runnerIdempotent,
 		"LeaseSlidesAndSweeps":     runnerLease,
+		"MetaPanicFailsItsTarget":  runnerMetaPanic,
 		"OversizeResultTooLong":    runnerTooLong,
 		"PanicFailsOnlyItsTarget":  runnerPanic,
 		"RestartFailsInFlightJobs": runnerRestart,
 		"ResubmitAfterCancel":      runnerResubmitAfterCancel,
 		"SerialOrder":              runnerSerial,
+		"StoreFaultsAreRetried":    runnerStoreFaults,
 		"SubmitValidation":         runnerValidation,
 	}
 	runParallel(t, tests, newStore)
@@ -223,6 +228,8 @@ func runnerValidation(t *testing.T, s batch.Store) {
 	f(batch.Caller{}, Targets("x", 1), batch.ErrInvalidCaller)
 	f(alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}}, batch.ErrInvalidTarget)
 	f(alice, []batch.Target{{URL: "https://a.test/", Options: batch.Options{Mode: "bogus"}}}, batch.ErrInvalidTarget)
+	f(alice, []batch.Target{{URL: "https://a.test/\xff"}}, batch.ErrInvalidTarget)
+	f(alice, []batch.Target{{URL: "https://a.test/", Options: batch.Options{Question: "\xc3"}}}, batch.ErrInvalidTarget)
 	_, _, err := r.Submit(t.Context(), alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}})
 	var te *batch.TargetError
 	if !errors.As(err, &te) || te.Index != 1 {
@@ -496,4 +503,108 @@ func runnerCancelRace(t *testing.T, s batch.Store) {
 		}
 	}
 	t.Logf("cancel won %d, lost %d of 100 races", won, lost)
+}
+
+func runnerBusyCancel(t *testing.T, s batch.Store) {
+	fetch, calls := BusyThenOK(1 << 30)
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: time.Minute})
+	id := mustSubmit(t, r, alice, Targets("busy-cancel", 2))
+	for calls.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := r.Cancel(t.Context(), alice, id); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	info, _ := r.Status(t.Context(), alice, id, batch.StatusOptions{})
+	for info.Targets[0].Status != batch.TargetFailed && time.Since(start) < waitLong {
+		time.Sleep(5 * time.Millisecond)
+		info, _ = r.Status(t.Context(), alice, id, batch.StatusOptions{})
+	}
+	got := info.Targets[0]
+	if got.Status != batch.TargetFailed || got.Outcome != batch.OutcomeCancel || info.Targets[1].Status != batch.TargetPending {
+		t.Fatalf("after a cancel during busy back-off: %+v", info.Targets)
+	}
+	n := calls.Load()
+	time.Sleep(100 * time.Millisecond)
+	if calls.Load() != n {
+		t.Errorf("the fetcher was called again after the target failed")
+	}
+}
+
+// panicJSON panics when it is encoded.
+type panicJSON struct{}
+
+func (panicJSON) MarshalJSON() ([]byte, error) { panic("marshal exploded") }
+
+func runnerMetaPanic(t *testing.T, s batch.Store) {
+	ts := Targets("meta", 2)
+	r := NewRunner(t, batch.Config{Store: s, Fetch: ScriptFetcher(map[string]Step{
+		ts[0].URL: {Result: batch.Result{Content: "x", Meta: map[string]any{"bad": panicJSON{}}}},
+	})})
+	id := mustSubmit(t, r, alice, ts)
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if got := info.Targets[0]; got.Error != "internal error" || got.Outcome != batch.OutcomeOther || info.Status != batch.JobPartial {
+		t.Fatalf("job %s, target 0 = %+v; want only it failed with internal error", info.Status, got)
+	}
+}
+
+// faultyStore fails the first writes of each kind with a passing error,
+// as a store does while a lock wait runs out or the disk is full.
+type faultyStore struct {
+	batch.Store
+	mu    sync.Mutex
+	fails map[string]int
+}
+
+var errPassing = fmt.Errorf("passing fault: %w", batch.ErrUnavailable)
+
+func (f *faultyStore) fault(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails[op] > 0 {
+		f.fails[op]--
+		return errPassing
+	}
+	return nil
+}
+
+func (f *faultyStore) StartTarget(ctx context.Context, id string, idx int, now time.Time) error {
+	if err := f.fault("start"); err != nil {
+		return err
+	}
+	return f.Store.StartTarget(ctx, id, idx, now)
+}
+
+func (f *faultyStore) FinishTarget(ctx context.Context, id string, fin batch.TargetFinish, now time.Time) (batch.JobStatus, error) {
+	if err := f.fault("finish"); err != nil {
+		return "", err
+	}
+	return f.Store.FinishTarget(ctx, id, fin, now)
+}
+
+func (f *faultyStore) FinishJob(ctx context.Context, id string, now time.Time) (batch.JobStatus, error) {
+	if err := f.fault("job"); err != nil {
+		return "", err
+	}
+	return f.Store.FinishJob(ctx, id, now)
+}
+
+func runnerStoreFaults(t *testing.T, s batch.Store) {
+	fs := &faultyStore{Store: s, fails: map[string]int{"start": 2, "finish": 2, "job": 2}}
+	rec := NewRecordingFetcher(nil)
+	r := NewRunner(t, batch.Config{Store: fs, Fetch: rec.Fetch})
+	ts := Targets("faults", 2)
+	id := mustSubmit(t, r, alice, ts)
+	info := WaitFinished(t, r, alice, id, waitLong)
+	if info.Status != batch.JobDone || info.TargetsDone != 2 {
+		t.Fatalf("job after passing store faults = %s, %d done; want done, 2", info.Status, info.TargetsDone)
+	}
+	for _, tg := range ts {
+		if n := rec.Count(tg.URL); n != 1 {
+			t.Errorf("%s fetched %d times, want 1", tg.URL, n)
+		}
+	}
+	// The caller's cap is free again.
+	mustSubmit(t, r, alice, Targets("after-faults", 1))
 }
