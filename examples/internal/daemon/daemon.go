@@ -127,6 +127,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 	return errors.Join(err, d.store.Close())
 }
 
+// closeTimeout bounds how long shutdown waits for the runner's workers.
+const closeTimeout = 10 * time.Second
+
 // Serve serves the daemon on ln until ctx is done, then shuts down
 // gracefully: it stops accepting, lets in-flight requests finish (for at
 // most grace), and closes the runner and the store.
@@ -145,10 +148,18 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	case <-ctx.Done():
 	}
 	d.log.Info("shutting down")
+	// The runner first: that ends long-polls at once (they answer with the
+	// job as it is) and cuts in-flight fetches short, so the server's
+	// shutdown is not held up by them. Requests still in flight are served
+	// from the store, which closes last.
+	rctx, rcancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer rcancel()
+	runErr := d.runner.Close(rctx)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
-	closeErr := d.Close(sctx)
+	d.fetcher.CloseIdleConnections()
+	closeErr := errors.Join(runErr, d.store.Close())
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
 )
 
@@ -156,5 +158,72 @@ func TestOpen_Errors(t *testing.T) {
 	}
 	if _, err := Open(t.Context(), Config{DBPath: bad, Keys: []batchhttp.Key{{Name: "a", Secret: "b"}}}); err == nil {
 		t.Error("Open on a junk file succeeded")
+	}
+}
+
+func TestDaemon_ShutdownEndsLongPolls(t *testing.T) {
+	t.Parallel()
+	// A page server that accepts and never answers, so the job stays running.
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	d, err := Open(t.Context(), Config{
+		DBPath: filepath.Join(t.TempDir(), "d.db"),
+		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Allow:  []string{hang.Addr().String()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ln, 30*time.Second) }()
+	client, _ := batchhttp.NewClient("http://"+ln.Addr().String(), "alice-key", nil)
+	sub, err := client.Submit(t.Context(), []batch.Target{{URL: "http://" + hang.Addr().String() + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := <-accepted // the fetch is in flight
+	defer conn.Close()
+	polled := make(chan batchhttp.StatusResponse, 1)
+	go func() {
+		st, err := client.Status(context.Background(), sub.JobID, batchhttp.StatusQuery{Wait: time.Minute, Since: new(int)})
+		if err != nil {
+			t.Errorf("long-poll: %v", err)
+		}
+		polled <- st
+	}()
+	time.Sleep(200 * time.Millisecond) // the long-poll is waiting
+	start := time.Now()
+	stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("shutdown waited for the long-poll")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("shutdown took %s", took)
+	}
+	if st := <-polled; st.Status != batch.JobRunning || st.TargetsDone != 0 {
+		t.Errorf("the long-poll answered %+v, want the running job as it was", st)
 	}
 }
