@@ -33,8 +33,9 @@ type Config struct {
 	Stdout io.Writer
 	// Stderr receives errors and --wait progress. Defaults to os.Stderr.
 	Stderr io.Writer
-	// IsTerminal reports whether w is a terminal, which makes --wait redraw
-	// one progress line. Defaults to checking for a character device.
+	// IsTerminal reports whether w is a terminal. When both Stdout and
+	// Stderr are, --wait redraws one progress line on Stderr; otherwise it
+	// prints a line per change. Defaults to checking for a character device.
 	IsTerminal func(w io.Writer) bool
 	// PollWait is how long one long-poll of --wait may wait. Defaults to
 	// 30s.

@@ -42,7 +42,9 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 	}
 	// Follow the job without results, then fetch the final body once.
 	start := time.Now()
-	term := c.cfg.IsTerminal(c.cfg.Stdout)
+	// A live line only for a person watching: progress goes to Stderr, and
+	// a piped Stdout means a program reads the answer.
+	term := c.cfg.IsTerminal(c.cfg.Stdout) && c.cfg.IsTerminal(c.cfg.Stderr)
 	last := ""
 	since := -1
 	for {

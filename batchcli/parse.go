@@ -126,9 +126,7 @@ func Parse(args []string) (Command, error) {
 			if err != nil {
 				return Command{}, usagef("%s: flag --%s takes no value", verb, name)
 			}
-			if !b {
-				value = "false"
-			}
+			value = strconv.FormatBool(b)
 		case !takesValue:
 			value = "true"
 		}

@@ -27,6 +27,7 @@ func TestParse(t *testing.T) {
 	ok("status abc --results", batchcli.Command{Verb: "status", ID: "abc", Results: true})
 	ok("status --wait abc -results", batchcli.Command{Verb: "status", ID: "abc", Results: true, Wait: true})
 	ok("status abc --wait=true --results=false", batchcli.Command{Verb: "status", ID: "abc", Wait: true})
+	ok("status abc --wait=1 --results=T", batchcli.Command{Verb: "status", ID: "abc", Wait: true, Results: true})
 	ok("result abc 3", batchcli.Command{Verb: "result", ID: "abc", Idx: 3})
 	ok("cancel abc", batchcli.Command{Verb: "cancel", ID: "abc"})
 	ok("list", batchcli.Command{Verb: "list"})

@@ -237,7 +237,7 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 	if req.reused != nil {
 		attrs = append(attrs, slog.Bool("reused", *req.reused))
 	}
-	if ans != nil {
+	if ans != nil && !req.caller.Restricted { // no error details for a restricted caller
 		attrs = append(attrs, slog.String("error", ans.code))
 		if req.blocked >= 0 {
 			attrs = append(attrs, slog.Int("target_idx", req.blocked))

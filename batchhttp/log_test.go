@@ -177,3 +177,29 @@ func TestHandler_Observe(t *testing.T) {
 		t.Errorf("labels %v, want only %v", labels, want)
 	}
 }
+
+func TestHandler_LogLineRestricted(t *testing.T) {
+	t.Parallel()
+	precheck := func(context.Context, batch.Caller, string) error { return errors.New("blocked: port 8443") }
+	b := setup(t, setupOpts{precheck: precheck})
+	targets := []batch.Target{{URL: "https://a.test:8443/"}}
+	b.submit(t, keyRita, targets, http.StatusUnprocessableEntity)
+	b.submit(t, keyAlice, targets, http.StatusUnprocessableEntity)
+	lines := b.logs.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("got %d log lines, want 2", len(lines))
+	}
+	rita, alice := lines[0], lines[1]
+	if rita["caller"] != "rita" || rita["http_status"] != 422.0 {
+		t.Errorf("restricted line = %v", rita)
+	}
+	if _, ok := rita["error"]; ok {
+		t.Errorf("restricted caller's line carries an error detail: %v", rita)
+	}
+	if _, ok := rita["target_idx"]; ok {
+		t.Errorf("restricted caller's line carries the refused target: %v", rita)
+	}
+	if alice["error"] != "blocked" || alice["target_idx"] != 0.0 {
+		t.Errorf("normal caller's line = %v, want error blocked at target 0", alice)
+	}
+}

@@ -1,7 +1,9 @@
 package batchhttp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -223,4 +225,26 @@ func TestHandler_List(t *testing.T) {
 		t.Parallel()
 		checkGolden(t, b.do(t, http.MethodGet, "/v1/batch", keyRita, ""))
 	})
+}
+
+// touchFails is a store whose lease bumps fail, as on a full disk.
+type touchFails struct{ batch.Store }
+
+func (touchFails) Touch(context.Context, string, string, time.Time) error {
+	return fmt.Errorf("disk full: %w", batch.ErrUnavailable)
+}
+
+func TestHandler_ReadsSurviveAFailedTouch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{store: touchFails{batchtest.NewStore()}})
+	id := b.submit(t, keyAlice, []batch.Target{{URL: "https://a.test/"}}, http.StatusAccepted).JobID
+	if rec := b.do(t, http.MethodGet, "/v1/batch/"+id, keyAlice, ""); rec.Code != http.StatusOK {
+		t.Errorf("status read after a failed touch = %d %s, want 200", rec.Code, rec.Body)
+	}
+	if rec := b.do(t, http.MethodGet, "/v1/batch/"+id+"/0", keyAlice, ""); rec.Code != http.StatusOK {
+		t.Errorf("result read after a failed touch = %d %s, want 200", rec.Code, rec.Body)
+	}
+	if rec := b.do(t, http.MethodGet, "/v1/batch/"+id, keyBob, ""); rec.Code != http.StatusNotFound {
+		t.Errorf("another caller's read = %d, want 404", rec.Code)
+	}
 }

@@ -2,6 +2,7 @@ package batchhttp
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -104,7 +105,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 		return notFound
 	}
 	req.jobID = id
-	if err := h.runner.Touch(r.Context(), req.caller, id); err != nil {
+	if err := h.touch(r, req.caller, id); err != nil {
 		return err
 	}
 	opts := batch.StatusOptions{Results: results}
@@ -130,7 +131,7 @@ func (h *Handler) result(w http.ResponseWriter, r *http.Request, req *request) e
 		return notFound
 	}
 	req.jobID = id
-	if err := h.runner.Touch(r.Context(), req.caller, id); err != nil {
+	if err := h.touch(r, req.caller, id); err != nil {
 		return err
 	}
 	tr, err := h.runner.Result(r.Context(), req.caller, id, idx)
@@ -177,6 +178,17 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) err
 		return err
 	}
 	writeJSON(w, http.StatusOK, listResponse(jobs))
+	return nil
+}
+
+// touch bumps the lease of the owner's job before a read. Only "not found"
+// stops the read: a lease bump that failed (a full disk, a lock wait) must
+// not make results unreadable exactly when the store is in trouble.
+func (h *Handler) touch(r *http.Request, caller batch.Caller, id string) error {
+	err := h.runner.Touch(r.Context(), caller, id)
+	if errors.Is(err, batch.ErrNotFound) {
+		return err
+	}
 	return nil
 }
 

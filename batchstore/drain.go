@@ -11,8 +11,21 @@ import (
 )
 
 // Claim implements [batch.Store.Claim]: the oldest queued job (by creation
-// time, then insertion order) becomes running, held by runner.
+// time, then insertion order) becomes running, held by runner. It first
+// reads the maintained queued count, so that idle workers polling an empty
+// queue never take the write lock.
 func (s *Store) Claim(ctx context.Context, runner string, now time.Time) (job batch.Job, targets []batch.TargetRecord, err error) {
+	var queued int64
+	err = s.read(ctx, "count queued jobs", func(conn *sqlite.Conn) (err error) {
+		queued, err = countInt(conn, `SELECT queued FROM batch_stat WHERE id = 1`)
+		return err
+	})
+	if err != nil {
+		return batch.Job{}, nil, err
+	}
+	if queued == 0 {
+		return batch.Job{}, nil, batch.ErrNotFound
+	}
 	err = s.write(ctx, "claim job", func(conn *sqlite.Conn) error {
 		seq, err := countInt(conn, `SELECT seq FROM batch_job WHERE status = 'queued'
 			ORDER BY created_at, seq LIMIT 1`)

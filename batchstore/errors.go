@@ -63,11 +63,18 @@ func wrapErr(ctx context.Context, op string, err error) error {
 	}
 	if ctxErr := context.Cause(ctx); ctxErr != nil {
 		// SQLITE_INTERRUPT, or SQLITE_BUSY after a lock wait that ran until
-		// the deadline: name the deadline, keep the driver error.
+		// the deadline: name the deadline, keep the driver error. A wait
+		// that ran out is a store that cannot serve now.
+		var out error
 		if errors.Is(err, ctxErr) {
-			return fmt.Errorf("batchstore: %s: %w", op, err)
+			out = fmt.Errorf("batchstore: %s: %w", op, err)
+		} else {
+			out = fmt.Errorf("batchstore: %s: %w: %w", op, ctxErr, err)
 		}
-		return fmt.Errorf("batchstore: %s: %w: %w", op, ctxErr, err)
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			out = kindError{kind: batch.ErrUnavailable, err: out}
+		}
+		return out
 	}
 	return fmt.Errorf("batchstore: %s: %w", op, err)
 }
