@@ -3,6 +3,7 @@ package batchtest
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -198,63 +199,54 @@ func (s *Store) FinishJob(ctx context.Context, jobID string, now time.Time) (bat
 	return j.job.Status, nil
 }
 
-// owned returns the caller's job, or nil.
-func (s *Store) owned(caller, jobID string) *memJob {
-	j, ok := s.jobs[jobID]
-	if !ok || j.job.Caller.Name != caller {
-		return nil
-	}
-	return j
-}
-
-// Cancel implements [batch.Store].
-func (s *Store) Cancel(ctx context.Context, caller, jobID string, now time.Time) error {
+// withOwned runs fn under the lock on the caller's job, or returns
+// ErrNotFound for an unknown or foreign id.
+func (s *Store) withOwned(ctx context.Context, caller, jobID string, fn func(j *memJob) error) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.owned(caller, jobID)
-	if j == nil {
+	j, ok := s.jobs[jobID]
+	if !ok || j.job.Caller.Name != caller {
 		return batch.ErrNotFound
 	}
-	if j.job.Status.Finished() {
-		return batch.ErrFinished
-	}
-	j.job.Status = batch.JobCancelled
-	j.job.FinishedAt = now
-	j.job.Lease = now
-	return nil
+	return fn(j)
+}
+
+// Cancel implements [batch.Store].
+func (s *Store) Cancel(ctx context.Context, caller, jobID string, now time.Time) error {
+	return s.withOwned(ctx, caller, jobID, func(j *memJob) error {
+		if j.job.Status.Finished() {
+			return batch.ErrFinished
+		}
+		j.job.Status = batch.JobCancelled
+		j.job.FinishedAt = now
+		j.job.Lease = now
+		return nil
+	})
 }
 
 // Get implements [batch.Store].
-func (s *Store) Get(ctx context.Context, caller, jobID string, withResults bool) (batch.Job, []batch.TargetRecord, error) {
-	if err := ctxErr(ctx); err != nil {
-		return batch.Job{}, nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.owned(caller, jobID)
-	if j == nil {
-		return batch.Job{}, nil, batch.ErrNotFound
-	}
-	return j.job, j.copyTargets(withResults), nil
+func (s *Store) Get(ctx context.Context, caller, jobID string, withResults bool) (job batch.Job, targets []batch.TargetRecord, err error) {
+	err = s.withOwned(ctx, caller, jobID, func(j *memJob) error {
+		job, targets = j.job, j.copyTargets(withResults)
+		return nil
+	})
+	return job, targets, err
 }
 
 // GetTarget implements [batch.Store].
-func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (batch.Job, batch.TargetRecord, error) {
-	if err := ctxErr(ctx); err != nil {
-		return batch.Job{}, batch.TargetRecord{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.owned(caller, jobID)
-	if j == nil || idx < 0 || idx >= len(j.targets) {
-		return batch.Job{}, batch.TargetRecord{}, batch.ErrNotFound
-	}
-	t := j.targets[idx]
-	t.Result = slices.Clone(t.Result)
-	return j.job, t, nil
+func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (job batch.Job, target batch.TargetRecord, err error) {
+	err = s.withOwned(ctx, caller, jobID, func(j *memJob) error {
+		if idx < 0 || idx >= len(j.targets) {
+			return batch.ErrNotFound
+		}
+		job, target = j.job, j.targets[idx]
+		target.Result = slices.Clone(target.Result)
+		return nil
+	})
+	return job, target, err
 }
 
 // List implements [batch.Store].
@@ -274,7 +266,7 @@ func (s *Store) List(ctx context.Context, caller string, limit int) ([]batch.Job
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
-		return compareStrings(b.ID, a.ID)
+		return strings.Compare(b.ID, a.ID)
 	})
 	if len(out) > limit {
 		out = out[:limit]
@@ -282,32 +274,15 @@ func (s *Store) List(ctx context.Context, caller string, limit int) ([]batch.Job
 	return out, nil
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // Touch implements [batch.Store]. It writes every touch; it has nothing to
 // gain from coalescing.
 func (s *Store) Touch(ctx context.Context, caller, jobID string, now time.Time) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.owned(caller, jobID)
-	if j == nil {
-		return batch.ErrNotFound
-	}
-	if now.After(j.job.Lease) {
-		j.job.Lease = now
-	}
-	return nil
+	return s.withOwned(ctx, caller, jobID, func(j *memJob) error {
+		if now.After(j.job.Lease) {
+			j.job.Lease = now
+		}
+		return nil
+	})
 }
 
 // remove deletes a job and takes its bytes off the total.
@@ -353,7 +328,7 @@ func (s *Store) Evict(ctx context.Context, maxBytes int64) (int, error) {
 		if c := a.job.Lease.Compare(b.job.Lease); c != 0 {
 			return c
 		}
-		return compareStrings(a.job.ID, b.job.ID)
+		return strings.Compare(a.job.ID, b.job.ID)
 	})
 	n := 0
 	for _, j := range finished {
