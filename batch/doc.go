@@ -41,11 +41,15 @@
 //
 // [Runner.Cancel] flips a live job to cancelled at once; the target in flight
 // finishes and is stored, no later target starts, and later targets stay
-// pending. [Runner.Start] first marks every job a previous process left
+// pending. A target that is only waiting for a busy fetcher when its job is
+// cancelled is not fetched: it fails with outcome cancel. [Runner.Start] first marks every job a previous process left
 // queued or running as failed with error "restart" (its running target too;
 // pending targets stay pending): jobs are never resumed, so each target is
 // fetched at most once. [Runner.Close] stops taking work, cancels in-flight
-// fetches with cause [ErrClosed] and waits for every goroutine it started.
+// fetches with cause [ErrClosed] (a fetch cut short is not stored; the next
+// Start fails its target) and waits for every goroutine it started. A store
+// write that fails for a while is retried with back-off until it succeeds or
+// the runner closes, so a passing fault never strands a job as running.
 //
 // # Caps and idempotency
 //
