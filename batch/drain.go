@@ -268,12 +268,21 @@ type fetchReturn struct {
 // a Meta value's MarshalJSON) fails only this target, and a fetcher that
 // ignores its context is abandoned at the deadline.
 func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
+	// A fetch slot first: a call abandoned at its deadline keeps its slot
+	// until it returns, so even a fetcher that ignores its context never has
+	// more than Workers calls running.
+	select {
+	case r.slots <- struct{}{}:
+	case <-r.fetchCtx.Done():
+		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true}
+	}
 	ctx, cancel := context.WithTimeout(r.fetchCtx, r.cfg.TargetTimeout)
 	defer cancel()
 	ch := make(chan fetchReturn, 1)
 	r.fetchWG.Add(1)
 	go func() {
 		defer r.fetchWG.Done()
+		defer func() { <-r.slots }()
 		defer func() {
 			if p := recover(); p != nil {
 				ch <- fetchReturn{err: errPanic} // the panic value may hold a URL: never logged

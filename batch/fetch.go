@@ -11,10 +11,10 @@ import (
 // ctx carries the per-target deadline (Config.TargetTimeout) and is cancelled
 // with cause [ErrClosed] when the runner closes. A FetchFunc should return
 // promptly once ctx is done; one that does not is abandoned at the deadline
-// and its eventual result ignored. An abandoned call keeps running in its
-// own goroutine, so a FetchFunc that ignores ctx can hold more of the host's
-// fetch slots than Config.Workers (at most one more per worker per
-// Config.TargetTimeout), and [Runner.Close] waits for it.
+// and its eventual result ignored. An abandoned call still counts against
+// Config.Workers until it returns, so batch work never has more than Workers
+// fetches running: a FetchFunc that ignores ctx stalls the drain instead of
+// piling up calls. [Runner.Close] waits for it too.
 //
 // An error fails the target. It may carry an [Outcome] (an [OutcomeError]) and
 // a hint (a [HintError]), found with [errors.As]; see [NewFetchError]. An error

@@ -29,7 +29,8 @@ type Runner struct {
 	log     *slog.Logger
 	metrics *runnerMetrics
 
-	wake chan struct{} // a token wakes one idle worker
+	wake  chan struct{} // a token wakes one idle worker
+	slots chan struct{} // one token per running fetch goroutine: at most Workers
 
 	// accepting is held shared by Submit from its state check until its
 	// insert is done, and exclusively by Close while it flips the state, so
@@ -78,6 +79,7 @@ func New(cfg Config) (*Runner, error) {
 		log:         cfg.Logger,
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
 		wake:        make(chan struct{}, cfg.Workers),
+		slots:       make(chan struct{}, cfg.Workers),
 		changed:     make(chan struct{}),
 		stop:        make(chan struct{}),
 		closed:      make(chan struct{}),

@@ -24,6 +24,7 @@ import (
 func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 	t.Helper()
 	tests := map[string]func(t *testing.T, s batch.Store){
+		"AbandonedFetchKeepsSlot":  runnerAbandonedKeepsSlot,
 		"AllFailedIsFailed":        runnerAllFailed,
 		"AllOKIsDone":              runnerAllOK,
 		"BusyRetriedThenFails":     runnerBusyFails,
@@ -618,4 +619,51 @@ func runnerStoreFaults(t *testing.T, s batch.Store) {
 	}
 	// The caller's cap is free again.
 	mustSubmit(t, r, alice, Targets("after-faults", 1))
+}
+
+// runnerAbandonedFetchKeepsSlot: a fetcher that ignores its deadline is
+// abandoned, but its call still counts against Workers, so the next target
+// waits for it instead of running a second fetch beside it.
+func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	running, peak, calls := 0, 0, 0
+	fetch := func(ctx context.Context, _ batch.Caller, tg batch.Target) (batch.Result, error) {
+		mu.Lock()
+		running++
+		calls++
+		peak = max(peak, running)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running--
+			mu.Unlock()
+		}()
+		<-release // ignores ctx
+		return batch.Result{Content: "late"}, nil
+	}
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, Workers: 1, TargetTimeout: 20 * time.Millisecond})
+	id := mustSubmit(t, r, alice, Targets("abandon", 3))
+	time.Sleep(200 * time.Millisecond) // ten deadlines: without the slot rule all three would be running
+	mu.Lock()
+	gotCalls, gotPeak := calls, peak
+	mu.Unlock()
+	if gotCalls != 1 || gotPeak != 1 {
+		t.Fatalf("%d calls, %d at once while the first ignored its deadline; want 1 and 1", gotCalls, gotPeak)
+	}
+	close(release)
+	info := WaitFinished(t, r, alice, id, waitLong)
+	mu.Lock()
+	defer mu.Unlock()
+	// Target 0 timed out; once it returned, the others ran (the fetcher
+	// answers at once after the release).
+	want := []batch.Outcome{batch.OutcomeTimeout, batch.OutcomeOK, batch.OutcomeOK}
+	for i, tg := range info.Targets {
+		if tg.Outcome != want[i] {
+			t.Errorf("target %d = %s, want %s", i, tg.Outcome, want[i])
+		}
+	}
+	if peak != 1 || calls != 3 {
+		t.Errorf("%d calls, peak %d at once; want 3 and 1", calls, peak)
+	}
 }
