@@ -160,7 +160,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 }
 
-// started reports whether Submit may accept work.
+// acceptErr returns why Submit may not accept work now, or nil.
 func (r *Runner) acceptErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
