@@ -1,0 +1,285 @@
+package batchstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// The drain benchmark: the whole write path of the runner on this store
+// against a raw-SQLite twin doing the least work that stores the same
+// results, measured in one run.
+//
+// One round submits drainJobs jobs of drainTargets targets in a burst to a
+// started runner (two workers, a fetcher that answers at once with a
+// resultBytes envelope) and ends when every job is finished. The twin, on a
+// file with the same pragmas, inserts the same jobs and targets (one
+// transaction per job) and then, for each target, runs one immediate
+// transaction that stores new result bytes in the target's row and bumps
+// its job's counter. Each round uses new files for both, so both grow their
+// files alike. The ratio is the twin's time over the store's, summed over
+// the rounds of one run.
+//
+// Besides the rates it reports, for both sides, WAL frames (pages written)
+// and commits per target, counted from the WAL of one more round run with
+// automatic checkpoints off.
+//
+//	go test -run '^$' -bench BenchmarkDrain -benchtime 5x ./batchstore/
+const (
+	drainJobs    = 64
+	drainTargets = 32
+	resultBytes  = 10 << 10
+)
+
+func BenchmarkDrain(b *testing.B) {
+	for _, sync := range []Synchronous{SyncNormal, SyncFull} {
+		b.Run("sync="+string(sync), func(b *testing.B) {
+			var store, raw time.Duration
+			for range b.N {
+				store += drainRound(b, sync, false).elapsed
+				raw += rawRound(b, sync, false).elapsed
+			}
+			n := float64(b.N * drainJobs * drainTargets)
+			b.ReportMetric(n/store.Seconds(), "targets/s")
+			b.ReportMetric(n/raw.Seconds(), "raw-targets/s")
+			b.ReportMetric(raw.Seconds()/store.Seconds(), "ratio")
+			b.StopTimer()
+			s, r := drainRound(b, sync, true), rawRound(b, sync, true)
+			b.ReportMetric(s.perTarget(s.wal.frames), "pages/target")
+			b.ReportMetric(s.perTarget(s.wal.commits), "commits/target")
+			b.ReportMetric(r.perTarget(r.wal.frames), "raw-pages/target")
+			b.ReportMetric(r.perTarget(r.wal.commits), "raw-commits/target")
+		})
+	}
+}
+
+// roundResult is what one round measured.
+type roundResult struct {
+	elapsed time.Duration
+	wal     walCount // only for a counting round
+}
+
+func (r roundResult) perTarget(n int) float64 {
+	return float64(n) / float64(drainJobs*drainTargets)
+}
+
+// drainContent is a fetched page whose envelope is resultBytes long.
+var drainContent = strings.Repeat("x", resultBytes-len(`{"content":""}`))
+
+// drainRound runs one round on the store. With count set, automatic
+// checkpoints are off and the WAL written by the drain (not by the submits
+// before it) is counted.
+func drainRound(b *testing.B, sync Synchronous, count bool) roundResult {
+	b.Helper()
+	b.StopTimer()
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "drain.db")
+	s, err := Open(ctx, path, Options{Synchronous: sync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if count {
+		setAutoCheckpoint(b, s, 0)
+	}
+	gate := make(chan struct{}) // a counting round holds the first fetch until every job is submitted
+	if !count {
+		close(gate)
+	}
+	fetch := func(ctx context.Context, _ batch.Caller, _ batch.Target) (batch.Result, error) {
+		<-gate
+		return batch.Result{Content: drainContent}, nil
+	}
+	r, err := batch.New(batch.Config{
+		Store: s, Fetch: fetch, JobsPerCaller: drainJobs, JobsTotal: drainJobs,
+		MaxBytes: 1 << 40, MaxResultBytes: 2 * resultBytes,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(ctx)
+	done := r.Metrics().GetOrCreateCounter(`batch_jobs_total{outcome="done"}`)
+	caller := batch.Caller{Name: "bench"}
+	b.StartTimer()
+	start := time.Now()
+	for j := range drainJobs {
+		ts := make([]batch.Target, drainTargets)
+		for i := range ts {
+			ts[i].URL = fmt.Sprintf("https://bench.example/%d/%d", j, i)
+		}
+		if _, _, err := r.Submit(ctx, caller, ts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var before walCount
+	if count {
+		before = countWAL(b, path)
+		close(gate)
+	}
+	for done.Get() < drainJobs {
+		time.Sleep(100 * time.Microsecond)
+	}
+	res := roundResult{elapsed: time.Since(start)}
+	b.StopTimer()
+	if count {
+		after := countWAL(b, path)
+		res.wal = walCount{frames: after.frames - before.frames, commits: after.commits - before.commits}
+	}
+	return res
+}
+
+// rawRound runs one round of the raw twin.
+func rawRound(b *testing.B, sync Synchronous, count bool) roundResult {
+	b.Helper()
+	b.StopTimer()
+	path := filepath.Join(b.TempDir(), "raw.db")
+	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	// The store's file and connection settings (see migrate.go and
+	// prepareConn).
+	for _, q := range []string{
+		"PRAGMA auto_vacuum = INCREMENTAL",
+		"PRAGMA journal_mode = WAL",
+		"PRAGMA foreign_keys = ON",
+		"PRAGMA synchronous = " + string(sync),
+		fmt.Sprintf("PRAGMA journal_size_limit = %d", journalSizeLimit),
+		`CREATE TABLE job (id INTEGER PRIMARY KEY, done INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE item (job INTEGER NOT NULL REFERENCES job (id), idx INTEGER NOT NULL,
+			url TEXT NOT NULL, body BLOB, PRIMARY KEY (job, idx))`,
+	} {
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			b.Fatal(q, err)
+		}
+	}
+	if count {
+		if err := sqlitex.ExecuteTransient(conn, "PRAGMA wal_autocheckpoint = 0", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tx := func(fn func() error) {
+		end, err := sqlitex.ImmediateTransaction(conn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = fn()
+		end(&err)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	body := make([]byte, resultBytes)
+	for i := range body {
+		body[i] = 'x'
+	}
+	b.StartTimer()
+	start := time.Now()
+	for j := range drainJobs {
+		tx(func() error {
+			if err := sqlitex.Execute(conn, `INSERT INTO job (id) VALUES (?)`, &sqlitex.ExecOptions{Args: []any{j}}); err != nil {
+				return err
+			}
+			for i := range drainTargets {
+				err := sqlitex.Execute(conn, `INSERT INTO item (job, idx, url) VALUES (?, ?, ?)`,
+					&sqlitex.ExecOptions{Args: []any{j, i, fmt.Sprintf("https://bench.example/%d/%d", j, i)}})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	var before walCount
+	if count {
+		before = countWAL(b, path)
+	}
+	for j := range drainJobs {
+		for i := range drainTargets {
+			for off := 0; off+8 <= len(body); off += 512 { // new bytes on every page
+				binary.LittleEndian.PutUint64(body[off:], uint64(j<<16|i))
+			}
+			tx(func() error {
+				err := sqlitex.Execute(conn, `UPDATE item SET body = ? WHERE job = ? AND idx = ?`,
+					&sqlitex.ExecOptions{Args: []any{body, j, i}})
+				if err != nil {
+					return err
+				}
+				return sqlitex.Execute(conn, `UPDATE job SET done = done + 1 WHERE id = ?`,
+					&sqlitex.ExecOptions{Args: []any{j}})
+			})
+		}
+	}
+	res := roundResult{elapsed: time.Since(start)}
+	b.StopTimer()
+	if count {
+		after := countWAL(b, path)
+		res.wal = walCount{frames: after.frames - before.frames, commits: after.commits - before.commits}
+	}
+	return res
+}
+
+// setAutoCheckpoint sets wal_autocheckpoint on every connection of the
+// store's own pool.
+func setAutoCheckpoint(b *testing.B, s *Store, pages int) {
+	b.Helper()
+	ctx := context.Background()
+	var conns []*sqlite.Conn
+	for range s.opts.PoolSize {
+		conn, err := s.take(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		if err := sqlitex.ExecuteTransient(conn, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", pages), nil); err != nil {
+			b.Fatal(err)
+		}
+		s.pool.Put(conn)
+	}
+}
+
+// walCount is what a WAL file holds: frames (one page each) and the
+// commits among them.
+type walCount struct{ frames, commits int }
+
+// countWAL counts the valid frames of path's WAL: those after the header
+// whose salts match it. A commit frame records the database size.
+func countWAL(tb testing.TB, path string) walCount {
+	tb.Helper()
+	wal, err := os.ReadFile(path + "-wal")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(wal) < 32 {
+		return walCount{}
+	}
+	pageSize := int(binary.BigEndian.Uint32(wal[8:12]))
+	salt := wal[16:24]
+	var c walCount
+	for off := 32; off+24+pageSize <= len(wal); off += 24 + pageSize {
+		frame := wal[off : off+24]
+		if string(frame[8:16]) != string(salt) {
+			break
+		}
+		c.frames++
+		if binary.BigEndian.Uint32(frame[4:8]) != 0 {
+			c.commits++
+		}
+	}
+	return c
+}
