@@ -1,10 +1,5 @@
 package batch
 
-import (
-	"encoding/json"
-	"fmt"
-)
-
 // Modes are the values [Options.Mode] accepts. The runner does not interpret
 // them; it only refuses a mode outside this set at submit.
 const (
@@ -51,39 +46,6 @@ type Result struct {
 	// Meta is everything else the host wants to return with the content. It
 	// must be JSON-encodable; a "content" key in it is overwritten by Content.
 	Meta map[string]any
-}
-
-// Envelope returns the stored and wire form of r: Meta plus "content" as one
-// JSON object.
-func (r Result) Envelope() ([]byte, error) {
-	m := make(map[string]any, len(r.Meta)+1)
-	for k, v := range r.Meta {
-		m[k] = v
-	}
-	m["content"] = r.Content
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode result envelope: %w", err)
-	}
-	return b, nil
-}
-
-// DecodeEnvelope is the inverse of [Result.Envelope]. A missing or non-string
-// "content" reads as empty content, and the key stays in Meta.
-func DecodeEnvelope(b []byte) (Result, error) {
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return Result{}, fmt.Errorf("decode result envelope: %w", err)
-	}
-	var r Result
-	if c, ok := m["content"].(string); ok {
-		r.Content = c
-		delete(m, "content")
-	}
-	if len(m) > 0 {
-		r.Meta = m
-	}
-	return r, nil
 }
 
 // Caller is who submits a job. All three fields are stored with the job, and
