@@ -62,49 +62,52 @@ type WaitOptions struct {
 
 // Submit validates targets and creates a job for caller, or returns the
 // caller's existing job for the same list while its lease is unexpired (and
-// it was not cancelled or failed), with reused true. Validation errors match
+// it was not cancelled or failed), with reused true. The answer is the job
+// as it stands after the submit, without targets: queued for a new job, the
+// current status for a reused one. Validation errors match
 // [ErrInvalidCaller], [ErrNoTargets], [ErrTooManyTargets] or
 // [ErrInvalidTarget] (a *[TargetError]); the caps give [ErrCallerBusy] or
 // [ErrBusy]. Before [Runner.Start] it returns [ErrNotStarted], after
 // [Runner.Close] [ErrClosed].
-func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (id string, reused bool, err error) {
+func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (job JobInfo, reused bool, err error) {
 	if err := r.validateSubmit(caller, targets); err != nil {
-		return "", false, err
+		return JobInfo{}, false, err
 	}
 	r.accepting.RLock()
 	defer r.accepting.RUnlock()
 	if err := r.acceptErr(); err != nil {
-		return "", false, err
+		return JobInfo{}, false, err
 	}
 	u, err := uuid.NewRandom()
 	if err != nil {
-		return "", false, fmt.Errorf("batch: job id: %w", err)
+		return JobInfo{}, false, fmt.Errorf("batch: job id: %w", err)
 	}
-	job, reused, err := r.store.Create(ctx, NewJob{
+	j, reused, err := r.store.Create(ctx, CreateParams{
 		ID:      u.String(),
 		Caller:  caller,
 		IdemKey: IdemKey(caller.Name, targets),
 		Targets: targets,
+		Limits:  Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL},
 		Now:     r.cfg.Now(),
-	}, Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL})
+	})
 	if err != nil {
-		return "", false, fmt.Errorf("batch: submit: %w", err)
+		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
 	}
 	if reused {
 		r.metrics.job(jobReused)
 	} else {
 		r.metrics.job(jobCreated)
-		r.refreshGauges(ctx)
+		r.metrics.queueDepth.Inc() // until the next claim or collect samples the store
 		select {
 		case r.wake <- struct{}{}:
 		default: // every worker already has a wake-up pending
 		}
 	}
 	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job submitted",
-		slog.String("caller", caller.Name), slog.String("job_id", job.ID),
-		slog.Int("targets", job.TargetsTotal), slog.Bool("reused", reused),
-		slog.String("status", string(job.Status)))
-	return job.ID, reused, nil
+		slog.String("caller", caller.Name), slog.String("job_id", j.ID),
+		slog.Int("targets", j.TargetsTotal), slog.Bool("reused", reused),
+		slog.String("status", string(j.Status)))
+	return r.jobInfo(j), reused, nil
 }
 
 // validateSubmit checks a submit before it reaches the store.
@@ -141,7 +144,7 @@ func (r *Runner) TargetsPerJob() int { return r.cfg.TargetsPerJob }
 // does not bump the lease (see [Runner.Touch]). A job of another caller is
 // [ErrNotFound].
 func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts StatusOptions) (JobInfo, error) {
-	job, targets, err := r.store.Get(ctx, caller.Name, id, opts.Results)
+	job, targets, err := r.store.Get(ctx, GetParams{Caller: caller.Name, JobID: id, Results: opts.Results})
 	if err != nil {
 		return JobInfo{}, fmt.Errorf("batch: status: %w", err)
 	}
@@ -156,7 +159,7 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 // Result returns one target of the caller's job with its result. An idx
 // outside the job, or a job of another caller, is [ErrNotFound].
 func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) (TargetResult, error) {
-	job, t, err := r.store.GetTarget(ctx, caller.Name, id, idx)
+	job, t, err := r.store.GetTarget(ctx, GetTargetParams{Caller: caller.Name, JobID: id, Idx: idx})
 	if err != nil {
 		return TargetResult{}, fmt.Errorf("batch: result: %w", err)
 	}
@@ -167,12 +170,11 @@ func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) 
 // a target in flight finishes and is stored. A finished job is
 // [ErrFinished]; a job of another caller is [ErrNotFound].
 func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
-	if err := r.store.Cancel(ctx, caller.Name, id, r.cfg.Now()); err != nil {
+	if err := r.store.Cancel(ctx, CancelParams{Caller: caller.Name, JobID: id, Now: r.cfg.Now()}); err != nil {
 		return fmt.Errorf("batch: cancel: %w", err)
 	}
 	r.metrics.job(string(JobCancelled))
-	r.refreshGauges(ctx)
-	r.notify()
+	r.waiters.notify(id)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job cancelled",
 		slog.String("caller", caller.Name), slog.String("job_id", id))
 	return nil
@@ -181,7 +183,7 @@ func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
 // Touch bumps the lease of the caller's job, as an owner read does. Writes
 // that would move the lease by less than [LeaseGrain] may be skipped.
 func (r *Runner) Touch(ctx context.Context, caller Caller, id string) error {
-	if err := r.store.Touch(ctx, caller.Name, id, r.cfg.Now()); err != nil {
+	if err := r.store.Touch(ctx, TouchParams{Caller: caller.Name, JobID: id, Now: r.cfg.Now()}); err != nil {
 		return fmt.Errorf("batch: touch: %w", err)
 	}
 	return nil
@@ -193,7 +195,7 @@ func (r *Runner) List(ctx context.Context, caller Caller, limit int) ([]JobInfo,
 	if limit < 1 {
 		limit = 20
 	}
-	jobs, err := r.store.List(ctx, caller.Name, limit)
+	jobs, err := r.store.List(ctx, ListParams{Caller: caller.Name, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("batch: list: %w", err)
 	}
@@ -208,9 +210,10 @@ func (r *Runner) List(ctx context.Context, caller Caller, limit int) ([]JobInfo,
 // opts.Since, as soon as its TargetsDone differs from *opts.Since; otherwise
 // it returns the job as it is when opts.Timeout (capped at [MaxWait]) runs
 // out, or at once when the runner closes. It holds no store resources while
-// it waits: it re-reads the store when this runner changes a job and every
-// Config.PollInterval, so it also sees progress made by another runner
-// sharing the store. If ctx ends first, it returns ctx's error.
+// it waits: it re-reads the store when this runner changes that job (a
+// change to another job does not wake it) and every Config.PollInterval, so
+// it also sees progress made by another runner sharing the store. If ctx
+// ends first, it returns ctx's error.
 func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOptions) (JobInfo, error) {
 	timeout := min(max(opts.Timeout, 0), MaxWait)
 	deadline := time.NewTimer(timeout)
@@ -218,24 +221,26 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		changed := r.changes() // before the read, so no change is missed
+		changed, release := r.waiters.watch(id) // before the read, so no change is missed
 		// Polls read metadata only; the answer is read once, as asked.
 		info, err := r.Status(ctx, caller, id, StatusOptions{})
+		if err == nil && !info.Status.Finished() && (opts.Since == nil || info.TargetsDone == *opts.Since) {
+			select {
+			case <-ctx.Done():
+				err = fmt.Errorf("batch: wait: %w", context.Cause(ctx))
+			case <-deadline.C:
+			case <-r.stop: // do not hold up a server's graceful shutdown
+			case <-changed:
+				release()
+				continue
+			case <-poll.C:
+				release()
+				continue
+			}
+		}
+		release()
 		if err != nil {
 			return JobInfo{}, err
-		}
-		if info.Status.Finished() || (opts.Since != nil && info.TargetsDone != *opts.Since) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return JobInfo{}, fmt.Errorf("batch: wait: %w", context.Cause(ctx))
-		case <-deadline.C:
-		case <-r.stop: // do not hold up a server's graceful shutdown
-		case <-changed:
-			continue
-		case <-poll.C:
-			continue
 		}
 		break
 	}

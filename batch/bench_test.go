@@ -33,16 +33,17 @@ func BenchmarkRunner_Submit(b *testing.B) {
 	for b.Loop() {
 		caller := batch.Caller{Name: fmt.Sprint("c", i)}
 		i++
-		id, _, err := r.Submit(ctx, caller, ts)
+		idJob, _, err := r.Submit(ctx, caller, ts)
 		if err != nil {
 			b.Fatal(err)
 		}
+		id := idJob.ID
 		if err := r.Cancel(ctx, caller, id); err != nil {
 			b.Fatal(err)
 		}
 		if i%64 == 0 { // keep the store small: the in-memory store scans all jobs
 			clock.Advance(48 * time.Hour)
-			if _, _, err := r.Collect(ctx); err != nil {
+			if _, err := r.Collect(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -62,10 +63,11 @@ func BenchmarkRunner_Drain(b *testing.B) {
 	for b.Loop() {
 		ts[0].Question = fmt.Sprint(i) // a new idempotency key each time
 		i++
-		id, _, err := r.Submit(ctx, caller, ts)
+		idJob, _, err := r.Submit(ctx, caller, ts)
 		if err != nil {
 			b.Fatal(err)
 		}
+		id := idJob.ID
 		for {
 			info, err := r.Wait(ctx, caller, id, batch.WaitOptions{Timeout: 10 * time.Second})
 			if err != nil {

@@ -24,7 +24,15 @@ const (
 	DefaultBusyWait       = 2 * time.Minute
 	DefaultSweepInterval  = time.Minute
 	DefaultPollInterval   = time.Second
-	DefaultMetricsPrefix  = "batch"
+	// DefaultHeartbeatInterval: one small write per runner every 10s costs
+	// nothing even for a fleet of nodes on one database.
+	DefaultHeartbeatInterval = 10 * time.Second
+	// DefaultStaleAfter: six missed heartbeats. A live runner survives a
+	// long GC pause, a checkpoint stall or a store that is slow for tens of
+	// seconds; the jobs of a runner that died are failed within this plus
+	// one SweepInterval (two minutes with the defaults).
+	DefaultStaleAfter    = time.Minute
+	DefaultMetricsPrefix = "batch"
 )
 
 // Config configures a [Runner]. The zero value of every field but Store and
@@ -72,9 +80,19 @@ type Config struct {
 	PollInterval time.Duration `json:"poll_interval" toml:"poll_interval"`
 	// MetricsPrefix prefixes every metric name. Defaults to "batch".
 	MetricsPrefix string `json:"metrics_prefix" toml:"metrics_prefix"`
-	// RunnerID names this runner in the store while it drains a job.
-	// Defaults to a random id.
+	// RunnerID names this runner in the store while it drains a job. A host
+	// that sets a stable id (per node) lets a restarted node fail its own
+	// jobs at once instead of after StaleAfter. Two live runners must never
+	// share an id. Defaults to a random id.
 	RunnerID string `json:"runner_id" toml:"runner_id"`
+	// HeartbeatInterval is how often the runner records in the store that
+	// it is alive, whatever its targets are doing. Defaults to 10s.
+	HeartbeatInterval time.Duration `json:"heartbeat_interval" toml:"heartbeat_interval"`
+	// StaleAfter is how long a runner may go without a heartbeat before the
+	// sweeper of any runner sharing the store fails the jobs it holds as
+	// "restart". It must be at least twice HeartbeatInterval. Defaults to
+	// 1m.
+	StaleAfter time.Duration `json:"stale_after" toml:"stale_after"`
 
 	// Logger receives the runner's structured logs. Defaults to discarding
 	// them.
@@ -96,6 +114,8 @@ func (cfg Config) withDefaults() Config {
 	cfg.BusyWait = cmp.Or(cfg.BusyWait, DefaultBusyWait)
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, DefaultStaleAfter)
 	cfg.MetricsPrefix = cmp.Or(cfg.MetricsPrefix, DefaultMetricsPrefix)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -129,6 +149,7 @@ func (cfg Config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait,
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
+		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", name, d))
@@ -136,6 +157,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.JobsPerCaller > cfg.JobsTotal {
 		errs = append(errs, fmt.Errorf("jobs_per_caller (%d) must not exceed jobs_total (%d)", cfg.JobsPerCaller, cfg.JobsTotal))
+	}
+	if cfg.HeartbeatInterval > 0 && cfg.StaleAfter > 0 && cfg.StaleAfter < 2*cfg.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("stale_after (%s) must be at least twice heartbeat_interval (%s)", cfg.StaleAfter, cfg.HeartbeatInterval))
 	}
 	if cfg.TTL > 0 && cfg.TTL < LeaseGrain {
 		errs = append(errs, fmt.Errorf("ttl must be at least %s, got %s", LeaseGrain, cfg.TTL))
@@ -160,6 +184,8 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 		BusyWait      jsonDuration `json:"busy_wait"`
 		SweepInterval jsonDuration `json:"sweep_interval"`
 		PollInterval  jsonDuration `json:"poll_interval"`
+		Heartbeat     jsonDuration `json:"heartbeat_interval"`
+		StaleAfter    jsonDuration `json:"stale_after"`
 	}{
 		plain:         (*plain)(cfg),
 		TTL:           jsonDuration(cfg.TTL),
@@ -167,6 +193,8 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 		BusyWait:      jsonDuration(cfg.BusyWait),
 		SweepInterval: jsonDuration(cfg.SweepInterval),
 		PollInterval:  jsonDuration(cfg.PollInterval),
+		Heartbeat:     jsonDuration(cfg.HeartbeatInterval),
+		StaleAfter:    jsonDuration(cfg.StaleAfter),
 	}
 	if err := json.Unmarshal(b, &aux); err != nil {
 		return err
@@ -176,6 +204,8 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 	cfg.BusyWait = time.Duration(aux.BusyWait)
 	cfg.SweepInterval = time.Duration(aux.SweepInterval)
 	cfg.PollInterval = time.Duration(aux.PollInterval)
+	cfg.HeartbeatInterval = time.Duration(aux.Heartbeat)
+	cfg.StaleAfter = time.Duration(aux.StaleAfter)
 	return nil
 }
 

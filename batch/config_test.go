@@ -35,6 +35,9 @@ func TestNew_InvalidConfig(t *testing.T) {
 	f(func(c *batch.Config) { c.JobsPerCaller, c.JobsTotal = 5, 2 }, "jobs_per_caller")
 	f(func(c *batch.Config) { c.MetricsPrefix = "bad-prefix" }, "metrics_prefix")
 	f(func(c *batch.Config) { c.BusyWait = -1 }, "busy_wait")
+	f(func(c *batch.Config) { c.HeartbeatInterval = -time.Second }, "heartbeat_interval")
+	f(func(c *batch.Config) { c.StaleAfter = 15 * time.Second }, "stale_after (15s) must be at least twice heartbeat_interval (10s)")
+	f(func(c *batch.Config) { c.HeartbeatInterval, c.StaleAfter = time.Minute, 90*time.Second }, "stale_after")
 
 	if _, err := batch.New(valid); err != nil {
 		t.Fatalf("New(valid) = %v", err)
@@ -69,13 +72,15 @@ func TestConfig_UnmarshalJSON(t *testing.T) {
 	t.Parallel()
 	var cfg batch.Config
 	err := json.Unmarshal([]byte(`{"targets_per_job":16,"jobs_per_caller":2,"jobs_total":4,"ttl":"36h","max_bytes":1048576,
-		"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":1000000000}`), &cfg)
+		"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":1000000000,
+		"heartbeat_interval":"5s","stale_after":"30s","runner_id":"node-1"}`), &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.TargetsPerJob != 16 || cfg.JobsPerCaller != 2 || cfg.JobsTotal != 4 || cfg.TTL != 36*time.Hour ||
 		cfg.MaxBytes != 1<<20 || cfg.Workers != 3 || cfg.TargetTimeout != 90*time.Second ||
-		cfg.MaxResultBytes != 4096 || cfg.BusyWait != time.Second {
+		cfg.MaxResultBytes != 4096 || cfg.BusyWait != time.Second ||
+		cfg.HeartbeatInterval != 5*time.Second || cfg.StaleAfter != 30*time.Second || cfg.RunnerID != "node-1" {
 		t.Errorf("decoded %+v", cfg)
 	}
 	if err := json.Unmarshal([]byte(`{"ttl":"forever"}`), &cfg); err == nil {
@@ -133,10 +138,11 @@ func TestRunner_WaitEndsOnClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := batch.Caller{Name: "a"}
-	id, _, err := r.Submit(t.Context(), c, batchtest.Targets("w", 1))
+	idJob, _, err := r.Submit(t.Context(), c, batchtest.Targets("w", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := idJob.ID
 	<-fetch.Started
 	got := make(chan error, 1)
 	go func() {

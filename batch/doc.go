@@ -22,8 +22,8 @@
 //	defer r.Close(ctx)                          // cancels in-flight fetches, waits for workers
 //	metrics.RegisterSet(r.Metrics())            // or r.Metrics().WritePrometheus(w)
 //
-//	id, reused, err := r.Submit(ctx, caller, targets)
-//	info, err := r.Status(ctx, caller, id, batch.StatusOptions{Results: true})
+//	job, reused, err := r.Submit(ctx, caller, targets)   // job.ID, job.Status
+//	info, err := r.Status(ctx, caller, job.ID, batch.StatusOptions{Results: true})
 //
 // # Lifecycle
 //
@@ -32,6 +32,9 @@
 // interrupted the job), partial otherwise. A target is pending → running →
 // done | failed. Jobs start oldest first; Config.Workers jobs drain at once,
 // each strictly serially: target i+1 starts only after target i is stored.
+// The store makes that one write per target: the claim starts target 0, and
+// the write that stores target i starts target i+1 in the same transaction
+// (or, after the last target or a cancel, gives the job its final status).
 // A target's failure is stored on that target and the job goes on; a
 // panicking fetcher fails only its target ("internal error"); every fetch has
 // a deadline (Config.TargetTimeout); a result envelope over
@@ -39,17 +42,42 @@
 // busy ([ErrFetchBusy]) is retried with jittered exponential back-off for at
 // most Config.BusyWait, then the target fails with outcome busy.
 //
-// [Runner.Cancel] flips a live job to cancelled at once; the target in flight
-// finishes and is stored, no later target starts, and later targets stay
-// pending. A target that is only waiting for a busy fetcher when its job is
-// cancelled is not fetched: it fails with outcome cancel. [Runner.Start] first marks every job a previous process left
-// queued or running as failed with error "restart" (its running target too;
-// pending targets stay pending): jobs are never resumed, so each target is
-// fetched at most once. [Runner.Close] stops taking work, cancels in-flight
-// fetches with cause [ErrClosed] (a fetch cut short is not stored; the next
-// Start fails its target) and waits for every goroutine it started. A store
-// write that fails for a while is retried with back-off until it succeeds or
-// the runner closes, so a passing fault never strands a job as running.
+// [Runner.Cancel] flips a live job to cancelled at once. The cancel rule:
+// the target that the last write started is the one in flight; a cancel
+// lets it finish and be stored, and nothing after it starts; later targets
+// stay pending. So a cancel that lands after target i was stored lets
+// target i+1, started by that same write, finish and be stored. A target
+// that is only waiting for a busy fetcher when its job is cancelled is not
+// fetched: it fails with outcome cancel. A cancel is a store write, so it
+// works through any runner that shares the store, whichever drains the job.
+//
+// Jobs are never resumed, so each target is fetched at most once: a job a
+// runner can no longer finish fails with error "restart" (its target in
+// flight too; finished targets stay; pending targets stay pending).
+// [Runner.Start] fails, before it starts its workers, the jobs left by a
+// previous run: on a store that serves one process (see [Capabilities]),
+// every queued or running job, as the original design asks; on a shared
+// store, the jobs held under its own [Config].RunnerID and those of stale
+// runners, leaving queued jobs to whoever claims them. [Runner.Close] stops
+// taking work, cancels in-flight fetches with cause [ErrClosed] (a fetch
+// cut short is not stored), waits for its workers, fails the jobs it still
+// holds at once, and waits for every goroutine it started. A store write
+// that fails for a while is retried with back-off until it succeeds or the
+// runner closes, so a passing fault never strands a job as running.
+//
+// # Liveness
+//
+// Every runner has an id ([Config].RunnerID; random unless the host sets a
+// stable one per node), and every drain write names it: a store refuses the
+// write with [ErrNotHeld], changing nothing, once that runner no longer
+// holds the job, and the runner then stops draining it. A runner records a
+// heartbeat every Config.HeartbeatInterval (10s), whatever its targets are
+// doing, so a target waiting minutes for a busy fetcher does not make it
+// look dead. The sweeper of every runner sharing the store fails the jobs of
+// runners whose heartbeat is older than Config.StaleAfter (1m, at least
+// twice the interval): a node that died mid-target has its jobs failed
+// within StaleAfter plus one Config.SweepInterval, finished targets intact,
+// and its callers get their caps back.
 //
 // # Caps and idempotency
 //
@@ -84,7 +112,7 @@
 //
 //	<p>_jobs_total{outcome}       created reused done partial failed cancelled restart other
 //	<p>_targets_total{outcome}    ok blocked timeout busy upstream_4xx upstream_5xx unsupported too_long cancel other
-//	<p>_queue_depth               gauge: queued jobs
+//	<p>_queue_depth               gauge: queued jobs, sampled at claims and collect passes
 //	<p>_targets_inflight          gauge: fetches in flight on this runner
 //	<p>_job_seconds               histogram: claim to finish
 //	<p>_target_seconds            histogram: one target, busy waits included
@@ -98,6 +126,16 @@
 // A runner keeps no state that the store does not have: cancel is a store
 // write that the draining runner sees before its next target, and reads go to
 // the store. Several runners (on several nodes) can therefore share one store
-// that supports it; [Runner.Wait] and idle workers poll the store every
-// Config.PollInterval besides waking on local events.
+// whose [Capabilities] say Shared; a store that serves one process has one
+// runner at a time. [Runner.Wait] wakes when this runner changes the job it
+// waits on (a change to another job does not wake it), and idle workers and
+// waits poll the store every Config.PollInterval for what other runners do.
+//
+// # Writing a Store
+//
+// A [Store] is the whole persistence contract; every method is atomic, and
+// its parameters travel in structs so that fields can be added without
+// breaking implementations. batchtest.TestStore and batchtest.TestRunner
+// are the conformance suites every implementation runs; their cluster cases
+// run only for a store whose [Store.Capabilities] say Shared.
 package batch

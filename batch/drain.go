@@ -58,70 +58,57 @@ func (r *Runner) claimAndDrain() bool {
 		return false
 	}
 	ctx, cancel := storeCtx()
-	job, targets, err := r.store.Claim(ctx, r.cfg.RunnerID, r.cfg.Now())
+	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
 	cancel()
-	if errors.Is(err, ErrNotFound) {
-		return false
-	}
 	if err != nil {
 		r.log.LogAttrs(context.Background(), slog.LevelError, "batch claim failed", slog.String("err", err.Error()))
 		return false
 	}
-	r.refreshGaugesBackground()
-	r.notify()
-	r.drain(job, targets)
+	r.metrics.queueDepth.Set(float64(c.Queued)) // 0 when nothing was queued
+	if !ok {
+		return false
+	}
+	r.waiters.notify(c.Job.ID)
+	r.drain(c)
 	return true
 }
 
-func (r *Runner) refreshGaugesBackground() {
-	ctx, cancel := storeCtx()
-	defer cancel()
-	r.refreshGauges(ctx)
-}
-
-// drain runs a claimed job's targets in idx order, one at a time: target i+1
-// starts only after target i is written. It stops early when the job is
-// cancelled or the runner closes. Store writes that fail for a while (a lock
-// wait that ran out, a full disk) are retried until they succeed or the
-// runner closes, so a passing fault never strands a job as running.
-func (r *Runner) drain(job Job, targets []TargetRecord) {
+// drain runs a claimed job's targets in idx order, one at a time: the claim
+// started the first, and each write that stores a target starts the next,
+// so target i+1 starts only after target i is written. It stops when a
+// write starts no next target (the job is finished or was cancelled), when
+// the runner no longer holds the job, or when the runner closes (Close then
+// fails the job). Store writes that fail for a while (a lock wait that ran
+// out, a full disk) are retried until they succeed or the runner closes, so
+// a passing fault never strands a job as running.
+func (r *Runner) drain(c Claimed) {
 	start := time.Now()
+	job := c.Job
 	done := 0 // targets written by this drain
 	log := r.log.With(slog.String("job_id", job.ID), slog.String("caller", job.Caller.Name))
-	for _, t := range targets {
-		if t.Status != TargetPending {
-			continue
+	final := JobRunning
+	for next := c.Next; next >= 0; {
+		if next >= len(c.Targets) || c.Targets[next].Idx != next {
+			log.LogAttrs(context.Background(), slog.LevelError, "batch store started an unknown target", slog.Int("idx", next))
+			return // the job stays held; Close or the stale reaper fails it
 		}
-		if r.stopping() {
-			return // the job stays running; the next Start fails it
-		}
-		err := r.retryStore(log, "start target", func(ctx context.Context) error {
-			return r.store.StartTarget(ctx, job.ID, t.Idx, r.cfg.Now())
-		})
-		if errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound) {
-			break // cancelled (or gone) before this target started
-		}
-		if err != nil {
-			return // closing
-		}
-		fin, d, closed := r.fetchTarget(job, t)
+		fin, d, closed := r.fetchTarget(job, c.Targets[next])
 		if closed {
 			r.metrics.target(OutcomeCancel, d)
-			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", t.Idx))
+			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", next))
 			return
 		}
-		var status JobStatus
-		err = r.retryStore(log, "finish target", func(ctx context.Context) (err error) {
-			status, err = r.store.FinishTarget(ctx, job.ID, fin, r.cfg.Now())
+		var step Step
+		err := r.retryStore(log, "finish target", func(ctx context.Context) (err error) {
+			step, err = r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: fin, Now: r.cfg.Now()})
 			return err
 		})
 		switch {
-		case errors.Is(err, ErrNotFound):
-			return // swept or evicted after a cancel; nothing left to write
-		case errors.Is(err, ErrFinished):
-			// An attempt that reported an error had committed after all; the
-			// next StartTarget tells whether the job goes on.
-			status = JobRunning
+		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrNotFound):
+			// Reaped as stale, or gone: another runner or the sweeper
+			// decided the job's fate. Nothing of ours is to be written.
+			log.LogAttrs(context.Background(), slog.LevelWarn, "batch job no longer held; stopped draining it", slog.Int("idx", next))
+			return
 		case err != nil:
 			return // closing
 		}
@@ -130,37 +117,26 @@ func (r *Runner) drain(job Job, targets []TargetRecord) {
 		if fin.Status == TargetDone {
 			r.metrics.resultSize.Update(float64(len(fin.Result)))
 		}
-		attrs := []slog.Attr{slog.Int("idx", t.Idx), slog.Duration("duration", d)}
+		attrs := []slog.Attr{slog.Int("idx", fin.Idx), slog.Duration("duration", d)}
 		if job.Caller.Restricted {
 			attrs = append(attrs, slog.Bool("ok", fin.Status == TargetDone))
 		} else {
 			attrs = append(attrs, slog.String("outcome", string(fin.Outcome)))
 		}
 		log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
-		r.notify()
-		if status != JobRunning {
-			break
-		}
-	}
-	var final JobStatus
-	err := r.retryStore(log, "finish job", func(ctx context.Context) (err error) {
-		final, err = r.store.FinishJob(ctx, job.ID, r.cfg.Now())
-		return err
-	})
-	if err != nil {
-		return // gone, or closing
+		r.waiters.notify(job.ID)
+		next, final = step.Next, step.Status
 	}
 	if final != JobCancelled { // a cancel is counted by the runner that took it
 		r.metrics.job(string(final))
 	}
 	r.metrics.jobSecs.Update(time.Since(start).Seconds())
-	r.notify()
 	log.LogAttrs(context.Background(), slog.LevelInfo, "batch job finished",
 		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))
 }
 
 // retryStore runs a store write until it succeeds, answers with a sentinel
-// of the job model ([ErrFinished], [ErrNotFound]), or the runner closes;
+// of the job model ([ErrNotHeld], [ErrNotFound]), or the runner closes;
 // other errors are logged and retried with back-off.
 func (r *Runner) retryStore(log *slog.Logger, op string, write func(ctx context.Context) error) error {
 	backoff := 100 * time.Millisecond
@@ -168,7 +144,7 @@ func (r *Runner) retryStore(log *slog.Logger, op string, write func(ctx context.
 		ctx, cancel := storeCtx()
 		err := write(ctx)
 		cancel()
-		if err == nil || errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound) {
+		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return err
 		}
 		log.LogAttrs(context.Background(), slog.LevelError, "batch store write failed; retrying",
@@ -237,7 +213,7 @@ func (r *Runner) fetchTarget(job Job, t TargetRecord) (fin TargetFinish, d time.
 func (r *Runner) cancelled(job Job) bool {
 	ctx, cancel := storeCtx()
 	defer cancel()
-	j, _, err := r.store.Get(ctx, job.Caller.Name, job.ID, false)
+	j, _, err := r.store.Get(ctx, GetParams{Caller: job.Caller.Name, JobID: job.ID})
 	if errors.Is(err, ErrNotFound) {
 		return true
 	}

@@ -30,6 +30,11 @@ var (
 	// out, the disk is full, the database is read-only or closed). Stores
 	// mark such errors with it; the call may succeed later.
 	ErrUnavailable = errors.New("batch: store unavailable")
+	// ErrNotHeld: a drain write by a runner that no longer holds the job:
+	// the job was failed by [Store.Reap] (its runner was stale, restarted
+	// or closed) or it finished. The store changed nothing; the runner stops
+	// draining the job.
+	ErrNotHeld = errors.New("batch: job not held by this runner")
 	// ErrClosed: the runner is closed. It is also the cause of the context
 	// of a fetch cut short by [Runner.Close].
 	ErrClosed = errors.New("batch: runner closed")

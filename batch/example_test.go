@@ -30,7 +30,7 @@ func ExampleRunner() {
 	defer r.Close(ctx)
 
 	caller := batch.Caller{Name: "agent-1"}
-	id, reused, err := r.Submit(ctx, caller, []batch.Target{
+	job, reused, err := r.Submit(ctx, caller, []batch.Target{
 		{URL: "https://example.test/alpha"},
 		{URL: "https://example.test/missing"},
 		{URL: "https://example.test/gamma", Options: batch.Options{Mode: batch.ModeRaw}},
@@ -38,9 +38,9 @@ func ExampleRunner() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("reused:", reused)
+	fmt.Println("status:", job.Status, "reused:", reused)
 
-	info, err := r.Wait(ctx, caller, id, batch.WaitOptions{Timeout: 10 * time.Second, StatusOptions: batch.StatusOptions{Results: true}})
+	info, err := r.Wait(ctx, caller, job.ID, batch.WaitOptions{Timeout: 10 * time.Second, StatusOptions: batch.StatusOptions{Results: true}})
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +54,7 @@ func ExampleRunner() {
 		}
 	}
 	// Output:
-	// reused: false
+	// status: queued reused: false
 	// job partial: 3/3 targets
 	// 0 done "ALPHA"
 	// 1 failed upstream: status 404 (upstream_4xx)
@@ -73,6 +73,6 @@ func ExampleRunner_Submit_idempotent() {
 	targets := []batch.Target{{URL: "https://example.test/a"}}
 	first, _, _ := r.Submit(ctx, caller, targets)
 	second, reused, _ := r.Submit(ctx, caller, targets)
-	fmt.Println(first == second, reused)
+	fmt.Println(first.ID == second.ID, reused)
 	// Output: true true
 }

@@ -15,7 +15,7 @@ func (r *Runner) sweeper() {
 	defer t.Stop()
 	for {
 		ctx, cancel := storeCtx()
-		if _, _, err := r.Collect(ctx); err != nil {
+		if _, err := r.Collect(ctx); err != nil {
 			r.log.LogAttrs(ctx, slog.LevelError, "batch collect failed", slog.String("err", err.Error()))
 		}
 		cancel()
@@ -27,24 +27,43 @@ func (r *Runner) sweeper() {
 	}
 }
 
-// Collect runs one garbage-collection pass, as the background sweeper does
-// every Config.SweepInterval: it deletes finished jobs whose lease is older
-// than the TTL, then evicts finished jobs, oldest lease first, while the
-// store holds more than Config.MaxBytes. Live jobs are never touched. It
-// returns how many jobs it swept and evicted.
-func (r *Runner) Collect(ctx context.Context) (swept, evicted int, err error) {
-	swept, serr := r.store.Sweep(ctx, r.cfg.Now().Add(-r.cfg.TTL))
-	if serr != nil {
-		serr = fmt.Errorf("batch: sweep: %w", serr)
+// Collected is what one [Runner.Collect] pass did.
+type Collected struct {
+	Swept   int // finished jobs deleted because their lease expired
+	Evicted int // finished jobs deleted to get under the byte budget
+	Reaped  int // live jobs failed because their runner's heartbeat is stale
+}
+
+// Collect runs one collection pass, as the background sweeper does every
+// Config.SweepInterval: it deletes finished jobs whose lease is older than
+// the TTL, evicts finished jobs, oldest lease first, while the store holds
+// more than Config.MaxBytes, and fails as "restart" the jobs held by runners
+// whose heartbeat is older than Config.StaleAfter (their finished targets
+// stay). Live jobs are never swept or evicted. It also samples the queue
+// depth gauge.
+func (r *Runner) Collect(ctx context.Context) (Collected, error) {
+	var c Collected
+	now := r.cfg.Now()
+	var errs []error
+	var err error
+	if c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-r.cfg.TTL)}); err != nil {
+		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
-	evicted, eerr := r.store.Evict(ctx, r.cfg.MaxBytes)
-	if eerr != nil {
-		eerr = fmt.Errorf("batch: evict: %w", eerr)
+	if c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes}); err != nil {
+		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
-	if swept > 0 || evicted > 0 {
+	stale := ReapParams{StaleBefore: now.Add(-r.cfg.StaleAfter), Reason: reasonRestart, Now: now}
+	if c.Reaped, err = r.reap(ctx, stale, "batch jobs of stale runners failed"); err != nil {
+		errs = append(errs, fmt.Errorf("batch: %w", err))
+	}
+	if c.Swept > 0 || c.Evicted > 0 {
 		r.log.LogAttrs(ctx, slog.LevelInfo, "batch jobs collected",
-			slog.Int("swept", swept), slog.Int("evicted", evicted))
+			slog.Int("swept", c.Swept), slog.Int("evicted", c.Evicted))
 	}
-	r.refreshGauges(ctx)
-	return swept, evicted, errors.Join(serr, eerr)
+	if st, err := r.store.Stats(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("batch: stats: %w", err))
+	} else {
+		r.metrics.queueDepth.Set(float64(st.Queued))
+	}
+	return c, errors.Join(errs...)
 }

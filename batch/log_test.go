@@ -43,10 +43,11 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 				Fetch:  fetch,
 				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
-			id, _, err := r.Submit(t.Context(), caller, targets)
+			idJob, _, err := r.Submit(t.Context(), caller, targets)
 			if err != nil {
 				t.Fatal(err)
 			}
+			id := idJob.ID
 			if _, _, err := r.Submit(t.Context(), caller, targets); err != nil {
 				t.Fatal(err)
 			}

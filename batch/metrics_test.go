@@ -117,15 +117,17 @@ func TestRunner_MetricsDuringAndAfterJobs(t *testing.T) {
 	fetch := batchtest.NewBlockingFetcher()
 	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch.Fetch, Workers: 1})
 	alice, bob := batch.Caller{Name: "alice"}, batch.Caller{Name: "bob"}
-	id1, _, err := r.Submit(t.Context(), alice, batchtest.Targets("a", 2))
+	id1Job, _, err := r.Submit(t.Context(), alice, batchtest.Targets("a", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	id1 := id1Job.ID
 	<-fetch.Started
-	id2, _, err := r.Submit(t.Context(), bob, batchtest.Targets("b", 1))
+	id2Job, _, err := r.Submit(t.Context(), bob, batchtest.Targets("b", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	id2 := id2Job.ID
 	m := scrape(t, r)
 	if got := m["batch_targets_inflight"].value; got != 1 {
 		t.Errorf("targets_inflight = %v while a target is in flight, want 1", got)
@@ -171,10 +173,11 @@ func TestRunner_MetricsFoldUnknownOutcome(t *testing.T) {
 	weird := batch.NewFetchError(batch.Outcome(`we"ird{}`), "", errors.New("weird"))
 	r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.FailingFetcher(weird)})
 	c := batch.Caller{Name: "alice"}
-	id, _, err := r.Submit(t.Context(), c, batchtest.Targets("w", 2))
+	idJob, _, err := r.Submit(t.Context(), c, batchtest.Targets("w", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := idJob.ID
 	info := batchtest.WaitFinished(t, r, c, id, 10*time.Second)
 	if info.Targets[0].Outcome != batch.OutcomeOther {
 		t.Errorf("stored outcome %q, want other", info.Targets[0].Outcome)

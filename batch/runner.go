@@ -26,8 +26,10 @@ const MaxWait = 60 * time.Second
 type Runner struct {
 	cfg     Config
 	store   Store
+	caps    Capabilities
 	log     *slog.Logger
 	metrics *runnerMetrics
+	waiters waiters
 
 	wake  chan struct{} // a token wakes one idle worker
 	slots chan struct{} // one token per running fetch goroutine: at most Workers
@@ -38,13 +40,12 @@ type Runner struct {
 	accepting sync.RWMutex
 
 	mu          sync.Mutex
-	state       int // stateNew, stateStarted, stateClosed
-	changed     chan struct{}
+	state       int                     // stateNew, stateStarted, stateClosed
 	stop        chan struct{}           // closed by Close: stop taking work
 	closed      chan struct{}           // closed once every goroutine has returned
 	fetchCtx    context.Context         // parent of every fetch; cancelled by Close
 	cancelFetch context.CancelCauseFunc // cancels fetchCtx with cause ErrClosed
-	wg          sync.WaitGroup          // workers and sweeper
+	wg          sync.WaitGroup          // workers, sweeper and heartbeat
 	fetchWG     sync.WaitGroup          // fetch goroutines, including abandoned ones
 	closeOnce   sync.Once
 }
@@ -57,6 +58,10 @@ const (
 
 // storeTimeout bounds each store call the runner makes in the background.
 const storeTimeout = 30 * time.Second
+
+// reasonRestart is the error of a job failed because its runner restarted,
+// closed or went stale.
+const reasonRestart = "restart"
 
 // New returns a runner for cfg, or an error naming every invalid field. It
 // does not touch the store; [Runner.Start] does.
@@ -76,11 +81,12 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{
 		cfg:         cfg,
 		store:       cfg.Store,
+		caps:        cfg.Store.Capabilities(),
 		log:         cfg.Logger,
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
+		waiters:     waiters{m: make(map[string]*waiter)},
 		wake:        make(chan struct{}, cfg.Workers),
 		slots:       make(chan struct{}, cfg.Workers),
-		changed:     make(chan struct{}),
 		stop:        make(chan struct{}),
 		closed:      make(chan struct{}),
 		fetchCtx:    fetchCtx,
@@ -95,10 +101,15 @@ func (r *Runner) Metrics() *metrics.Set { return r.metrics.set }
 // ID returns the runner's id, as recorded on the jobs it drains.
 func (r *Runner) ID() string { return r.cfg.RunnerID }
 
-// Start fails every job a previous process left queued or running (error
-// "restart"; jobs are never resumed), then starts the workers and the
-// sweeper and returns. It returns an error if the runner was already started
-// or closed, or if the store fails.
+// Start fails the jobs this runner can no longer finish, then starts the
+// workers, the sweeper and the heartbeat and returns. On a store that
+// serves one process (see [Capabilities]) that is every queued or running
+// job, left by a previous process; on a shared store, the jobs held under
+// this runner's id and those of runners whose heartbeat is older than
+// Config.StaleAfter, while queued jobs are left for whoever claims them.
+// Failed jobs get error "restart" and so does their target in flight; jobs
+// are never resumed. Start returns an error if the runner was already
+// started or closed, or if the store fails.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -109,32 +120,52 @@ func (r *Runner) Start(ctx context.Context) error {
 		return ErrClosed
 	}
 	now := r.cfg.Now()
-	n, err := r.store.MarkInFlightFailed(ctx, r.cfg.RunnerID, "restart", now, now)
-	if err != nil {
-		return fmt.Errorf("batch: start: mark in-flight jobs failed: %w", err)
+	p := ReapParams{Reason: reasonRestart, Now: now}
+	if r.caps.Shared {
+		p.Runner, p.StaleBefore = r.cfg.RunnerID, now.Add(-r.cfg.StaleAfter)
+	} else {
+		p.AllLive = true
 	}
-	r.metrics.jobs[jobRestart].Add(n)
-	if n > 0 {
-		r.log.LogAttrs(ctx, slog.LevelWarn, "batch jobs failed by restart", slog.Int("jobs", n))
+	if _, err := r.reap(ctx, p, "batch jobs failed by restart"); err != nil {
+		return fmt.Errorf("batch: start: %w", err)
+	}
+	if err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: now}); err != nil {
+		return fmt.Errorf("batch: start: heartbeat: %w", err)
 	}
 	r.state = stateStarted
-	r.wg.Add(r.cfg.Workers + 1)
+	r.wg.Add(r.cfg.Workers + 2)
 	for range r.cfg.Workers {
 		go r.worker()
 	}
 	go r.sweeper()
+	go r.heartbeat()
 	return nil
 }
 
+// reap runs one [Store.Reap], counts and logs the jobs it failed.
+func (r *Runner) reap(ctx context.Context, p ReapParams, msg string) (int, error) {
+	n, err := r.store.Reap(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("reap: %w", err)
+	}
+	r.metrics.jobs[jobRestart].Add(n)
+	if n > 0 {
+		r.log.LogAttrs(ctx, slog.LevelWarn, msg, slog.Int("jobs", n))
+	}
+	return n, nil
+}
+
 // Close stops the runner: it takes no more work, cancels in-flight fetches
-// (their context's cause is [ErrClosed]) and waits for the workers, the
-// sweeper and every fetch goroutine to return, or for ctx to be done. A job
-// whose fetch was cut short stays running in the store and is failed by the
-// next Start. Close is idempotent and safe on a runner never started.
+// (their context's cause is [ErrClosed]), waits for the workers, the
+// sweeper and the heartbeat to return, fails the jobs it still holds as
+// "restart" (a fetch cut short is not stored), and waits for every fetch
+// goroutine, or for ctx to be done. Close is idempotent and safe on a
+// runner never started.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.accepting.Lock()
 		r.mu.Lock()
+		started := r.state == stateStarted
 		r.state = stateClosed
 		r.mu.Unlock()
 		r.accepting.Unlock()
@@ -142,6 +173,9 @@ func (r *Runner) Close(ctx context.Context) error {
 		r.cancelFetch(ErrClosed)
 		go func() { // one waiter, however often Close is called
 			r.wg.Wait()
+			if started {
+				r.release()
+			}
 			r.fetchWG.Wait()
 			close(r.closed)
 		}()
@@ -160,6 +194,17 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 }
 
+// release fails the jobs this runner still holds, once its workers have
+// returned, and forgets its heartbeat.
+func (r *Runner) release() {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.cfg.Now()}
+	if _, err := r.reap(ctx, p, "batch jobs failed by close"); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", slog.String("err", err.Error()))
+	}
+}
+
 // acceptErr returns why Submit may not accept work now, or nil.
 func (r *Runner) acceptErr() error {
 	r.mu.Lock()
@@ -173,27 +218,65 @@ func (r *Runner) acceptErr() error {
 	return nil
 }
 
-// changes returns a channel closed at the next local state change.
-func (r *Runner) changes() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.changed
-}
-
-// notify wakes everything waiting on changes.
-func (r *Runner) notify() {
-	r.mu.Lock()
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-// refreshGauges sets the queue depth from the store.
-func (r *Runner) refreshGauges(ctx context.Context) {
-	st, err := r.store.Stats(ctx)
-	if err != nil {
-		r.log.LogAttrs(ctx, slog.LevelWarn, "batch stats failed", slog.String("err", err.Error()))
-		return
+// heartbeat writes the runner's heartbeat every Config.HeartbeatInterval
+// until the runner stops, whatever its targets are doing.
+func (r *Runner) heartbeat() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := storeCtx()
+		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
+		cancel()
+		if err != nil {
+			r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch heartbeat failed", slog.String("err", err.Error()))
+		}
 	}
-	r.metrics.queueDepth.Set(float64(st.Queued))
+}
+
+// waiters are the per-job wake-ups of [Runner.Wait]: a change to one job
+// wakes the waiters of that job only.
+type waiters struct {
+	mu sync.Mutex
+	m  map[string]*waiter
+}
+
+type waiter struct {
+	ch   chan struct{} // closed at the job's next change
+	refs int
+}
+
+// watch returns a channel closed at the next change to job id, and a
+// function to call once the channel is no longer waited on.
+func (w *waiters) watch(id string) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[id]
+	if !ok {
+		e = &waiter{ch: make(chan struct{})}
+		w.m[id] = e
+	}
+	e.refs++
+	return e.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if e.refs--; e.refs == 0 && w.m[id] == e {
+			delete(w.m, id)
+		}
+	}
+}
+
+// notify wakes the waiters of job id.
+func (w *waiters) notify(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e, ok := w.m[id]; ok {
+		close(e.ch)
+		delete(w.m, id)
+	}
 }

@@ -21,10 +21,9 @@ type Job struct {
 	Lease      time.Time
 	FinishedAt time.Time // zero while the job is live
 	Bytes      int64     // stored result and error bytes of this job
-	// Runner is the id of the runner draining the job while it is running,
-	// and Heartbeat is when that runner last wrote to it.
-	Runner    string
-	Heartbeat time.Time
+	// Runner is the id of the runner that holds the job while one of its
+	// targets is in flight, and "" otherwise.
+	Runner string
 }
 
 // TargetRecord is one stored target.
@@ -42,15 +41,6 @@ type TargetRecord struct {
 
 // Bytes is what a finished target adds to its job's byte count.
 func (t TargetRecord) Bytes() int64 { return int64(len(t.Result) + len(t.Error)) }
-
-// NewJob is what [Store.Create] inserts.
-type NewJob struct {
-	ID      string
-	Caller  Caller
-	IdemKey string
-	Targets []Target
-	Now     time.Time
-}
 
 // Limits are the caps and the lease TTL that [Store.Create] enforces.
 type Limits struct {
@@ -81,18 +71,176 @@ type Stats struct {
 // polling is not a write storm.
 const LeaseGrain = time.Minute
 
-// Store persists jobs and targets. Every method is atomic: a store backed by a
-// database runs each one as a single transaction, so that several runners on
-// several nodes can share one store. Methods that take a caller name are owner
-// scoped: a job owned by another caller is [ErrNotFound], exactly like an
-// unknown id.
+// Capabilities say what a [Store] supports; the runner and the conformance
+// suites read them.
+type Capabilities struct {
+	// Shared reports that runners in several processes may share the store
+	// at once, each draining its own claims. A store that serves one process
+	// (Shared false) holds only jobs of that process, so a starting runner
+	// fails every live job in it, queued ones too, as a restart; such a
+	// store has one runner at a time. A shared store lets a starting runner
+	// fail only its own in-flight jobs and stale ones, and leaves queued
+	// jobs to whoever claims them.
+	Shared bool
+}
+
+// The parameters of the [Store] methods. Each is a struct so that a field
+// can be added without breaking every implementation.
+//
+// Now is the runner's clock (Config.Now). A store that serves one process
+// uses it for every time it writes or compares. A shared store may use its
+// database's clock instead for leases, heartbeats and staleness, so that
+// the nodes' clocks need not agree; it must then use that one clock for all
+// of them, and say so in its documentation.
+type (
+	// CreateParams is a new job for [Store.Create].
+	CreateParams struct {
+		ID      string
+		Caller  Caller
+		IdemKey string
+		Targets []Target
+		Limits  Limits
+		Now     time.Time
+	}
+	// ClaimParams name the claiming runner for [Store.Claim].
+	ClaimParams struct {
+		Runner string
+		Now    time.Time
+	}
+	// FinishParams carry one target's outcome for [Store.FinishTarget].
+	FinishParams struct {
+		JobID  string
+		Runner string // the runner that claimed the job
+		Target TargetFinish
+		Now    time.Time
+	}
+	// CancelParams select the caller's job for [Store.Cancel].
+	CancelParams struct {
+		Caller string
+		JobID  string
+		Now    time.Time
+	}
+	// GetParams select the caller's job for [Store.Get].
+	GetParams struct {
+		Caller string
+		JobID  string
+		// Results loads each done target's result envelope.
+		Results bool
+	}
+	// GetTargetParams select one target of the caller's job for
+	// [Store.GetTarget].
+	GetTargetParams struct {
+		Caller string
+		JobID  string
+		Idx    int
+	}
+	// ListParams select the caller's newest jobs for [Store.List].
+	ListParams struct {
+		Caller string
+		Limit  int
+	}
+	// TouchParams select the caller's job for [Store.Touch].
+	TouchParams struct {
+		Caller string
+		JobID  string
+		Now    time.Time
+	}
+	// SweepParams bound [Store.Sweep].
+	SweepParams struct {
+		// LeaseBefore: finished jobs whose lease is before it are deleted.
+		LeaseBefore time.Time
+	}
+	// EvictParams bound [Store.Evict].
+	EvictParams struct {
+		MaxBytes int64
+	}
+	// HeartbeatParams name the runner for [Store.Heartbeat].
+	HeartbeatParams struct {
+		Runner string
+		Now    time.Time
+	}
+	// ReapParams select the jobs [Store.Reap] fails. Each set field adds
+	// jobs to the selection.
+	ReapParams struct {
+		// AllLive selects every queued and running job and every job with a
+		// target in flight, whoever holds it: the start of a runner on a
+		// store that is not Shared.
+		AllLive bool
+		// Runner selects the jobs this runner holds.
+		Runner string
+		// StaleBefore, if not zero, selects the jobs held by a runner whose
+		// last heartbeat is before it, or that has none.
+		StaleBefore time.Time
+		// Reason is the error the failed jobs and targets get, e.g.
+		// "restart".
+		Reason string
+		Now    time.Time
+	}
+)
+
+// Claimed is a job that [Store.Claim] started.
+type Claimed struct {
+	Job Job
+	// Targets are the job's targets in idx order, without results.
+	Targets []TargetRecord
+	// Next is the idx of the target the claim started.
+	Next int
+	// Queued is how many jobs were still queued after the claim, as the
+	// store saw it then: a sample for the queue-depth gauge.
+	Queued int
+}
+
+// Step is where a job stands after [Store.FinishTarget].
+type Step struct {
+	// Status is the job's status after the write: running while a next
+	// target was started, else final (done, partial, failed, or cancelled).
+	Status JobStatus
+	// Next is the idx of the target the write started, or -1 when it
+	// started none: the job is finished, and no longer held.
+	Next int
+}
+
+// Store persists jobs and targets. Every method is atomic: a store backed by
+// a database runs each one as a single transaction, so that several runners
+// can share one store. Methods that take a caller name are owner scoped: a
+// job owned by another caller is [ErrNotFound], exactly like an unknown id.
+//
+// # The drain
+//
+// A job is drained by the runner that claimed it, with one write per
+// target. [Store.Claim] makes the oldest queued job running, held by the
+// claiming runner, and starts its first target in the same transaction.
+// Each [Store.FinishTarget] then stores the outcome of the target in flight
+// and, in the same transaction, either starts the next target or, when none
+// is left or the job was cancelled, gives the job its final status and
+// releases it. So at any moment a held job has exactly one target in
+// flight, the one the last write started, and a cancel lets that target
+// finish and be stored while nothing after it starts.
+//
+// Every drain write names its runner and is refused with [ErrNotHeld], with
+// no change, once that runner no longer holds the job: the job was failed
+// by [Store.Reap] (its runner was stale, or restarted, or closed), or it
+// finished.
+//
+// # Liveness
+//
+// A runner writes [Store.Heartbeat] at a fixed interval, independent of
+// target progress; the claim records one as well. [Store.Reap] fails the
+// jobs a runner can no longer finish: a starting runner's own jobs, the jobs
+// of runners whose heartbeat is stale, or (on a store that is not Shared)
+// every live job.
+//
+// # Order and errors
 //
 // Ties between jobs created (Claim, List) or leased (Evict) at the same
-// instant are broken in a store-specific order. An error a store cannot help
-// now (lock wait, full disk) should match [ErrUnavailable].
+// instant are broken in a store-specific order. An error a store cannot
+// help now (lock wait, full disk) should match [ErrUnavailable].
 //
-// Every implementation must pass batchtest.TestStore.
+// Every implementation must pass batchtest.TestStore and batchtest.TestRunner.
 type Store interface {
+	// Capabilities says what the store supports.
+	Capabilities() Capabilities
+
 	// Create inserts a new queued job with pending targets, unless the caller
 	// already has a job with the same IdemKey whose lease is unexpired
 	// (Lease+TTL after Now) and whose status is not cancelled or failed: then
@@ -100,78 +248,84 @@ type Store interface {
 	// Reuse is decided before the caps; the caps count live jobs: the
 	// caller's first ([ErrCallerBusy]), then all ([ErrBusy]). Reuse, caps
 	// and insert are one atomic step, so concurrent creates never exceed a cap
-	// nor make two jobs for one key.
-	Create(ctx context.Context, job NewJob, lim Limits) (j Job, reused bool, err error)
+	// nor make two jobs for one key, whichever runners they come through.
+	Create(ctx context.Context, p CreateParams) (j Job, reused bool, err error)
 
-	// Claim marks the oldest queued job running, held by runner, and returns
-	// it with its targets in idx order (without results). It returns
-	// [ErrNotFound] when no job is queued. Two claims never return the same
-	// job.
-	Claim(ctx context.Context, runner string, now time.Time) (Job, []TargetRecord, error)
+	// Claim makes the oldest queued job running, held by p.Runner, and
+	// starts its first target, in one atomic step; it records a heartbeat
+	// of p.Runner too. ok is false when no job is queued. Concurrent claims
+	// never return the same job.
+	Claim(ctx context.Context, p ClaimParams) (c Claimed, ok bool, err error)
 
-	// StartTarget marks a pending target of a running job running. It returns
-	// [ErrFinished] if the job is no longer running (cancelled) or the target
-	// is not pending, and [ErrNotFound] if the job is gone.
-	StartTarget(ctx context.Context, jobID string, idx int, now time.Time) error
+	// FinishTarget stores the outcome of the job's target in flight, which
+	// must be p.Target.Idx: it stores the result or error, adds one to
+	// TargetsDone, adds the target's bytes to the job and to the store total
+	// and bumps the lease to Now (while the job goes on, a store may skip a
+	// bump of less than [LeaseGrain]). It does so even if the job was cancelled
+	// meanwhile. In the same atomic step it starts the next target if the job
+	// is still running and has one, and otherwise gives the job its final
+	// status (see [AggregateStatus]; a cancelled job stays cancelled), sets
+	// FinishedAt if it was not set, and releases it.
+	//
+	// It returns [ErrNotHeld] with no change if p.Runner does not hold the
+	// job, [ErrNotFound] if the job is gone, and an error for a status other
+	// than done or failed. A repeat of a write that was applied (the same
+	// runner, a target already stored, the job still held) changes nothing
+	// and returns the job's current step, so a write whose outcome was
+	// unknown can be retried.
+	FinishTarget(ctx context.Context, p FinishParams) (Step, error)
 
-	// FinishTarget writes the outcome of a running target exactly once: it
-	// stores the result or error, adds one to TargetsDone, adds the target's
-	// bytes to the job and to the store total, and bumps the lease to now. It
-	// does so even if the job was cancelled meanwhile, and returns the job's
-	// status after the write, so the runner knows whether to go on. It returns
-	// [ErrFinished] with no change if the target is not running, and
-	// [ErrNotFound] if the job is gone.
-	FinishTarget(ctx context.Context, jobID string, fin TargetFinish, now time.Time) (JobStatus, error)
-
-	// FinishJob gives a running job its final status from its targets (see
-	// [AggregateStatus]), sets FinishedAt and bumps the lease. A job that is
-	// already finished is left as it is. It returns the job's final status,
-	// or [ErrNotFound].
-	FinishJob(ctx context.Context, jobID string, now time.Time) (JobStatus, error)
-
-	// Cancel flips the caller's queued or running job to cancelled and bumps
-	// its lease. Pending targets stay pending. It returns [ErrFinished] for a
-	// finished job and [ErrNotFound] for an unknown or foreign one.
-	Cancel(ctx context.Context, caller, jobID string, now time.Time) error
+	// Cancel flips the caller's queued or running job to cancelled, sets
+	// FinishedAt and bumps its lease. A target in flight stays in flight, and
+	// its runner's next FinishTarget stores it; pending targets stay
+	// pending. It returns [ErrFinished] for a finished job and
+	// [ErrNotFound] for an unknown or foreign one.
+	Cancel(ctx context.Context, p CancelParams) error
 
 	// Get returns the caller's job and its targets in idx order. Results are
-	// loaded only if withResults is set; without it, Get must not read result
+	// loaded only if p.Results is set; without it, Get must not read result
 	// bodies at all. It never writes.
-	Get(ctx context.Context, caller, jobID string, withResults bool) (Job, []TargetRecord, error)
+	Get(ctx context.Context, p GetParams) (Job, []TargetRecord, error)
 
 	// GetTarget returns the caller's job and one of its targets, with its
 	// result. It returns [ErrNotFound] for an idx outside the job.
-	GetTarget(ctx context.Context, caller, jobID string, idx int) (Job, TargetRecord, error)
+	GetTarget(ctx context.Context, p GetTargetParams) (Job, TargetRecord, error)
 
-	// List returns up to limit of the caller's jobs, newest first.
-	List(ctx context.Context, caller string, limit int) ([]Job, error)
+	// List returns up to p.Limit of the caller's jobs, newest first.
+	List(ctx context.Context, p ListParams) ([]Job, error)
 
-	// Touch bumps the lease of the caller's job to now. It may skip the
-	// write when the lease would move by less than [LeaseGrain]. It returns
-	// [ErrNotFound] for an unknown or foreign job.
-	Touch(ctx context.Context, caller, jobID string, now time.Time) error
+	// Touch bumps the lease of the caller's job to Now. It may skip the
+	// write when the lease would move by less than [LeaseGrain], and never
+	// moves a lease back. It returns [ErrNotFound] for an unknown or foreign
+	// job.
+	Touch(ctx context.Context, p TouchParams) error
 
-	// Sweep deletes every finished job whose lease is before the given time,
+	// Sweep deletes every finished job whose lease is before p.LeaseBefore,
 	// with its targets, and returns how many it deleted. It never deletes a
-	// live job.
-	Sweep(ctx context.Context, leaseBefore time.Time) (int, error)
+	// live job, nor a cancelled one whose target is still in flight.
+	Sweep(ctx context.Context, p SweepParams) (int, error)
 
 	// Evict deletes whole finished jobs, oldest lease first, until the store
-	// total is at most maxBytes or no finished job is left, and returns how
-	// many it deleted. It never deletes a live job.
-	Evict(ctx context.Context, maxBytes int64) (int, error)
+	// total is at most p.MaxBytes or no finished job is left, and returns
+	// how many it deleted. It never deletes a live job, nor a cancelled one
+	// whose target is still in flight. Concurrent evictions
+	// never delete more than one eviction alone would.
+	Evict(ctx context.Context, p EvictParams) (int, error)
 
-	// MarkInFlightFailed is the restart hook. It marks every queued and
-	// running job failed with the given reason as its error, and every
-	// running target failed with the same error (outcome other) — including
-	// the in-flight target of a job cancelled just before the restart, whose
-	// job stays cancelled. Pending targets stay pending. It returns how many
-	// jobs it marked failed.
-	//
-	// The stores of this module serve one process, so every live job is in
-	// flight. A store shared by several nodes scopes this to the jobs held by
-	// runner and to jobs whose runner's heartbeat is older than staleBefore.
-	MarkInFlightFailed(ctx context.Context, runner, reason string, staleBefore, now time.Time) (int, error)
+	// Heartbeat records that p.Runner is alive at Now. It never moves a
+	// runner's heartbeat back: a late write with an older time is a no-op.
+	Heartbeat(ctx context.Context, p HeartbeatParams) error
+
+	// Reap fails the jobs p selects, in one atomic step. A selected job that
+	// is live ends failed with p.Reason as its error; one that was cancelled
+	// stays cancelled. Either way its target in flight, if any, fails with
+	// p.Reason as its error (outcome other, counted done, its error bytes
+	// counted), its finished targets stay as they are, its pending targets
+	// stay pending, and it is released: its runner's next drain write gets
+	// [ErrNotHeld]. Reap also forgets the heartbeats it judged stale, and
+	// p.Runner's (AllLive forgets all), so that the runners that left hold
+	// no row. It returns how many live jobs it failed.
+	Reap(ctx context.Context, p ReapParams) (int, error)
 
 	// Stats returns the store-wide counts.
 	Stats(ctx context.Context) (Stats, error)

@@ -14,7 +14,7 @@ import (
 // Runner is what the handler needs of a [batch.Runner]; *batch.Runner
 // implements it.
 type Runner interface {
-	Submit(ctx context.Context, caller batch.Caller, targets []batch.Target) (id string, reused bool, err error)
+	Submit(ctx context.Context, caller batch.Caller, targets []batch.Target) (job batch.JobInfo, reused bool, err error)
 	Status(ctx context.Context, caller batch.Caller, id string, opts batch.StatusOptions) (batch.JobInfo, error)
 	Wait(ctx context.Context, caller batch.Caller, id string, opts batch.WaitOptions) (batch.JobInfo, error)
 	Result(ctx context.Context, caller batch.Caller, id string, idx int) (batch.TargetResult, error)

@@ -218,12 +218,12 @@ func (s *probeStore) record(start time.Time) {
 	s.longest = max(s.longest, d)
 }
 
-func (s *probeStore) Get(ctx context.Context, caller, id string, withResults bool) (batch.Job, []batch.TargetRecord, error) {
+func (s *probeStore) Get(ctx context.Context, p batch.GetParams) (batch.Job, []batch.TargetRecord, error) {
 	defer s.record(time.Now())
-	return s.Store.Get(ctx, caller, id, withResults)
+	return s.Store.Get(ctx, p)
 }
 
-func (s *probeStore) Touch(ctx context.Context, caller, id string, now time.Time) error {
+func (s *probeStore) Touch(ctx context.Context, p batch.TouchParams) error {
 	defer s.record(time.Now())
-	return s.Store.Touch(ctx, caller, id, now)
+	return s.Store.Touch(ctx, p)
 }

@@ -230,7 +230,7 @@ func TestHandler_List(t *testing.T) {
 // touchFails is a store whose lease bumps fail, as on a full disk.
 type touchFails struct{ batch.Store }
 
-func (touchFails) Touch(context.Context, string, string, time.Time) error {
+func (touchFails) Touch(context.Context, batch.TouchParams) error {
 	return fmt.Errorf("disk full: %w", batch.ErrUnavailable)
 }
 

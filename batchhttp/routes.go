@@ -39,22 +39,13 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err := h.precheckAll(r, req, targets); err != nil {
 		return err
 	}
-	id, reused, err := h.runner.Submit(r.Context(), req.caller, targets)
+	job, reused, err := h.runner.Submit(r.Context(), req.caller, targets)
 	if err != nil {
 		return err
 	}
-	req.jobID, req.reused = id, &reused
-	status := batch.JobQueued
-	if reused {
-		info, err := h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{})
-		if err != nil {
-			return err
-		}
-		status = info.Status
-	}
-	req.jobStatus = status
+	req.jobID, req.reused, req.jobStatus = job.ID, &reused, job.Status
 	writeJSON(w, http.StatusAccepted, SubmitResponse{
-		Success: true, JobID: id, Status: status, Targets: len(targets), Reused: reused,
+		Success: true, JobID: job.ID, Status: job.Status, Targets: len(targets), Reused: reused,
 	})
 	return nil
 }

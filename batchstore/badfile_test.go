@@ -86,21 +86,15 @@ func populated(t *testing.T) (path string, targetRoot int64) {
 	ctx := t.Context()
 	for i := range 40 {
 		id := fmt.Sprintf("job-%d", i)
-		if _, _, err := s.Create(ctx, newJob(id, "alice", 8, time.Now()), testLimits); err != nil {
+		if _, _, err := s.Create(ctx, withLimits(newJob(id, "alice", 8, time.Now()), testLimits)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.Claim(ctx, "r", time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for idx := range 8 {
-			if err := s.StartTarget(ctx, id, idx, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			fin := batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeOther,
+		_, err := drainJob(ctx, s, "r", id, func(idx int) batch.TargetFinish {
+			return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeOther,
 				Error: strings.Repeat("e", 300)}
-			if _, err := s.FinishTarget(ctx, id, fin, time.Now()); err != nil {
-				t.Fatal(err)
-			}
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	targetRoot = countRows(t, s, `SELECT rootpage FROM sqlite_schema WHERE name = 'batch_target'`)

@@ -111,6 +111,10 @@ func seedJobs(conn *sqlite.Conn, first, count int64) error {
 	if err != nil {
 		return err
 	}
+	maxBody, err := countInt(conn, `SELECT coalesce(max(id), 0) FROM batch_body`)
+	if err != nil {
+		return err
+	}
 	t0 := benchT0.UnixNano()
 	for _, q := range []struct {
 		sql  string
@@ -123,11 +127,12 @@ func seedJobs(conn *sqlite.Conn, first, count int64) error {
 			?3 + i * 1000000000, ?3 + i * 1000000000, ?3 + i * 1000000000, ?4 * ?5 FROM n`,
 			[]any{first, count, t0, seedTargets, seedResultBytes}},
 		{`WITH RECURSIVE k(idx) AS (SELECT 0 UNION ALL SELECT idx + 1 FROM k WHERE idx + 1 < ?1)
-		INSERT INTO batch_target (job_seq, idx, url, status, outcome)
-		SELECT j.seq, k.idx, printf('https://example.test/%d/%d', j.seq, k.idx), 'done', 'ok'
-		FROM batch_job j, k WHERE j.seq > ?2`, []any{seedTargets, maxSeq}},
-		{`INSERT INTO batch_result (job_seq, idx, body)
-		SELECT job_seq, idx, zeroblob(?1) FROM batch_target WHERE job_seq > ?2`, []any{seedResultBytes, maxSeq}},
+		INSERT INTO batch_target (job_seq, idx, url, status, outcome, result_id)
+		SELECT j.seq, k.idx, printf('https://example.test/%d/%d', j.seq, k.idx), 'done', 'ok',
+			?3 + (j.seq - ?2 - 1) * ?1 + k.idx + 1
+		FROM batch_job j, k WHERE j.seq > ?2`, []any{seedTargets, maxSeq, maxBody}},
+		{`INSERT INTO batch_body (id, body)
+		SELECT result_id, zeroblob(?1) FROM batch_target WHERE job_seq > ?2`, []any{seedResultBytes, maxSeq}},
 	} {
 		if err := sqlitex.Execute(conn, q.sql, &sqlitex.ExecOptions{Args: q.args}); err != nil {
 			return err
@@ -189,61 +194,60 @@ func BenchmarkCreate(b *testing.B) {
 		ctx := context.Background()
 		for i := 0; b.Loop(); i++ {
 			id := fmt.Sprintf("create-%d-%d", time.Now().UnixNano(), i)
-			if _, _, err := st.s.Create(ctx, newJob(id, id, 8, time.Now()), benchLimits); err != nil {
+			if _, _, err := st.s.Create(ctx, withLimits(newJob(id, id, 8, time.Now()), benchLimits)); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.StopTimer()
 		// Fail the queued jobs, so that later claims see only their own.
-		if _, err := st.s.MarkInFlightFailed(ctx, "bench", "bench", time.Now(), time.Now()); err != nil {
+		if _, err := st.s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "bench", Now: time.Now()}); err != nil {
 			b.Fatal(err)
 		}
 	})
 }
 
-// BenchmarkFinishTarget: store one 10 KB result of a running target.
+// BenchmarkFinishTarget: the drain's one write per target: store a 10 KB
+// result of the target in flight and start the next one (every 32nd write
+// finishes its job).
 func BenchmarkFinishTarget(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {
 		ctx := context.Background()
 		result := make([]byte, 10<<10)
-		const per = 32
-		var id string
+		next, id := -1, ""
 		for i := 0; i < b.N; i++ {
-			if i%per == 0 {
+			if next < 0 {
 				b.StopTimer()
-				id = runningJob(b, st.s, fmt.Sprintf("finish-%d-%d", time.Now().UnixNano(), i), per)
+				id = claimedJob(b, st.s, fmt.Sprintf("finish-%d-%d", time.Now().UnixNano(), i), 32)
+				next = 0
 				b.StartTimer()
 			}
-			fin := batch.TargetFinish{Idx: i % per, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}
-			if _, err := st.s.FinishTarget(ctx, id, fin, time.Now()); err != nil {
+			binary.LittleEndian.PutUint64(result, uint64(i))
+			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}
+			step, err := st.s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "bench", Target: fin, Now: time.Now()})
+			if err != nil {
 				b.Fatal(err)
 			}
+			next = step.Next
+		}
+		b.StopTimer()
+		// Release a job left mid-drain, so that later claims see only their own.
+		if _, err := st.s.Reap(ctx, batch.ReapParams{Runner: "bench", Reason: "bench", Now: time.Now()}); err != nil {
+			b.Fatal(err)
 		}
 	})
 }
 
-// runningJob creates a job of n targets and marks it and all its targets
-// running, by raw SQL (a claim would pick the oldest queued job, and
-// starting targets one by one would dominate the setup).
-func runningJob(b *testing.B, s *Store, id string, n int) string {
+// claimedJob creates a job of n targets and claims it (the seeded jobs
+// are all finished, so it is the oldest queued job).
+func claimedJob(b *testing.B, s *Store, id string, n int) string {
 	b.Helper()
 	ctx := context.Background()
-	if _, _, err := s.Create(ctx, newJob(id, id, n, time.Now()), benchLimits); err != nil {
+	if _, _, err := s.Create(ctx, withLimits(newJob(id, id, n, time.Now()), benchLimits)); err != nil {
 		b.Fatal(err)
 	}
-	err := s.write(ctx, "start all", func(conn *sqlite.Conn) error {
-		for _, q := range []string{
-			`UPDATE batch_job SET status = 'running' WHERE id = ?`,
-			`UPDATE batch_target SET status = 'running' WHERE job_seq = (SELECT seq FROM batch_job WHERE id = ?)`,
-		} {
-			if err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{Args: []any{id}}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
+	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench", Now: time.Now()})
+	if err != nil || !ok || c.Job.ID != id {
+		b.Fatalf("claim = %s, %v, %v; want %s", c.Job.ID, ok, err, id)
 	}
 	return id
 }
@@ -257,14 +261,14 @@ func doneJob(b *testing.B, st *benchState, size int) string {
 		return id
 	}
 	ctx := context.Background()
-	id := runningJob(b, st.s, fmt.Sprintf("%s-%d", key, time.Now().UnixNano()), 32)
-	for idx := range 32 {
-		fin := batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, size)}
-		if _, err := st.s.FinishTarget(ctx, id, fin, time.Now()); err != nil {
-			b.Fatal(err)
-		}
+	id := fmt.Sprintf("%s-%d", key, time.Now().UnixNano())
+	if _, _, err := st.s.Create(ctx, withLimits(newJob(id, id, 32, time.Now()), benchLimits)); err != nil {
+		b.Fatal(err)
 	}
-	if _, err := st.s.FinishJob(ctx, id, time.Now()); err != nil {
+	_, err := drainJob(ctx, st.s, "bench", id, func(idx int) batch.TargetFinish {
+		return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, size)}
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 	st.fixtures[key] = id
@@ -279,7 +283,7 @@ func BenchmarkStatus(b *testing.B) {
 			forSizes(b, func(b *testing.B, st *benchState) {
 				id := doneJob(b, st, size)
 				for b.Loop() {
-					if _, ts, err := st.s.Get(context.Background(), id, id, false); err != nil || len(ts) != 32 {
+					if _, ts, err := st.s.Get(context.Background(), batch.GetParams{Caller: id, JobID: id, Results: false}); err != nil || len(ts) != 32 {
 						b.Fatal(len(ts), err)
 					}
 				}
@@ -293,7 +297,7 @@ func BenchmarkResult(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {
 		id := doneJob(b, st, 10<<10)
 		for i := 0; b.Loop(); i++ {
-			if _, tr, err := st.s.GetTarget(context.Background(), id, id, i%32); err != nil || len(tr.Result) != 10<<10 {
+			if _, tr, err := st.s.GetTarget(context.Background(), batch.GetTargetParams{Caller: id, JobID: id, Idx: i % 32}); err != nil || len(tr.Result) != 10<<10 {
 				b.Fatal(err)
 			}
 		}
@@ -311,7 +315,7 @@ func BenchmarkSweep(b *testing.B) {
 			st.replace(b)
 			oldest := countRows(b, st.s, `SELECT min(lease) FROM batch_job WHERE `+whereFinished)
 			b.StartTimer()
-			n, err := st.s.Sweep(ctx, time.Unix(0, oldest+1))
+			n, err := st.s.Sweep(ctx, batch.SweepParams{LeaseBefore: time.Unix(0, oldest+1)})
 			if err != nil || n != 1 {
 				b.Fatalf("Sweep = %d, %v; want 1", n, err)
 			}
@@ -323,7 +327,7 @@ func BenchmarkSweep(b *testing.B) {
 func BenchmarkSweepNoop(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {
 		for b.Loop() {
-			if n, err := st.s.Sweep(context.Background(), benchT0); err != nil || n != 0 {
+			if n, err := st.s.Sweep(context.Background(), batch.SweepParams{LeaseBefore: benchT0}); err != nil || n != 0 {
 				b.Fatalf("Sweep = %d, %v; want 0", n, err)
 			}
 		}
@@ -344,7 +348,7 @@ func BenchmarkEvict(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			if n, err := st.s.Evict(ctx, stats.Bytes-1); err != nil || n != 1 {
+			if n, err := st.s.Evict(ctx, batch.EvictParams{MaxBytes: stats.Bytes - 1}); err != nil || n != 1 {
 				b.Fatalf("Evict = %d, %v; want 1", n, err)
 			}
 		}

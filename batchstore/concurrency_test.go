@@ -52,7 +52,7 @@ func TestStore_ConcurrentMixed(t *testing.T) {
 					}
 					var j batch.Job
 					var reused bool
-					j, reused, err = s.Create(ctx, nj, lim)
+					j, reused, err = s.Create(ctx, withLimits(nj, lim))
 					if err == nil && !reused {
 						mine, keys = append(mine, j.ID), append(keys, nj.IdemKey)
 					}
@@ -65,12 +65,12 @@ func TestStore_ConcurrentMixed(t *testing.T) {
 				case k < 9:
 					op = "cancel"
 					if len(mine) > 0 {
-						err = s.Cancel(ctx, caller, mine[rng.IntN(len(mine))], now())
+						err = s.Cancel(ctx, batch.CancelParams{Caller: caller, JobID: mine[rng.IntN(len(mine))], Now: now()})
 					}
 				default:
 					op = "gc"
-					if _, err = s.Evict(ctx, 64<<10); err == nil {
-						_, err = s.Sweep(ctx, now().Add(-time.Second))
+					if _, err = s.Evict(ctx, batch.EvictParams{MaxBytes: 64 << 10}); err == nil {
+						_, err = s.Sweep(ctx, batch.SweepParams{LeaseBefore: now().Add(-time.Second)})
 					}
 				}
 				mu.Lock()
@@ -107,46 +107,38 @@ func slicesContainsErr(list []error, err error) bool {
 	return false
 }
 
-// drainOne claims a job and runs it to the end with 1 KiB results.
+// drainOne claims a job and runs it to the end with 1 KiB results; a job
+// cancelled meanwhile ends after the target in flight.
 func drainOne(ctx context.Context, s *Store, runner string, rng *rand.Rand) error {
-	j, ts, err := s.Claim(ctx, runner, time.Now())
-	if err != nil {
-		return err
-	}
-	for _, tr := range ts {
-		if err := s.StartTarget(ctx, j.ID, tr.Idx, time.Now()); err != nil {
-			return err // cancelled meanwhile: ErrFinished
-		}
-		fin := batch.TargetFinish{Idx: tr.Idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
-			Result: make([]byte, 1024)}
+	_, err := drainJob(ctx, s, runner, "", func(idx int) batch.TargetFinish {
 		if rng.IntN(3) == 0 {
-			fin = batch.TargetFinish{Idx: tr.Idx, Status: batch.TargetFailed, Outcome: batch.OutcomeTimeout, Error: "timeout"}
+			return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeTimeout, Error: "timeout"}
 		}
-		if _, err := s.FinishTarget(ctx, j.ID, fin, time.Now()); err != nil {
-			return err
-		}
+		return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, 1024)}
+	})
+	if errors.Is(err, errNoJob) {
+		return nil
 	}
-	_, err = s.FinishJob(ctx, j.ID, time.Now())
 	return err
 }
 
 // readSome does one of the owner reads.
 func readSome(ctx context.Context, s *Store, caller string, mine []string, rng *rand.Rand) error {
 	if len(mine) == 0 {
-		_, err := s.List(ctx, caller, 10)
+		_, err := s.List(ctx, batch.ListParams{Caller: caller, Limit: 10})
 		return err
 	}
 	id := mine[rng.IntN(len(mine))]
 	var err error
 	switch rng.IntN(5) {
 	case 0:
-		_, _, err = s.Get(ctx, caller, id, false)
+		_, _, err = s.Get(ctx, batch.GetParams{Caller: caller, JobID: id, Results: false})
 	case 1:
-		_, _, err = s.Get(ctx, caller, id, true)
+		_, _, err = s.Get(ctx, batch.GetParams{Caller: caller, JobID: id, Results: true})
 	case 2:
-		_, _, err = s.GetTarget(ctx, caller, id, 0)
+		_, _, err = s.GetTarget(ctx, batch.GetTargetParams{Caller: caller, JobID: id, Idx: 0})
 	case 3:
-		err = s.Touch(ctx, caller, id, time.Now().Add(2*batch.LeaseGrain))
+		err = s.Touch(ctx, batch.TouchParams{Caller: caller, JobID: id, Now: time.Now().Add(2 * batch.LeaseGrain)})
 	default:
 		_, err = s.Stats(ctx)
 	}
@@ -171,7 +163,7 @@ func TestStore_ConcurrentIdenticalSubmit(t *testing.T) {
 				req := nj
 				req.ID = fmt.Sprintf("%s-%d", nj.ID, i)
 				<-start
-				jobs[i], reused[i], errs[i] = s.Create(context.Background(), req, testLimits)
+				jobs[i], reused[i], errs[i] = s.Create(context.Background(), withLimits(req, testLimits))
 			})
 		}
 		close(start)
@@ -205,7 +197,7 @@ func TestStore_ConcurrentCaps(t *testing.T) {
 			wg.Go(func() {
 				nj := newJob(fmt.Sprintf("%d-%d-%d", round, perCaller, i), caller(i), 1, time.Now())
 				<-start
-				_, _, err := s.Create(context.Background(), nj, lim)
+				_, _, err := s.Create(context.Background(), withLimits(nj, lim))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -226,7 +218,7 @@ func TestStore_ConcurrentCaps(t *testing.T) {
 			t.Fatalf("round %d: created %d, queued %d; want %d", round, created, st.Queued, want)
 		}
 		// Finish them all for the next round.
-		if _, err := s.MarkInFlightFailed(t.Context(), "r", "restart", time.Now(), time.Now()); err != nil {
+		if _, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart", Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,7 +257,7 @@ func TestStore_LockWaitBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err = s.Create(ctx, newJob("blocked", "alice", 1, time.Now()), testLimits)
+	_, _, err = s.Create(ctx, withLimits(newJob("blocked", "alice", 1, time.Now()), testLimits))
 	// A generous margin: a loaded 2-core machine can stall any call; a
 	// wait that ignored the deadline would last until the lock is released.
 	if d := time.Since(start); d > 3*time.Second {
@@ -278,7 +270,7 @@ func TestStore_LockWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.pool.Put(conn)
-	if _, _, err := s.Create(t.Context(), newJob("after", "alice", 1, time.Now()), testLimits); err != nil {
+	if _, _, err := s.Create(t.Context(), withLimits(newJob("after", "alice", 1, time.Now()), testLimits)); err != nil {
 		t.Fatalf("Create after the lock is released: %v", err)
 	}
 }
@@ -286,10 +278,10 @@ func TestStore_LockWaitBounded(t *testing.T) {
 // Polling touches coalesce: within batch.LeaseGrain they commit nothing.
 func TestStore_TouchCoalesces(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{PoolSize: 2})
+	s := openTest(t, Options{PoolSize: 3}) // the writer, the watch and a reader
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if _, _, err := s.Create(ctx, newJob("job", "alice", 1, now), testLimits); err != nil {
+	if _, _, err := s.Create(ctx, withLimits(newJob("job", "alice", 1, now), testLimits)); err != nil {
 		t.Fatal(err)
 	}
 	// Hold one connection: PRAGMA data_version on it changes whenever
@@ -308,14 +300,14 @@ func TestStore_TouchCoalesces(t *testing.T) {
 	}
 	before := version()
 	for i := range 100 { // a poll every 0.5s for 50s
-		if err := s.Touch(ctx, "alice", "job", now.Add(time.Duration(i)*500*time.Millisecond)); err != nil {
+		if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: now.Add(time.Duration(i) * 500 * time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if after := version(); after != before {
 		t.Errorf("100 touches within the grain committed (data_version %d → %d), want no write", before, after)
 	}
-	if err := s.Touch(ctx, "alice", "job", now.Add(batch.LeaseGrain)); err != nil {
+	if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: now.Add(batch.LeaseGrain)}); err != nil {
 		t.Fatal(err)
 	}
 	if after := version(); after == before {

@@ -25,32 +25,31 @@ func crashWriter(ctx context.Context, s *Store) error {
 	lim := batch.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: time.Hour}
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("%d-%d", pid, i)
-		if _, _, err := s.Create(ctx, newJob(id, "alice", 3, time.Now()), lim); err != nil {
+		if _, _, err := s.Create(ctx, withLimits(newJob(id, "alice", 3, time.Now()), lim)); err != nil {
 			return err
 		}
 		fmt.Printf("job %s\n", id)
-		j, _, err := s.Claim(ctx, "child", time.Now())
+		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "child", Now: time.Now()})
 		if err != nil {
 			return err
 		}
-		if j.ID != id {
-			return fmt.Errorf("claimed %s, want %s", j.ID, id)
+		if !ok || c.Job.ID != id {
+			return fmt.Errorf("claimed %q (%v), want %s", c.Job.ID, ok, id)
 		}
-		for idx := range 3 {
-			if err := s.StartTarget(ctx, id, idx, time.Now()); err != nil {
+		// One write per target: it stores the target and starts the next,
+		// or finishes the job.
+		for next := c.Next; next >= 0; {
+			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: crashResult(id, next)}
+			st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "child", Target: fin, Now: time.Now()})
+			if err != nil {
 				return err
 			}
-			fin := batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: crashResult(id, idx)}
-			if _, err := s.FinishTarget(ctx, id, fin, time.Now()); err != nil {
-				return err
+			fmt.Printf("result %s %d\n", id, next)
+			if st.Next < 0 {
+				fmt.Printf("finished %s %s\n", id, st.Status)
 			}
-			fmt.Printf("result %s %d\n", id, idx)
+			next = st.Next
 		}
-		st, err := s.FinishJob(ctx, id, time.Now())
-		if err != nil {
-			return err
-		}
-		fmt.Printf("finished %s %s\n", id, st)
 	}
 }
 
@@ -141,18 +140,18 @@ func verifyAfterCrash(t *testing.T, path string, facts []string) (checked, resul
 		case "ready", "recovered":
 			continue
 		case "job":
-			if _, _, err := s.Get(ctx, "alice", fields[1], false); err != nil {
+			if _, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: fields[1], Results: false}); err != nil {
 				t.Errorf("reported job %s: %v", fields[1], err)
 			}
 		case "result":
 			idx, _ := strconv.Atoi(fields[2])
-			_, tr, err := s.GetTarget(ctx, "alice", fields[1], idx)
+			_, tr, err := s.GetTarget(ctx, batch.GetTargetParams{Caller: "alice", JobID: fields[1], Idx: idx})
 			if err != nil || tr.Status != batch.TargetDone || !bytes.Equal(tr.Result, crashResult(fields[1], idx)) {
 				t.Errorf("reported result %s/%d: status %s, %d bytes, %v", fields[1], idx, tr.Status, len(tr.Result), err)
 			}
 			results++
 		case "finished":
-			j, _, err := s.Get(ctx, "alice", fields[1], false)
+			j, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: fields[1], Results: false})
 			if err != nil || string(j.Status) != fields[2] {
 				t.Errorf("reported finished job %s %s: status %s, %v", fields[1], fields[2], j.Status, err)
 			}
@@ -164,7 +163,7 @@ func verifyAfterCrash(t *testing.T, path string, facts []string) (checked, resul
 	if err := s.checkCounters(ctx); err != nil {
 		t.Error(err)
 	}
-	if _, err := s.MarkInFlightFailed(ctx, "parent", "restart", time.Now(), time.Now()); err != nil {
+	if _, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if n := countRows(t, s, `SELECT count(*) FROM batch_job WHERE `+whereLive); n != 0 {

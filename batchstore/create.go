@@ -13,10 +13,10 @@ import (
 // run in one immediate transaction: it holds the database's write lock from
 // its first read, so no concurrent Create can slip in between the checks
 // and the insert, in this process or any other.
-func (s *Store) Create(ctx context.Context, nj batch.NewJob, lim batch.Limits) (job batch.Job, reused bool, err error) {
-	err = s.write(ctx, "create job", func(conn *sqlite.Conn) error {
+func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+	err = s.writeSized(ctx, "create job", 256*len(p.Targets), func(conn *sqlite.Conn) error {
 		var err error
-		job, reused, err = create(conn, nj, lim)
+		job, reused, err = create(conn, p)
 		return err
 	})
 	if err != nil {
@@ -25,8 +25,8 @@ func (s *Store) Create(ctx context.Context, nj batch.NewJob, lim batch.Limits) (
 	return job, reused, nil
 }
 
-func create(conn *sqlite.Conn, nj batch.NewJob, lim batch.Limits) (batch.Job, bool, error) {
-	now := nj.Now.UnixNano()
+func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
+	now, lim := nj.Now.UnixNano(), nj.Limits
 
 	// 1. Idempotent reuse, before the caps: the newest job of this caller
 	// with this key whose lease is unexpired and that was not cancelled or

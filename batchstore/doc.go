@@ -22,11 +22,11 @@
 //   - [SyncNormal] syncs only when a checkpoint copies the WAL into the
 //     database. A commit survives a process crash just the same; a power
 //     loss or OS crash may roll back the commits made since the last
-//     checkpoint (at most about 4 MiB of WAL), and never corrupts the file.
+//     checkpoint (at most about 16 MiB of WAL), and never corrupts the file.
 //
 // A commit costs roughly three times as much under FULL. The runner commits
-// about twice per fetched target and polls do not write (see Leases), so
-// FULL is affordable.
+// once per fetched target (see The drain) and polls do not write (see
+// Leases), so FULL is affordable.
 //
 // # Transactions and lock waits
 //
@@ -34,12 +34,16 @@
 // IMMEDIATE): it takes the write lock before its first read, so a decision
 // made from that read (reuse, the caps, a status check) cannot go stale
 // under a concurrent writer, and no deferred transaction's lock upgrade can
-// fail with SQLITE_BUSY. The store's writers queue for their turn in the
-// process first, in arrival order, so the write lock is handed on in order
-// rather than by SQLite's sleep-and-retry wait, which under sustained
-// contention can starve one caller until its deadline. A read of a job with
-// its targets runs in a read transaction, so it sees one snapshot; WAL
-// readers never wait for the writer.
+// fail with SQLITE_BUSY. One goroutine of the store runs every write, on
+// one connection it keeps for that from open to Close (so the pool needs
+// at least two connections): writes run in arrival order rather than by
+// SQLite's sleep-and-retry wait for the lock, which under sustained
+// contention can starve one caller until its deadline; the connection's
+// page cache stays warm; and writes that arrive while one runs share its
+// commit, each in a savepoint of its own, so that one write's error undoes
+// only its own changes. A read of a job with its targets runs in a read
+// transaction on a pooled connection, so it sees one snapshot; WAL readers
+// never wait for the writer.
 //
 // Each connection prepares a statement once and reuses it. The queries are
 // written so that SQLite never silently re-prepares them on reuse (it does
@@ -51,7 +55,10 @@
 // for the write lock both end at that deadline; the error then matches the
 // context's error (context.DeadlineExceeded). The store uses zombiezen's
 // default busy handler, which honours the context, and never sets
-// busy_timeout, which would not.
+// busy_timeout, which would not. A write whose context ends before its
+// turn does not run; once it runs, its statements (bounded: at most one job
+// or one batch of 128 deleted jobs) run to the end, so that no write's
+// context can roll back the writes that share its commit.
 //
 // # Schema
 //
@@ -66,24 +73,47 @@
 //     Unix nanoseconds.
 //   - batch_target: one row per target, clustered by (job_seq, idx)
 //     (WITHOUT ROWID): the rows a status summary reads, and nothing else.
-//   - batch_result: the result envelopes, in a table of their own. A
+//     Each carries the bytes it adds to the budget and the rowid of its
+//     result body.
+//   - batch_body: the result envelopes, in a rowid table of their own: a
+//     new result is appended to it, with no second index to update. A
 //     summary ([Store.Get] without results) never reads its pages, so it
 //     costs the same with empty and with 1 MiB results.
-//   - batch_stat: one row of counters (result and error bytes, queued and
-//     running jobs) kept exact by triggers on batch_job, so that the byte
-//     total, the total cap and [Store.Stats] never scan. The counters can
-//     be re-derived from the rows at any time; the tests do after every
+//   - batch_runner: one heartbeat row per runner.
+//   - batch_stat: one row of counters (the bytes of finished jobs, queued
+//     and running jobs) kept exact by triggers on batch_job, so that the
+//     byte total, the total cap and [Store.Stats] never scan. The counters
+//     can be re-derived from the rows at any time; the tests do after every
 //     test.
 //
 // Partial indexes serve the queries that must stay flat as the store
 // grows: the live jobs per caller (the caps), the queued jobs by age
-// (claim), and the finished jobs by lease (sweep and eviction, which a
-// live job's lease updates never touch). A test pins the query plans.
+// (claim), the held jobs by runner (the reaper and the byte total), and the
+// finished jobs by lease (sweep and eviction, which a live job's lease
+// updates never touch). A test pins the query plans.
+//
+// # The drain
+//
+// A job is held by the runner named in batch_job.runner while one of its
+// targets runs; the target in flight is the one whose status is running.
+// The claim makes the job running and starts target 0; each later write
+// (one transaction, one statement for both rows, which sit side by side in
+// the primary key) stores target i and starts target i+1, so a target costs
+// one commit. While the job goes on, its row is not written: its done count
+// and bytes are read from its targets (a summary reads those rows anyway),
+// and its lease moves at most once per [batch.LeaseGrain]. The write that
+// stores the last target (or finds the job cancelled) gives the job its
+// final status, writes its progress into its row and releases it. A write
+// by a runner that no longer holds the job changes nothing and is
+// [batch.ErrNotHeld]; a repeat of a write that was applied answers the
+// job's current step. Measured per target of a 10 KB result (BenchmarkDrain,
+// which counts frames in the WAL): one commit and about 7.5 WAL pages,
+// against two commits and 14.4 pages with the schema-1 write path.
 //
 // Ordering: [Store.Claim] takes the oldest queued job by creation time,
 // then by insertion order; [Store.List] returns the newest by creation time,
 // then by insertion order; [Store.Evict] evicts the oldest lease first, then
-// the oldest insert. (The in-memory batchtest store breaks ties by job id.)
+// the oldest insert. (The in-memory batchtest store does the same.)
 //
 // # Leases
 //
@@ -109,8 +139,10 @@
 //   - about 256 KiB of schema, pointer-map and partly filled pages.
 //
 // Beside it, the -wal file is truncated to 4 MiB (journal_size_limit) when
-// a checkpoint resets it and may grow past that by one transaction; the
-// -shm file is 32 KiB.
+// a checkpoint resets it. Under synchronous=FULL it grows past that by at
+// most one transaction; under NORMAL checkpoints run beside the writes
+// (see Performance), so it may grow to 16 MiB (and one transaction) before
+// the writer resets it. The -shm file is 32 KiB.
 //
 // auto_vacuum can only be chosen before the first table exists. A host
 // file that already has tables when [New] first runs keeps its setting:
@@ -123,12 +155,19 @@
 // operation on stores seeded with 1k, 10k and 100k jobs; each costs the same
 // at all three sizes, because every query reads through an index (a test
 // pins the plans) and no count or sum is computed by a scan. A status
-// summary costs the same with empty and with 200 KB results. Storing a
-// result writes about eleven pages to the WAL for a 10 KB envelope (the
-// result row and its overflow pages, the target row, the job row, the
-// counters, two index entries), so it costs roughly thirteen times a bare
-// one-row blob update on the same file; with synchronous FULL the fsync of
-// each commit dominates either way.
+// summary costs the same with empty and with 200 KB results.
+// BenchmarkDrain runs the runner's whole write path against a raw-SQLite
+// twin on the same pragmas, in one run.
+//
+// Under synchronous=NORMAL a commit is CPU work, and SQLite's own
+// checkpoint (every 1000 WAL pages, inside the commit that crosses it, with
+// two syncs) would cost about a third of the writes' time. The store
+// checkpoints beside the writes instead: every ~2 MiB of writes it runs a
+// passive checkpoint on a reader connection, which never waits for the
+// writer; the writer checkpoints by itself only at 16 MiB of WAL, which a
+// checkpoint running beside continuous writes needs to reset the file.
+// Under FULL every commit waits for the disk, a checkpoint beside it
+// competes for that same disk, and SQLite's own checkpoints stay.
 //
 // # Opening
 //
@@ -163,16 +202,17 @@
 //
 // # One process
 //
-// The store serves the runners of one process; the file lock sees to that.
-// So every live job is in flight and [Store.MarkInFlightFailed] fails them
-// all, without looking at the runner or heartbeat arguments that a store
-// shared by several nodes needs (SPEC §11).
+// The store serves one process; the file lock sees to that. Its
+// [Store.Capabilities] say it is not Shared, so a starting runner fails
+// every live job it holds, queued ones too, and one runner drains it at a
+// time. [Store.Reap] still honours runner-scoped and stale selections, so
+// the runner's stale sweep and its Close work as on a shared store.
 //
 // # Errors
 //
 // Conditions of the job model are the batch package's sentinels
-// ([batch.ErrNotFound], [batch.ErrFinished], [batch.ErrCallerBusy],
-// [batch.ErrBusy]), returned as they are. Conditions of the database are
+// ([batch.ErrNotFound], [batch.ErrFinished], [batch.ErrNotHeld],
+// [batch.ErrCallerBusy], [batch.ErrBusy]), returned as they are. Conditions of the database are
 // this package's: [ErrLocked], [ErrCorrupt], [ErrReadOnly], [ErrFull],
 // [ErrSchema], [ErrClosed], each matchable with [errors.Is] and carrying
 // the driver error behind it. Anything else is wrapped as

@@ -1,169 +1,252 @@
 package batchstore
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
 
+// The drain: a claim starts the first target, and each later write stores
+// one target and starts the next (or finishes the job), so a target costs
+// one commit. batch_job.runner is the runner that holds the job and the
+// target whose status is 'running' the one in flight; the release clears
+// the runner and writes the job's progress into its row (see schema/002).
+
 // Claim implements [batch.Store.Claim]: the oldest queued job (by creation
-// time, then insertion order) becomes running, held by runner. It first
-// reads the maintained queued count, so that idle workers polling an empty
-// queue never take the write lock.
-func (s *Store) Claim(ctx context.Context, runner string, now time.Time) (job batch.Job, targets []batch.TargetRecord, err error) {
+// time, then insertion order) becomes running, held by the runner, and its
+// target 0 running; the runner's heartbeat is recorded in the same
+// transaction. It first reads the maintained queued count, so that idle
+// workers polling an empty queue never take the write lock.
+func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
 	var queued int64
 	err = s.read(ctx, "count queued jobs", func(conn *sqlite.Conn) (err error) {
 		queued, err = countInt(conn, `SELECT queued FROM batch_stat WHERE id = 1`)
 		return err
 	})
-	if err != nil {
-		return batch.Job{}, nil, err
-	}
-	if queued == 0 {
-		return batch.Job{}, nil, batch.ErrNotFound
+	if err != nil || queued == 0 {
+		return batch.Claimed{}, false, err
 	}
 	err = s.write(ctx, "claim job", func(conn *sqlite.Conn) error {
 		seq, err := countInt(conn, `SELECT seq FROM batch_job WHERE status = 'queued'
 			ORDER BY created_at, seq LIMIT 1`)
-		if err != nil {
+		if err != nil || seq == 0 { // seq starts at 1: no row
 			return err
 		}
-		if seq == 0 { // seq starts at 1: no row
-			return batch.ErrNotFound
-		}
-		err = sqlitex.Execute(conn, `UPDATE batch_job SET status = 'running', runner = ?, heartbeat = ?
-			WHERE seq = ?`, &sqlitex.ExecOptions{Args: []any{runner, now.UnixNano(), seq}})
-		if err != nil {
-			return err
-		}
-		if _, job, _, err = loadJob(conn, qJobBySeq, seq); err != nil {
-			return err
-		}
-		targets, err = loadTargets(conn, qTargets, false, seq)
-		return err
-	})
-	if err != nil {
-		return batch.Job{}, nil, err
-	}
-	return job, targets, nil
-}
-
-// StartTarget implements [batch.Store.StartTarget]. It also records the
-// runner's heartbeat on the job.
-func (s *Store) StartTarget(ctx context.Context, jobID string, idx int, now time.Time) error {
-	return s.write(ctx, "start target", func(conn *sqlite.Conn) error {
-		seq, jobStatus, status, err := targetState(conn, jobID, idx)
-		if err != nil {
-			return err
-		}
-		if jobStatus != batch.JobRunning || status != batch.TargetPending {
-			return batch.ErrFinished
-		}
-		err = sqlitex.Execute(conn, `UPDATE batch_target SET status = 'running' WHERE job_seq = ? AND idx = ?`,
-			&sqlitex.ExecOptions{Args: []any{seq, idx}})
-		if err != nil {
-			return err
-		}
-		return sqlitex.Execute(conn, `UPDATE batch_job SET heartbeat = ? WHERE seq = ?`,
-			&sqlitex.ExecOptions{Args: []any{now.UnixNano(), seq}})
-	})
-}
-
-// targetState reads a job's key and status and one of its targets' status
-// in one statement, or returns batch.ErrNotFound for an unknown job or idx.
-func targetState(conn *sqlite.Conn, jobID string, idx int) (seq int64, job batch.JobStatus, target batch.TargetStatus, err error) {
-	err = sqlitex.Execute(conn, `SELECT j.seq, j.status,
-		(SELECT t.status FROM batch_target t WHERE t.job_seq = j.seq AND t.idx = ?)
-		FROM batch_job j WHERE j.id = ?`,
-		&sqlitex.ExecOptions{
-			Args: []any{idx, jobID},
-			ResultFunc: func(stmt *sqlite.Stmt) error {
-				seq, job, target = stmt.ColumnInt64(0), batch.JobStatus(stmt.ColumnText(1)), batch.TargetStatus(stmt.ColumnText(2))
-				return nil
-			},
-		})
-	if err == nil && target == "" { // no job row, or a NULL target
-		err = batch.ErrNotFound
-	}
-	return seq, job, target, err
-}
-
-// FinishTarget implements [batch.Store.FinishTarget]. The target row, its
-// result row, the job's counters and lease and (by trigger) the store's byte
-// total change in one transaction: a result is never half stored.
-func (s *Store) FinishTarget(ctx context.Context, jobID string, fin batch.TargetFinish, now time.Time) (status batch.JobStatus, err error) {
-	if !fin.Status.Finished() {
-		return "", fmt.Errorf("batchstore: finish target: status must be done or failed, got %q", fin.Status)
-	}
-	err = s.write(ctx, "finish target", func(conn *sqlite.Conn) error {
-		seq, jobStatus, ts, err := targetState(conn, jobID, fin.Idx)
-		if err != nil {
-			return err
-		}
-		status = jobStatus
-		if ts != batch.TargetRunning {
-			return batch.ErrFinished
-		}
-		err = sqlitex.Execute(conn, `UPDATE batch_target SET status = ?, error = ?, hint = ?, outcome = ?
-			WHERE job_seq = ? AND idx = ?`, &sqlitex.ExecOptions{
-			Args: []any{string(fin.Status), fin.Error, fin.Hint, string(fin.Outcome), seq, fin.Idx},
-		})
-		if err != nil {
-			return err
-		}
-		n := int64(len(fin.Error))
-		if len(fin.Result) > 0 {
-			n += int64(len(fin.Result))
-			err = sqlitex.Execute(conn, `INSERT INTO batch_result (job_seq, idx, body) VALUES (?, ?, ?)`,
-				&sqlitex.ExecOptions{Args: []any{seq, fin.Idx, fin.Result}})
-			if err != nil {
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`UPDATE batch_job SET status = 'running', runner = ? WHERE seq = ?`, []any{p.Runner, seq}},
+			{`UPDATE batch_target SET status = 'running' WHERE job_seq = ? AND idx = 0`, []any{seq}},
+			{qHeartbeat, []any{p.Runner, p.Now.UnixNano()}},
+		} {
+			if err := sqlitex.Execute(conn, q.sql, &sqlitex.ExecOptions{Args: q.args}); err != nil {
 				return err
 			}
 		}
-		return sqlitex.Execute(conn, `UPDATE batch_job SET targets_done = targets_done + 1,
-			bytes = bytes + ?, lease = ?, heartbeat = ? WHERE seq = ?`,
-			&sqlitex.ExecOptions{Args: []any{n, now.UnixNano(), now.UnixNano(), seq}})
+		if _, c.Job, _, err = loadJob(conn, qJobBySeq, seq); err != nil {
+			return err
+		}
+		if c.Targets, err = loadTargets(conn, qTargets, false, seq); err != nil {
+			return err
+		}
+		left, err := countInt(conn, `SELECT queued FROM batch_stat WHERE id = 1`)
+		c.Queued, ok = int(left), true
+		return err
 	})
-	if err != nil {
-		return "", err
+	if err != nil || !ok {
+		return batch.Claimed{}, false, err
 	}
-	return status, nil
+	return c, true, nil
 }
 
-// FinishJob implements [batch.Store.FinishJob]: the final status of a
-// running job is [batch.AggregateStatus] of its done and failed targets,
-// and the job no longer names a runner. A job that is not running is left
-// as it is.
-func (s *Store) FinishJob(ctx context.Context, jobID string, now time.Time) (status batch.JobStatus, err error) {
-	err = s.write(ctx, "finish job", func(conn *sqlite.Conn) error {
-		var seq int64
-		seq, status, err = jobState(conn, jobID, "")
-		if err != nil || status != batch.JobRunning {
-			return err // a queued job has nothing to aggregate; a finished one stays
+// qHeartbeat records a runner's heartbeat; it never moves one back.
+const qHeartbeat = `INSERT INTO batch_runner (id, heartbeat) VALUES (?1, ?2)
+	ON CONFLICT (id) DO UPDATE SET heartbeat = max(heartbeat, excluded.heartbeat)`
+
+// heldJob is what a drain write reads of its job before it writes.
+type heldJob struct {
+	seq    int64
+	status batch.JobStatus
+	runner string
+	total  int64
+	lease  int64
+}
+
+func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error) {
+	err = sqlitex.Execute(conn, qHeld, &sqlitex.ExecOptions{
+		Args: []any{jobID},
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			h = heldJob{stmt.ColumnInt64(0), batch.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
+				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
+			found = true
+			return nil
+		},
+	})
+	return h, found, err
+}
+
+const qHeld = `SELECT seq, status, runner, targets_total, lease FROM batch_job WHERE id = ?`
+
+// qFinishTarget stores the outcome of target ?1, which must be running,
+// and starts target ?9 (-1: none), which must be pending. It changes two
+// rows, or one without a next target; any other count means ?1 was not in
+// flight.
+const qFinishTarget = `UPDATE batch_target SET
+	status = iif(idx = ?1, ?3, 'running'),
+	error = iif(idx = ?1, ?4, error),
+	hint = iif(idx = ?1, ?5, hint),
+	outcome = iif(idx = ?1, ?6, outcome),
+	result_id = iif(idx = ?1, ?7, result_id),
+	bytes = iif(idx = ?1, ?8, bytes)
+	WHERE job_seq = ?2 AND idx IN (?1, ?9) AND status = iif(idx = ?1, 'running', 'pending')`
+
+// errNotInFlight rolls back a drain write whose target is not the one in
+// flight; FinishTarget then tells a repeat from a stray write.
+var errNotInFlight = errors.New("batchstore: target not in flight")
+
+// FinishTarget implements [batch.Store.FinishTarget] in one immediate
+// transaction: the target's row and result and the next target's row (or,
+// at the end, the job's row with its final status and progress) change
+// together, so a result is never half stored and a held job never has two
+// targets, or none, in flight. While the job goes on its row is not
+// written, but for a lease bump at most once per [batch.LeaseGrain].
+func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+	fin := p.Target
+	if !fin.Status.Finished() {
+		return batch.Step{}, fmt.Errorf("batchstore: finish target: status must be done or failed, got %q", fin.Status)
+	}
+	err = s.writeSized(ctx, "finish target", len(fin.Result)+len(fin.Error), func(conn *sqlite.Conn) error {
+		h, found, err := loadHeld(conn, p.JobID)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return batch.ErrNotFound
+		case h.runner != p.Runner || fin.Idx < 0 || int64(fin.Idx) >= h.total:
+			return batch.ErrNotHeld
 		}
-		var ok, failed int
-		err = sqlitex.Execute(conn, `SELECT count(*) FILTER (WHERE status = 'done'),
-			count(*) FILTER (WHERE status = 'failed') FROM batch_target WHERE job_seq = ?`,
-			&sqlitex.ExecOptions{
-				Args: []any{seq},
-				ResultFunc: func(stmt *sqlite.Stmt) error {
-					ok, failed = stmt.ColumnInt(0), stmt.ColumnInt(1)
-					return nil
-				},
-			})
+		now := p.Now.UnixNano()
+		var resultID any // NULL for a failed target
+		n := int64(len(fin.Error))
+		if fin.Status == batch.TargetDone {
+			err := sqlitex.Execute(conn, `INSERT INTO batch_body (body) VALUES (?)`,
+				&sqlitex.ExecOptions{Args: []any{fin.Result}})
+			if err != nil {
+				return err
+			}
+			resultID, n = conn.LastInsertRowID(), n+int64(len(fin.Result))
+		}
+		next := fin.Idx + 1
+		if h.status != batch.JobRunning || int64(next) >= h.total {
+			next = -1 // cancelled, or the last target: the job ends with this write
+		}
+		// One statement stores target i and starts target i+1: the two rows
+		// sit side by side in the primary key.
+		err = sqlitex.Execute(conn, qFinishTarget, &sqlitex.ExecOptions{
+			Args: []any{fin.Idx, h.seq, string(fin.Status), fin.Error, fin.Hint, string(fin.Outcome), resultID, n, next},
+		})
 		if err != nil {
 			return err
 		}
-		status = batch.AggregateStatus(ok, failed)
-		return sqlitex.Execute(conn, `UPDATE batch_job SET status = ?, finished_at = ?, lease = ?, runner = ''
-			WHERE seq = ?`, &sqlitex.ExecOptions{Args: []any{string(status), now.UnixNano(), now.UnixNano(), seq}})
+		if want := 1 + min(next+1, 1); conn.Changes() != want {
+			return errNotInFlight // rolls back the body too
+		}
+		if next >= 0 {
+			step = batch.Step{Status: batch.JobRunning, Next: next}
+			if now-h.lease < int64(batch.LeaseGrain) {
+				return nil
+			}
+			return sqlitex.Execute(conn, `UPDATE batch_job SET lease = ? WHERE seq = ?`,
+				&sqlitex.ExecOptions{Args: []any{now, h.seq}})
+		}
+		final, err := release(conn, h, now)
+		step = batch.Step{Status: final, Next: -1}
+		return err
 	})
+	if errors.Is(err, errNotInFlight) {
+		return s.repeatedStep(ctx, p)
+	}
+	if err != nil {
+		return batch.Step{}, err
+	}
+	return step, nil
+}
+
+// release ends a held job's drain in its row: a running job gets its final
+// status from its targets (a cancelled one stays cancelled), its progress
+// is written, and it is no longer held.
+func release(conn *sqlite.Conn, h heldJob, now int64) (batch.JobStatus, error) {
+	var ok, failed int
+	var bytes int64
+	err := sqlitex.Execute(conn, `SELECT count(*) FILTER (WHERE status = 'done'),
+		count(*) FILTER (WHERE status = 'failed'), coalesce(sum(bytes), 0) FROM batch_target WHERE job_seq = ?`,
+		&sqlitex.ExecOptions{
+			Args: []any{h.seq},
+			ResultFunc: func(stmt *sqlite.Stmt) error {
+				ok, failed, bytes = stmt.ColumnInt(0), stmt.ColumnInt(1), stmt.ColumnInt64(2)
+				return nil
+			},
+		})
 	if err != nil {
 		return "", err
 	}
-	return status, nil
+	final := h.status
+	if final == batch.JobRunning {
+		final = batch.AggregateStatus(ok, failed)
+	}
+	err = sqlitex.Execute(conn, `UPDATE batch_job SET status = ?1, targets_done = ?2, bytes = ?3,
+		lease = max(lease, ?4), finished_at = coalesce(finished_at, ?4), runner = '' WHERE seq = ?5`,
+		&sqlitex.ExecOptions{Args: []any{string(final), ok + failed, bytes, now, h.seq}})
+	return final, err
+}
+
+// repeatedStep answers a drain write for a target that is not the one in
+// flight: a repeat of a write that was applied (the runner still holds the
+// job and the target is finished) gets the current step; anything else is
+// refused. It runs after the write rolled back, in a snapshot of its own.
+func (s *Store) repeatedStep(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+	err = s.read(ctx, "finish target", func(conn *sqlite.Conn) error {
+		return snapshot(conn, func() error {
+			h, found, err := loadHeld(conn, p.JobID)
+			if err != nil || !found {
+				return cmp.Or(err, batch.ErrNotFound)
+			}
+			if h.runner != p.Runner {
+				return batch.ErrNotHeld
+			}
+			var status string
+			next := int64(-1)
+			err = sqlitex.Execute(conn, `SELECT status, idx FROM batch_target WHERE job_seq = ? AND (idx = ? OR status = 'running')`,
+				&sqlitex.ExecOptions{
+					Args: []any{h.seq, p.Target.Idx},
+					ResultFunc: func(stmt *sqlite.Stmt) error {
+						if stmt.ColumnInt(1) == p.Target.Idx {
+							status = stmt.ColumnText(0)
+						}
+						if stmt.ColumnText(0) == string(batch.TargetRunning) {
+							next = stmt.ColumnInt64(1)
+						}
+						return nil
+					},
+				})
+			if err != nil {
+				return err
+			}
+			if !batch.TargetStatus(status).Finished() {
+				return batch.ErrNotHeld
+			}
+			step = batch.Step{Status: h.status, Next: int(next)}
+			return nil
+		})
+	})
+	if err != nil {
+		return batch.Step{}, err
+	}
+	return step, nil
 }

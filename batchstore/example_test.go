@@ -43,19 +43,19 @@ func ExampleOpen() {
 	defer runner.Close(ctx)
 
 	caller := batch.Caller{Name: "agent-1"}
-	id, _, err := runner.Submit(ctx, caller, []batch.Target{
+	job, _, err := runner.Submit(ctx, caller, []batch.Target{
 		{URL: "https://example.test/a"},
 		{URL: "https://example.test/b"},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	info, err := runner.Wait(ctx, caller, id, batch.WaitOptions{Timeout: 10 * time.Second})
+	info, err := runner.Wait(ctx, caller, job.ID, batch.WaitOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(info.Status, info.TargetsDone, "of", info.TargetsTotal)
-	res, err := runner.Result(ctx, caller, id, 1)
+	res, err := runner.Result(ctx, caller, job.ID, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,21 +82,21 @@ func ExampleNew() {
 	defer store.Close()
 
 	targets := []batch.Target{{URL: "https://example.test/a"}}
-	job := batch.NewJob{
+	job := batch.CreateParams{
 		ID:      "job-1",
 		Caller:  batch.Caller{Name: "agent-1"},
 		IdemKey: batch.IdemKey("agent-1", targets),
 		Targets: targets,
+		Limits:  batch.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour},
 		Now:     time.Now(),
 	}
-	lim := batch.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour}
-	j, reused, err := store.Create(ctx, job, lim)
+	j, reused, err := store.Create(ctx, job)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(j.ID, j.Status, reused)
 	job.ID = "job-2" // the same list again: the first job is reused
-	j, reused, err = store.Create(ctx, job, lim)
+	j, reused, err = store.Create(ctx, job)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package batchstore
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
@@ -22,13 +21,14 @@ const (
 // finished jobs by lease, so a pass costs the same with 1k or 100k jobs
 // stored, and deletes in transactions of at most gcBatch jobs. If it
 // deleted anything it returns the freed pages to the file system.
-func (s *Store) Sweep(ctx context.Context, leaseBefore time.Time) (int, error) {
+func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+	leaseBefore := p.LeaseBefore
 	total := 0
 	for {
 		n := 0
 		err := s.write(ctx, "sweep", func(conn *sqlite.Conn) error {
 			seqs, err := pickJobs(conn, `SELECT seq, bytes FROM batch_job
-				WHERE `+whereFinished+` AND lease < ? ORDER BY lease, seq LIMIT `+gcBatchSQL,
+				WHERE `+whereFinished+` AND lease < ? AND `+whereReleased+` ORDER BY lease, seq LIMIT `+gcBatchSQL,
 				leaseBefore.UnixNano())
 			if err != nil {
 				return err
@@ -52,19 +52,21 @@ func (s *Store) Sweep(ctx context.Context, leaseBefore time.Time) (int, error) {
 }
 
 // Evict implements [batch.Store.Evict]: finished jobs go oldest lease first
-// (then oldest insert) while the maintained byte total is above maxBytes.
-// Neither the total nor the order needs a scan.
-func (s *Store) Evict(ctx context.Context, maxBytes int64) (int, error) {
+// (then oldest insert) while the byte total is above maxBytes. Neither the
+// total nor the order needs a scan. Each batch decides on the total read in
+// its own transaction, so concurrent evictions never over-evict.
+func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
+	maxBytes := p.MaxBytes
 	total := 0
 	for {
 		n, more := 0, false
 		err := s.write(ctx, "evict", func(conn *sqlite.Conn) error {
-			bytes, err := countInt(conn, `SELECT bytes FROM batch_stat WHERE id = 1`)
+			bytes, err := totalBytes(conn)
 			if err != nil || bytes <= maxBytes {
 				return err
 			}
 			jobs, err := pickJobs(conn, `SELECT seq, bytes FROM batch_job
-				WHERE `+whereFinished+` ORDER BY lease, seq LIMIT `+gcBatchSQL)
+				WHERE `+whereFinished+` AND `+whereReleased+` ORDER BY lease, seq LIMIT `+gcBatchSQL)
 			if err != nil {
 				return err
 			}
@@ -109,11 +111,11 @@ func pickJobs(conn *sqlite.Conn, q string, args ...any) ([]jobNum, error) {
 }
 
 // deleteJob deletes a job with its targets and results. The foreign keys
-// would cascade; deleting explicitly keeps it right on a host connection
-// that turned them off.
+// would cascade to the targets; deleting explicitly keeps it right on a
+// host connection that turned them off.
 func deleteJob(conn *sqlite.Conn, seq int64) error {
 	for _, q := range []string{
-		`DELETE FROM batch_result WHERE job_seq = ?`,
+		`DELETE FROM batch_body WHERE id IN (SELECT result_id FROM batch_target WHERE job_seq = ?)`,
 		`DELETE FROM batch_target WHERE job_seq = ?`,
 		`DELETE FROM batch_job WHERE seq = ?`,
 	} {
@@ -148,40 +150,49 @@ func (s *Store) reclaim(ctx context.Context, deleted int) error {
 	})
 }
 
-// MarkInFlightFailed implements [batch.Store.MarkInFlightFailed]. The
-// store serves one process (the file lock sees to that), so every live job
-// is in flight: runner and staleBefore are not needed. Every running target
-// fails with the reason as its error (counted done, its error bytes
-// counted), whatever its job's status: a job cancelled just before the
-// restart stays cancelled, but its in-flight target is failed too. Then
-// every live job fails. Both steps walk partial indexes that hold only
-// running targets and live jobs.
-func (s *Store) MarkInFlightFailed(ctx context.Context, runner, reason string, staleBefore, now time.Time) (int, error) {
+// Heartbeat implements [batch.Store.Heartbeat]: one row per runner.
+func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+	return s.write(ctx, "heartbeat", func(conn *sqlite.Conn) error {
+		return sqlitex.Execute(conn, qHeartbeat, &sqlitex.ExecOptions{Args: []any{p.Runner, p.Now.UnixNano()}})
+	})
+}
+
+// Reap implements [batch.Store.Reap] in one transaction. The selected jobs
+// come from two partial indexes, live jobs and held jobs, so the pass costs
+// the same at any store size. Each held job is released as its last drain
+// write would release it, with its target in flight failed.
+func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 	n := 0
-	err := s.write(ctx, "mark in-flight jobs failed", func(conn *sqlite.Conn) error {
-		jobs, err := pickJobs(conn, `SELECT job_seq, count(*) FROM batch_target
-			WHERE status = 'running' GROUP BY job_seq`)
+	err := s.write(ctx, "reap jobs", func(conn *sqlite.Conn) error {
+		jobs, err := reapSelect(conn, p)
 		if err != nil {
 			return err
 		}
-		err = sqlitex.Execute(conn, `UPDATE batch_target SET status = 'failed', error = ?, outcome = ?
-			WHERE status = 'running'`, &sqlitex.ExecOptions{Args: []any{reason, string(batch.OutcomeOther)}})
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs { // j.n: the job's running targets
-			err := sqlitex.Execute(conn, `UPDATE batch_job SET targets_done = targets_done + ?1,
-				bytes = bytes + ?1 * ?2 WHERE seq = ?3`,
-				&sqlitex.ExecOptions{Args: []any{j.n, len(reason), j.seq}})
+		now := p.Now.UnixNano()
+		for _, j := range jobs {
+			err := sqlitex.Execute(conn, `UPDATE batch_target SET status = 'failed', error = ?1, hint = '',
+				outcome = ?2, bytes = length(CAST(?1 AS BLOB)) WHERE job_seq = ?3 AND status = 'running'`,
+				&sqlitex.ExecOptions{Args: []any{p.Reason, string(batch.OutcomeOther), j.seq}})
 			if err != nil {
 				return err
 			}
+			err = sqlitex.Execute(conn, `UPDATE batch_job SET status = 'failed', error = ?, finished_at = ?, lease = ?
+				WHERE seq = ? AND `+whereLive, &sqlitex.ExecOptions{Args: []any{p.Reason, now, now, j.seq}})
+			if err != nil {
+				return err
+			}
+			n += conn.Changes()
+			if j.n == 1 { // held: its progress goes into its row, and it is released
+				err := sqlitex.Execute(conn, `UPDATE batch_job SET runner = '',
+					targets_done = (SELECT count(*) FROM batch_target t WHERE t.job_seq = ?1 AND t.status IN ('done', 'failed')),
+					bytes = (SELECT coalesce(sum(t.bytes), 0) FROM batch_target t WHERE t.job_seq = ?1)
+					WHERE seq = ?1`, &sqlitex.ExecOptions{Args: []any{j.seq}})
+				if err != nil {
+					return err
+				}
+			}
 		}
-		err = sqlitex.Execute(conn, `UPDATE batch_job SET status = 'failed', error = ?, runner = '',
-			finished_at = ?, lease = ? WHERE `+whereLive,
-			&sqlitex.ExecOptions{Args: []any{reason, now.UnixNano(), now.UnixNano()}})
-		n = conn.Changes()
-		return err
+		return reapForget(conn, p)
 	})
 	if err != nil {
 		return 0, err
@@ -189,15 +200,99 @@ func (s *Store) MarkInFlightFailed(ctx context.Context, runner, reason string, s
 	return n, nil
 }
 
+// The reaper's selections, each on a partial index (see TestStore_QueryPlans):
+// a job, and 1 if it is held.
+const (
+	qLiveJobs  = `SELECT seq, runner <> '' FROM batch_job WHERE ` + whereLive
+	qHeldJobs  = `SELECT seq, 1 FROM batch_job WHERE runner <> ''`
+	qHeldBy    = qHeldJobs + ` AND runner = ?`
+	qHeldStale = qHeldJobs + ` AND NOT EXISTS
+		(SELECT 1 FROM batch_runner r WHERE r.id = batch_job.runner AND r.heartbeat >= ?)`
+	// The bytes of the held jobs, whose rows do not carry them yet.
+	qHeldBytes = `SELECT coalesce(sum(t.bytes), 0) FROM batch_job j JOIN batch_target t ON t.job_seq = j.seq
+		WHERE j.runner <> ''`
+)
+
+// reapSelect returns the jobs p selects, without duplicates.
+func reapSelect(conn *sqlite.Conn, p batch.ReapParams) ([]jobNum, error) {
+	type query struct {
+		sql  string
+		args []any
+	}
+	var qs []query
+	if p.AllLive {
+		qs = append(qs, query{qLiveJobs, nil}, query{qHeldJobs, nil})
+	}
+	if p.Runner != "" {
+		qs = append(qs, query{qHeldBy, []any{p.Runner}})
+	}
+	if !p.StaleBefore.IsZero() {
+		qs = append(qs, query{qHeldStale, []any{p.StaleBefore.UnixNano()}})
+	}
+	seen := map[int64]bool{}
+	var out []jobNum
+	for _, q := range qs {
+		jobs, err := pickJobs(conn, q.sql, q.args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			if !seen[j.seq] {
+				seen[j.seq] = true
+				out = append(out, j)
+			}
+		}
+	}
+	return out, nil
+}
+
+// reapForget deletes the heartbeats Reap judged stale, and the reaped
+// runner's, so that runners that left keep no row.
+func reapForget(conn *sqlite.Conn, p batch.ReapParams) error {
+	if p.AllLive {
+		return sqlitex.Execute(conn, `DELETE FROM batch_runner`, nil)
+	}
+	if p.Runner != "" {
+		err := sqlitex.Execute(conn, `DELETE FROM batch_runner WHERE id = ?`, &sqlitex.ExecOptions{Args: []any{p.Runner}})
+		if err != nil {
+			return err
+		}
+	}
+	if p.StaleBefore.IsZero() {
+		return nil
+	}
+	return sqlitex.Execute(conn, `DELETE FROM batch_runner WHERE heartbeat < ?`,
+		&sqlitex.ExecOptions{Args: []any{p.StaleBefore.UnixNano()}})
+}
+
+// totalBytes is the store's byte total: the maintained counter of the
+// finished jobs' rows plus the bytes of the held jobs' targets, read
+// through the held index.
+func totalBytes(conn *sqlite.Conn) (int64, error) {
+	return countInt(conn, `SELECT (SELECT bytes FROM batch_stat WHERE id = 1) + (`+qHeldBytes+`)`)
+}
+
 // Stats implements [batch.Store.Stats]: one row of counters that triggers
-// keep exact, so it costs the same at any size.
+// keep exact, and the bytes of the few held jobs, so it costs the same at
+// any size.
 func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
 	err = s.read(ctx, "stats", func(conn *sqlite.Conn) error {
-		return sqlitex.Execute(conn, `SELECT queued, running, bytes FROM batch_stat WHERE id = 1`,
-			&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
-				st = batch.Stats{Queued: stmt.ColumnInt(0), Running: stmt.ColumnInt(1), Bytes: stmt.ColumnInt64(2)}
-				return nil
-			}})
+		return snapshot(conn, func() error {
+			err := sqlitex.Execute(conn, `SELECT queued, running FROM batch_stat WHERE id = 1`,
+				&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
+					st = batch.Stats{Queued: stmt.ColumnInt(0), Running: stmt.ColumnInt(1)}
+					return nil
+				}})
+			if err != nil {
+				return err
+			}
+			st.Bytes, err = totalBytes(conn)
+			return err
+		})
 	})
 	return st, err
 }
+
+// Capabilities implements [batch.Store.Capabilities]: the file lock keeps
+// the store to one process, so a starting runner fails every live job.
+func (s *Store) Capabilities() batch.Capabilities { return batch.Capabilities{Shared: false} }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch"
 )
 
 // The test binary doubles as the child process of the crash and lock
@@ -43,7 +45,7 @@ func runChild(mode, path string, sync Synchronous) int {
 	case "hold": // keep the store open until stdin closes
 		bufio.NewReader(os.Stdin).ReadString('\n')
 	case "write": // the restart hook, as a runner's Start runs it, then jobs and results until killed
-		n, err := s.MarkInFlightFailed(ctx, "child", "restart", time.Now(), time.Now())
+		n, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: time.Now()})
 		if err != nil {
 			fmt.Printf("error %v\n", err)
 			return 4

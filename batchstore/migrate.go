@@ -53,15 +53,22 @@ func migrations() ([]migration, error) {
 
 // init vets and prepares the database on first use: quick_check before
 // anything may write, then incremental auto-vacuum and WAL for a new file,
-// the migrations, and a write probe.
-func (s *Store) init(ctx context.Context) error {
+// the migrations, and a write probe. The connection it ran on becomes the
+// store's writer.
+func (s *Store) init(ctx context.Context) (err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	conn, err := s.take(ctx)
 	if err != nil {
 		return err
 	}
-	defer s.pool.Put(conn)
+	defer func() {
+		if err != nil {
+			s.pool.Put(conn)
+			return
+		}
+		err = s.startWriting(conn)
+	}()
 	steps := []struct {
 		name string
 		fn   func(*sqlite.Conn) error

@@ -3,7 +3,6 @@ package batchstore
 import (
 	"cmp"
 	"context"
-	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
@@ -14,9 +13,10 @@ import (
 // a job of another caller takes the same path as an unknown id.
 
 // Cancel implements [batch.Store.Cancel].
-func (s *Store) Cancel(ctx context.Context, caller, jobID string, now time.Time) error {
+func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
+	now := p.Now
 	return s.write(ctx, "cancel job", func(conn *sqlite.Conn) error {
-		seq, status, err := jobState(conn, jobID, caller)
+		seq, status, err := jobState(conn, p.JobID, p.Caller)
 		if err != nil {
 			return err
 		}
@@ -31,7 +31,8 @@ func (s *Store) Cancel(ctx context.Context, caller, jobID string, now time.Time)
 // Get implements [batch.Store.Get]. Without results it reads the job row
 // and the target rows only: result bodies live in another table, so a
 // summary costs the same whatever the results weigh.
-func (s *Store) Get(ctx context.Context, caller, jobID string, withResults bool) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
+	caller, jobID, withResults := p.Caller, p.JobID, p.Results
 	q := qTargets
 	if withResults {
 		q = qTargetsResults
@@ -54,7 +55,8 @@ func (s *Store) Get(ctx context.Context, caller, jobID string, withResults bool)
 }
 
 // GetTarget implements [batch.Store.GetTarget].
-func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (job batch.Job, target batch.TargetRecord, err error) {
+func (s *Store) GetTarget(ctx context.Context, p batch.GetTargetParams) (job batch.Job, target batch.TargetRecord, err error) {
+	caller, jobID, idx := p.Caller, p.JobID, p.Idx
 	err = s.read(ctx, "get target", func(conn *sqlite.Conn) error {
 		return snapshot(conn, func() error {
 			seq, j, found, err := loadJob(conn, qJob, jobID, caller)
@@ -77,7 +79,8 @@ func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (j
 
 // List implements [batch.Store.List]: newest by creation time, then by
 // insertion. A limit below 1 lists nothing.
-func (s *Store) List(ctx context.Context, caller string, limit int) (jobs []batch.Job, err error) {
+func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job, err error) {
+	caller, limit := p.Caller, p.Limit
 	if limit < 1 {
 		return nil, nil
 	}
@@ -111,7 +114,8 @@ func (s *Store) List(ctx context.Context, caller string, limit int) (jobs []batc
 // move the lease by less than [batch.LeaseGrain] (or backwards) is a read
 // only, so a client polling every second writes about once a minute. The
 // write, when due, moves the lease to now.
-func (s *Store) Touch(ctx context.Context, caller, jobID string, now time.Time) error {
+func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
+	caller, jobID, now := p.Caller, p.JobID, p.Now
 	var lease int64
 	err := s.read(ctx, "touch job", func(conn *sqlite.Conn) error {
 		found := false

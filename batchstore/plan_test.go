@@ -9,7 +9,7 @@ import (
 
 // The queries that must stay flat as the store grows read through indexes
 // (never a full table scan), and a status summary never reads
-// batch_result. This pins the plans that BenchmarkSweep, BenchmarkEvict,
+// batch_body. This pins the plans that BenchmarkSweep, BenchmarkEvict,
 // BenchmarkStatus and friends measure.
 func TestStore_QueryPlans(t *testing.T) {
 	t.Parallel()
@@ -27,18 +27,23 @@ func TestStore_QueryPlans(t *testing.T) {
 			[]string{"batch_job_idem (idem_key=? AND caller=?)"}},
 		{"caller cap", `SELECT count(*) FROM batch_job WHERE caller = ? AND ` + whereLive,
 			[]string{"COVERING INDEX batch_job_live (caller=? AND status=?)"}},
-		{"in-flight jobs", `UPDATE batch_job SET status = 'failed' WHERE ` + whereLive, []string{"batch_job_live"}},
-		{"in-flight targets", `SELECT job_seq, count(*) FROM batch_target WHERE status = 'running' GROUP BY job_seq`,
-			[]string{"batch_target_running"}},
-		{"fail targets", `UPDATE batch_target SET status = 'failed' WHERE status = 'running'`, []string{"batch_target_running"}},
-		{"sweep", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` AND lease < ? ORDER BY lease, seq LIMIT ` + gcBatchSQL,
+		{"live jobs", qLiveJobs, []string{"batch_job_live"}},
+		{"held bytes", qHeldBytes, []string{"batch_job_held", "t USING PRIMARY KEY (job_seq=?)"}},
+		{"held jobs", qHeldJobs, []string{"batch_job_held"}},
+		{"held by a runner", qHeldBy, []string{"batch_job_held (runner=?)"}},
+		{"held by stale runners", qHeldStale, []string{"batch_job_held", "r USING PRIMARY KEY (id=?)"}},
+		{"drain write's job", qHeld,
+			[]string{"batch_job_1 (id=?)"}},
+		{"sweep", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` AND lease < ? AND ` + whereReleased + ` ORDER BY lease, seq LIMIT ` + gcBatchSQL,
 			[]string{"batch_job_expiry (lease<?)"}},
-		{"evict", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` ORDER BY lease, seq LIMIT ` + gcBatchSQL,
+		{"evict", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` AND ` + whereReleased + ` ORDER BY lease, seq LIMIT ` + gcBatchSQL,
 			[]string{"batch_job_expiry"}},
 		{"list", `SELECT ` + jobCols + ` FROM batch_job j WHERE j.caller = +? ORDER BY j.created_at DESC, j.seq DESC`,
 			[]string{"batch_job_caller (caller=?)"}},
-		{"results", qTargetsResults, []string{"t USING PRIMARY KEY (job_seq=?)", "batch_result_1 (job_seq=? AND idx=?)"}},
-		{"result", qTarget, []string{"PRIMARY KEY (job_seq=? AND idx=?)", "batch_result_1 (job_seq=? AND idx=?)"}},
+		{"results", qTargetsResults, []string{"t USING PRIMARY KEY (job_seq=?)", "b USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{"result", qTarget, []string{"PRIMARY KEY (job_seq=? AND idx=?)", "b USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{"delete bodies", `DELETE FROM batch_body WHERE id IN (SELECT result_id FROM batch_target WHERE job_seq = ?)`,
+			[]string{"batch_body USING INTEGER PRIMARY KEY (rowid=?)", "batch_target USING PRIMARY KEY (job_seq=?)"}},
 	}
 	err := s.read(t.Context(), "plans", func(conn *sqlite.Conn) error {
 		for _, p := range plans {
@@ -60,8 +65,8 @@ func TestStore_QueryPlans(t *testing.T) {
 					t.Errorf("%s: plan lacks %q:\n%s", p.name, w, plan)
 				}
 			}
-			if p.name == "summary" && strings.Contains(plan, "batch_result") {
-				t.Errorf("summary reads batch_result:\n%s", plan)
+			if p.name == "summary" && strings.Contains(plan, "batch_body") {
+				t.Errorf("summary reads batch_body:\n%s", plan)
 			}
 		}
 		return nil

@@ -22,20 +22,24 @@ import (
 // they run once per pass.)
 func TestStore_StatementsNotReprepared(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{PoolSize: 1}) // every call on the one connection
+	s := openTest(t, Options{PoolSize: 2}) // every write on the writer, every read on the one reader
 	var compiles atomic.Int64
-	conn, err := s.take(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = conn.SetAuthorizer(sqlite.AuthorizeFunc(func(a sqlite.Action) sqlite.AuthResult {
+	count := sqlite.AuthorizeFunc(func(a sqlite.Action) sqlite.AuthResult {
 		if a.Type() != sqlite.OpPragma { // a pragma compiles on every run, by design
 			compiles.Add(1)
 		}
 		return sqlite.AuthResultOK
-	}))
-	s.pool.Put(conn)
+	})
+	reader, err := s.take(t.Context())
 	if err != nil {
+		t.Fatal(err)
+	}
+	err = reader.SetAuthorizer(count)
+	s.pool.Put(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wconn.SetAuthorizer(count); err != nil {
 		t.Fatal(err)
 	}
 	ops := storeWorkload(s)
@@ -64,55 +68,100 @@ func storeWorkload(s *Store) []namedOp {
 	lim := batch.Limits{JobsPerCaller: 10, JobsTotal: 100, TTL: time.Hour}
 	return []namedOp{
 		{"Create", func(ctx context.Context, r int) error {
-			_, _, err := s.Create(ctx, newJob(id(r), "alice", 3, now), lim)
+			_, _, err := s.Create(ctx, withLimits(newJob(id(r), "alice", 3, now), lim))
 			return err
 		}},
 		{"Create (reuse)", func(ctx context.Context, r int) error {
 			j := newJob(id(r), "alice", 3, now)
 			j.ID += "-again"
-			_, reused, err := s.Create(ctx, j, lim)
+			_, reused, err := s.Create(ctx, withLimits(j, lim))
 			if err == nil && !reused {
 				err = fmt.Errorf("not reused")
 			}
 			return err
 		}},
-		{"Claim", func(ctx context.Context, r int) error { _, _, err := s.Claim(ctx, "runner", now); return err }},
-		{"StartTarget", func(ctx context.Context, r int) error { return s.StartTarget(ctx, id(r), 0, now) }},
+		{"Claim", func(ctx context.Context, r int) error {
+			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "runner", Now: now})
+			if err == nil && (!ok || c.Job.ID != id(r)) {
+				err = fmt.Errorf("claimed %q (%v), want %s", c.Job.ID, ok, id(r))
+			}
+			return err
+		}},
 		{"FinishTarget", func(ctx context.Context, r int) error {
-			_, err := s.FinishTarget(ctx, id(r), batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Result: []byte("{}")}, now)
-			return err
+			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Result: []byte("{}")}, 1)
 		}},
-		{"StartTarget 1", func(ctx context.Context, r int) error { return s.StartTarget(ctx, id(r), 1, now) }},
+		{"FinishTarget (repeat)", func(ctx context.Context, r int) error {
+			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Result: []byte("{}")}, 1)
+		}},
 		{"FinishTarget failed", func(ctx context.Context, r int) error {
-			_, err := s.FinishTarget(ctx, id(r), batch.TargetFinish{Idx: 1, Status: batch.TargetFailed, Error: "x"}, now)
+			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 1, Status: batch.TargetFailed, Error: "x"}, 2)
+		}},
+		{"Heartbeat", func(ctx context.Context, r int) error {
+			return s.Heartbeat(ctx, batch.HeartbeatParams{Runner: "runner", Now: now.Add(time.Duration(r) * time.Second)})
+		}},
+		{"Get", func(ctx context.Context, r int) error {
+			_, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: id(r), Results: false})
 			return err
 		}},
-		{"Get", func(ctx context.Context, r int) error { _, _, err := s.Get(ctx, "alice", id(r), false); return err }},
-		{"Get with results", func(ctx context.Context, r int) error { _, _, err := s.Get(ctx, "alice", id(r), true); return err }},
-		{"GetTarget", func(ctx context.Context, r int) error { _, _, err := s.GetTarget(ctx, "alice", id(r), 0); return err }},
-		{"List", func(ctx context.Context, r int) error { _, err := s.List(ctx, "alice", 5+r); return err }},
+		{"Get with results", func(ctx context.Context, r int) error {
+			_, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: id(r), Results: true})
+			return err
+		}},
+		{"GetTarget", func(ctx context.Context, r int) error {
+			_, _, err := s.GetTarget(ctx, batch.GetTargetParams{Caller: "alice", JobID: id(r), Idx: 0})
+			return err
+		}},
+		{"List", func(ctx context.Context, r int) error {
+			_, err := s.List(ctx, batch.ListParams{Caller: "alice", Limit: 5 + r})
+			return err
+		}},
 		{"Touch", func(ctx context.Context, r int) error {
-			return s.Touch(ctx, "alice", id(r), now.Add(time.Duration(r+2)*batch.LeaseGrain))
+			return s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: id(r), Now: now.Add(time.Duration(r+2) * batch.LeaseGrain)})
 		}},
 		{"Stats", func(ctx context.Context, r int) error { _, err := s.Stats(ctx); return err }},
-		{"FinishJob", func(ctx context.Context, r int) error { _, err := s.FinishJob(ctx, id(r), now); return err }},
+		{"FinishTarget last", func(ctx context.Context, r int) error {
+			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 2, Status: batch.TargetDone, Result: []byte("{}")}, -1)
+		}},
 		{"Create 2", func(ctx context.Context, r int) error {
-			_, _, err := s.Create(ctx, newJob(id(r)+"-c", "alice", 2, now), lim)
+			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-c", "alice", 2, now), lim))
 			return err
 		}},
-		{"Cancel", func(ctx context.Context, r int) error { return s.Cancel(ctx, "alice", id(r)+"-c", now) }},
+		{"Cancel", func(ctx context.Context, r int) error {
+			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-c", Now: now})
+		}},
 		{"Create 3", func(ctx context.Context, r int) error {
-			_, _, err := s.Create(ctx, newJob(id(r)+"-m", "alice", 2, now), lim)
+			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-m", "alice", 2, now), lim))
 			return err
 		}},
-		{"MarkInFlightFailed", func(ctx context.Context, r int) error {
-			_, err := s.MarkInFlightFailed(ctx, "runner", "restart", now, now)
+		{"Reap stale", func(ctx context.Context, r int) error {
+			_, err := s.Reap(ctx, batch.ReapParams{StaleBefore: now.Add(-time.Hour), Reason: "restart", Now: now})
 			return err
 		}},
-		{"Evict", func(ctx context.Context, r int) error { _, err := s.Evict(ctx, 2); return err }},
+		{"Reap runner", func(ctx context.Context, r int) error {
+			_, err := s.Reap(ctx, batch.ReapParams{Runner: "nobody", Reason: "restart", Now: now})
+			return err
+		}},
+		{"Reap all live", func(ctx context.Context, r int) error {
+			_, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: now})
+			return err
+		}},
+		{"Evict", func(ctx context.Context, r int) error {
+			_, err := s.Evict(ctx, batch.EvictParams{MaxBytes: 2})
+			return err
+		}},
 		{"Sweep", func(ctx context.Context, r int) error {
-			_, err := s.Sweep(ctx, now.Add(time.Duration(r+1)*time.Hour))
+			_, err := s.Sweep(ctx, batch.SweepParams{LeaseBefore: now.Add(time.Duration(r+1) * time.Hour)})
 			return err
 		}},
 	}
+}
+
+// finishStep stores one target of a job held by "runner" and checks the
+// next target the write started.
+func finishStep(ctx context.Context, s *Store, id string, fin batch.TargetFinish, wantNext int) error {
+	st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "runner", Target: fin, Now: time.Now()})
+	if err == nil && st.Next != wantNext {
+		err = fmt.Errorf("step %+v, want next %d", st, wantNext)
+	}
+	return err
 }

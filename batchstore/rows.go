@@ -16,12 +16,22 @@ import (
 const (
 	whereLive     = `status IN ('queued', 'running')`
 	whereFinished = `status NOT IN ('queued', 'running')`
+	// A held job (its target still in flight) is never swept or evicted,
+	// even once cancelled.
+	whereReleased = `runner = ''`
 )
 
-// jobCols are the columns scanJob reads, in order, from batch_job j.
+// jobCols are the columns scanJob reads, in order, from batch_job j. A
+// held job's row does not carry its progress (see schema/002): its done
+// count and bytes come from its targets, a range of the primary key that a
+// summary reads anyway.
 const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
-	j.status, j.error, j.targets_total, j.targets_done, j.created_at, j.lease,
-	j.finished_at, j.bytes, j.runner, j.heartbeat`
+	j.status, j.error, j.targets_total,
+	iif(j.runner = '', j.targets_done, (SELECT count(*) FROM batch_target d
+		WHERE d.job_seq = j.seq AND d.status IN ('done', 'failed'))),
+	j.created_at, j.lease, j.finished_at,
+	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
+	j.runner`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -39,12 +49,12 @@ const targetCols = `t.idx, t.url, t.options, t.status, t.error, t.hint, t.outcom
 // the parameter keeps the index and hides the value from the planner).
 // TestStore_StatementsNotReprepared guards all of it; TestStore_QueryPlans
 // checks the plans still use the indexes. Only the results variants touch
-// batch_result.
+// batch_body.
 const (
 	qJob      = `SELECT ` + jobCols + ` FROM batch_job j WHERE j.id = ? AND j.caller = ?`
 	qJobBySeq = `SELECT ` + jobCols + ` FROM batch_job j WHERE j.seq = ?`
 	qTargets  = `SELECT ` + targetCols + ` FROM batch_target t WHERE t.job_seq = +? ORDER BY t.idx`
-	qBody     = `(SELECT r.body FROM batch_result r WHERE r.job_seq = t.job_seq AND r.idx = t.idx)`
+	qBody     = `(SELECT b.body FROM batch_body b WHERE b.id = t.result_id)`
 
 	qTargetsResults = `SELECT ` + targetCols + `, ` + qBody + `
 		FROM batch_target t WHERE t.job_seq = +? ORDER BY t.idx`
@@ -72,7 +82,6 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
 		FinishedAt:   timeAt(stmt, 12),
 		Bytes:        stmt.ColumnInt64(13),
 		Runner:       stmt.ColumnText(14),
-		Heartbeat:    timeAt(stmt, 15),
 	}
 	return seq, j
 }

@@ -46,8 +46,9 @@ const (
 type Options struct {
 	// Synchronous is the durability of a commit. Defaults to SyncFull.
 	Synchronous Synchronous
-	// PoolSize is how many connections [Open] opens: WAL readers run in
-	// parallel, one writer at a time. [New] ignores it. Defaults to 8.
+	// PoolSize is how many connections [Open] opens: one the store keeps
+	// for its writes, the rest for WAL readers, which run in parallel. It
+	// must be at least 2. [New] ignores it. Defaults to 8.
 	PoolSize int
 	// Timeout bounds every call whose context has no deadline: the wait for
 	// a connection and for the write lock. Defaults to 30s.
@@ -70,8 +71,8 @@ func (o Options) withDefaults() (Options, error) {
 	} else {
 		o.Synchronous = s
 	}
-	if o.PoolSize < 0 {
-		errs = append(errs, fmt.Errorf("pool size must not be negative, got %d", o.PoolSize))
+	if o.PoolSize < 2 {
+		errs = append(errs, fmt.Errorf("pool size must be at least 2 (a writer and a reader), got %d", o.PoolSize))
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout must not be negative, got %s", o.Timeout))
@@ -97,12 +98,20 @@ type Store struct {
 	lock *os.File      // the sidecar flock; nil without a file
 	opts Options
 
-	// writer admits one write transaction of this store at a time, in
-	// arrival order (a channel's waiters queue FIFO), and lets a waiter give
-	// up at its deadline. SQLite's own wait for the write lock is a
-	// sleep-and-retry loop that hands the lock to whoever retries first, so
-	// under sustained contention one caller can starve until its deadline.
-	writer chan struct{}
+	// The writer (see writer.go): one goroutine runs every write
+	// transaction of the store, on wconn, in arrival order.
+	writeq     chan *writeReq
+	stopWriter chan struct{} // closed by Close
+	writerDone chan struct{} // closed when the goroutine has returned
+	wconn      *sqlite.Conn
+	wdone      chan struct{} // wconn's interrupt channel
+	// The background checkpointer (see checkpoint.go): walPages counts the
+	// writer's pages since the last signal, ckpt signals it, ckptDone is
+	// closed when it ends. Only the writer goroutine touches them, and Close
+	// once it has ended.
+	walPages int
+	ckpt     chan struct{}
+	ckptDone chan struct{}
 
 	prepared  sync.Map // *sqlite.Conn of a host pool → struct{}: settings applied
 	closed    atomic.Bool
@@ -127,7 +136,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: opts, writer: make(chan struct{}, 1)}
+	s := &Store{opts: opts}
 	if readOnlyURI(path) {
 		// Refused before SQLite runs: a read-only connection to a WAL file
 		// would leave -wal and -shm files behind that it cannot remove.
@@ -157,7 +166,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // New returns a store on a connection pool the host owns, for a host that
 // keeps its own tables in the same file. The pool must outlive the store;
-// [Store.Close] does not close it. New runs the same checks and migrations
+// [Store.Close] does not close it. The store keeps one of the pool's
+// connections for its writes from New until Close, so the pool needs at
+// least two. New runs the same checks and migrations
 // as [Open], and locks the sidecar of the pool's main database file.
 //
 // The first time the store takes each connection it sets PRAGMA
@@ -173,7 +184,7 @@ func New(ctx context.Context, pool Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("batchstore: new: nil pool")
 	}
-	s := &Store{pool: pool, opts: opts, writer: make(chan struct{}, 1)}
+	s := &Store{pool: pool, opts: opts}
 	name, err := s.mainFile(ctx)
 	if err != nil {
 		return nil, s.openErr(ctx, "pool", err)
@@ -201,6 +212,7 @@ func (s *Store) openErr(ctx context.Context, path string, err error) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.stopWriting() // the write in flight, if any, ends first
 		if s.own != nil {
 			s.closeErr = s.own.Close()
 		}
@@ -323,37 +335,6 @@ func (s *Store) take(ctx context.Context) (*sqlite.Conn, error) {
 		}
 	}
 	return conn, nil
-}
-
-// write runs fn in an immediate transaction: the write lock is taken at
-// BEGIN, so a read inside fn can never go stale under another writer (the
-// SQLITE_BUSY trap of deferred transactions). fn's error rolls back. The
-// store's writers queue for their turn before they take a connection, so a
-// waiting writer holds no connection that a reader could use.
-func (s *Store) write(ctx context.Context, op string, fn func(*sqlite.Conn) error) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	return wrapErr(ctx, op, s.writeTx(ctx, fn))
-}
-
-func (s *Store) writeTx(ctx context.Context, fn func(*sqlite.Conn) error) (err error) {
-	select {
-	case s.writer <- struct{}{}:
-		defer func() { <-s.writer }()
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	conn, err := s.take(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.pool.Put(conn)
-	end, err := sqlitex.ImmediateTransaction(conn)
-	if err != nil {
-		return err
-	}
-	defer end(&err)
-	return fn(conn)
 }
 
 // read runs fn on a connection outside any explicit transaction; each of

@@ -35,12 +35,17 @@ func openTest(t testing.TB, opts Options) *Store {
 }
 
 // checkCounters re-derives the maintained counters from the rows and
-// reports any difference: the byte total from the jobs' bytes and from the
-// stored results and errors, the live counts from the statuses.
+// reports any difference: the byte counter of finished jobs from their
+// bytes, the store total from the stored results and errors, the live
+// counts from the statuses; and every result body belongs to one target.
 func (s *Store) checkCounters(ctx context.Context) error {
 	return s.read(ctx, "check counters", func(conn *sqlite.Conn) error {
-		var got, want [4]int64
-		err := sqlitex.Execute(conn, `SELECT bytes, queued, running, 0 FROM batch_stat`,
+		var got, want [6]int64
+		total, err := totalBytes(conn)
+		if err != nil {
+			return err
+		}
+		err = sqlitex.Execute(conn, `SELECT bytes, queued, running, 0, 0, 0 FROM batch_stat`,
 			&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
 				for i := range got {
 					got[i] = stmt.ColumnInt64(i)
@@ -50,12 +55,19 @@ func (s *Store) checkCounters(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		got[3] = total
+		if got[4], err = countInt(conn, `SELECT count(*) FROM batch_body`); err != nil {
+			return err
+		}
 		err = sqlitex.Execute(conn, `SELECT
-			(SELECT coalesce(sum(bytes), 0) FROM batch_job),
+			(SELECT coalesce(sum(bytes), 0) FROM batch_job WHERE `+whereFinished+`),
 			(SELECT count(*) FROM batch_job WHERE status = 'queued'),
 			(SELECT count(*) FROM batch_job WHERE status = 'running'),
 			(SELECT coalesce(sum(length(error)), 0) FROM batch_target)
-			  + (SELECT coalesce(sum(length(body)), 0) FROM batch_result)`,
+			  + (SELECT coalesce(sum(length(body)), 0) FROM batch_body),
+			(SELECT count(DISTINCT result_id) FROM batch_target),
+			(SELECT count(*) FROM batch_target t WHERE t.result_id IS NOT NULL
+			   AND NOT EXISTS (SELECT 1 FROM batch_body b WHERE b.id = t.result_id))`,
 			&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
 				for i := range want {
 					want[i] = stmt.ColumnInt64(i)
@@ -65,9 +77,8 @@ func (s *Store) checkCounters(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		got[3] = got[0] // the total, once more, against the rows themselves
 		if got != want {
-			return fmt.Errorf("counters (bytes, queued, running, bytes) = %v, rows say %v", got, want)
+			return fmt.Errorf("counters (finished bytes, queued, running, total bytes, bodies, dangling) = %v, rows say %v", got, want)
 		}
 		return nil
 	})
@@ -117,20 +128,20 @@ func TestStore_PragmasOnEveryConnection(t *testing.T) {
 		t.Helper()
 		s := openTest(t, opts)
 		ctx := t.Context()
-		var conns []*sqlite.Conn
-		for range s.opts.PoolSize {
+		var readers []*sqlite.Conn
+		for range s.opts.PoolSize - 1 { // the writer is not in the pool
 			conn, err := s.take(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			conns = append(conns, conn)
+			readers = append(readers, conn)
 		}
 		defer func() {
-			for _, c := range conns {
+			for _, c := range readers {
 				s.pool.Put(c)
 			}
 		}()
-		for i, conn := range conns {
+		for i, conn := range append(readers, s.wconn) {
 			got := map[string]any{}
 			for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "journal_size_limit", "auto_vacuum"} {
 				v, err := queryText(conn, "PRAGMA "+p)
@@ -155,7 +166,7 @@ func TestStore_PragmasOnEveryConnection(t *testing.T) {
 
 func TestOpen_Options(t *testing.T) {
 	t.Parallel()
-	for _, opts := range []Options{{Synchronous: "OFF"}, {PoolSize: -1}, {Timeout: -time.Second}} {
+	for _, opts := range []Options{{Synchronous: "OFF"}, {PoolSize: -1}, {PoolSize: 1}, {Timeout: -time.Second}} {
 		_, err := Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), opts)
 		if err == nil || !strings.HasPrefix(err.Error(), "batchstore: invalid options") {
 			t.Errorf("Open(%+v) = %v, want an invalid options error", opts, err)
@@ -209,26 +220,28 @@ func TestNew_HostPool(t *testing.T) {
 	if _, err := New(t.Context(), pool, Options{}); !errors.Is(err, ErrLocked) {
 		t.Errorf("second New on the same file = %v, want ErrLocked", err)
 	}
-	var conns []*sqlite.Conn
-	for range 3 { // every connection of the host's pool, as the store takes them
+	conns := []*sqlite.Conn{}
+	for range 2 { // every connection of the host's pool but the writer, as the store takes them
 		conn, err := s.take(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
 		conns = append(conns, conn)
 	}
-	for i, conn := range conns {
+	for i, conn := range append(conns, s.wconn) {
 		for _, p := range []string{"synchronous", "foreign_keys"} {
 			if v, _ := queryInt(conn, "PRAGMA "+p); v != 1 {
 				t.Errorf("conn %d: %s = %d, want 1", i, p, v)
 			}
 		}
+	}
+	for _, conn := range conns {
 		pool.Put(conn)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Claim(t.Context(), "r", time.Now()); !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
+	if _, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r", Now: time.Now()}); !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
 		t.Errorf("Claim after Close = %v, want ErrClosed and batch.ErrUnavailable", err)
 	}
 	conn, err := pool.Take(t.Context())
@@ -239,8 +252,12 @@ func TestNew_HostPool(t *testing.T) {
 	if v, _ := queryInt(conn, "PRAGMA user_version"); v != 42 {
 		t.Errorf("user_version = %d, want the host's 42", v)
 	}
-	if v, _ := queryInt(conn, "SELECT max(version) FROM batch_migration"); v != 1 {
-		t.Errorf("batch_migration version = %d, want 1", v)
+	migs, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := queryInt(conn, "SELECT max(version) FROM batch_migration"); v != int64(len(migs)) {
+		t.Errorf("batch_migration version = %d, want %d", v, len(migs))
 	}
 	if v, _ := queryInt(conn, "PRAGMA auto_vacuum"); v != 0 {
 		t.Errorf("auto_vacuum of the host's file = %d, want its own 0 (left alone)", v)
@@ -258,11 +275,11 @@ func TestOpen_Reopen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open %d: %v", i, err)
 		}
-		_, _, err = s.Create(ctx, newJob(fmt.Sprintf("job-%d", i), "alice", 2, now), testLimits)
+		_, _, err = s.Create(ctx, withLimits(newJob(fmt.Sprintf("job-%d", i), "alice", 2, now), testLimits))
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs, err := s.List(ctx, "alice", 10)
+		jobs, err := s.List(ctx, batch.ListParams{Caller: "alice", Limit: 10})
 		if err != nil || len(jobs) != i+1 {
 			t.Fatalf("open %d: List = %d jobs, %v; want %d", i, len(jobs), err, i+1)
 		}
@@ -278,12 +295,47 @@ func TestOpen_Reopen(t *testing.T) {
 // testLimits never cap anything.
 var testLimits = batch.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: 24 * time.Hour}
 
-// newJob returns a job of n targets; the id doubles as the list prefix, so
-// two jobs of one caller differ in their idempotency key.
-func newJob(id, caller string, n int, now time.Time) batch.NewJob {
+// newJob returns a job of n targets under testLimits; the id doubles as
+// the list prefix, so two jobs of one caller differ in their idempotency
+// key.
+func newJob(id, caller string, n int, now time.Time) batch.CreateParams {
 	ts := batchtest.Targets(id, n)
-	return batch.NewJob{
+	return batch.CreateParams{
 		ID: id, Caller: batch.Caller{Name: caller}, IdemKey: batch.IdemKey(caller, ts),
-		Targets: ts, Now: now,
+		Targets: ts, Limits: testLimits, Now: now,
+	}
+}
+
+// withLimits returns p with other limits.
+func withLimits(p batch.CreateParams, lim batch.Limits) batch.CreateParams {
+	p.Limits = lim
+	return p
+}
+
+// errNoJob: drainJob found no queued job.
+var errNoJob = errors.New("no job queued")
+
+// drainJob claims the oldest queued job for runner, checks that it is id
+// (unless id is empty), and stores fin(idx) for each of its targets, one
+// write each, until the job is released. It returns the final status.
+func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int) batch.TargetFinish) (batch.JobStatus, error) {
+	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: runner, Now: time.Now()})
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return "", errNoJob
+	case id != "" && c.Job.ID != id:
+		return "", fmt.Errorf("claimed %s, want %s", c.Job.ID, id)
+	}
+	for next := c.Next; ; {
+		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin(next), Now: time.Now()})
+		if err != nil {
+			return "", err
+		}
+		if st.Next < 0 {
+			return st.Status, nil
+		}
+		next = st.Next
 	}
 }

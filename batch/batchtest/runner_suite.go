@@ -41,11 +41,16 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"MetaPanicFailsItsTarget":  runnerMetaPanic,
 		"OversizeResultTooLong":    runnerTooLong,
 		"PanicFailsOnlyItsTarget":  runnerPanic,
-		"RestartFailsInFlightJobs": runnerRestart,
+		"CloseFailsItsRunningJobs": runnerCloseFails,
+		"HeartbeatWithoutProgress": runnerHeartbeatWithoutProgress,
+		"RestartFailsLeftJobs":     runnerRestartLeftJobs,
 		"ResubmitAfterCancel":      runnerResubmitAfterCancel,
 		"SerialOrder":              runnerSerial,
 		"StoreFaultsAreRetried":    runnerStoreFaults,
 		"SubmitValidation":         runnerValidation,
+	}
+	for name, fn := range runnerClusterCases {
+		tests[name] = fn
 	}
 	runParallel(t, tests, newStore)
 	// Not parallel: it counts the runner goroutines of the whole process.
@@ -63,14 +68,14 @@ var discardLogger = slog.New(slog.DiscardHandler)
 
 func mustSubmit(t *testing.T, r *batch.Runner, c batch.Caller, ts []batch.Target) string {
 	t.Helper()
-	id, reused, err := r.Submit(t.Context(), c, ts)
+	job, reused, err := r.Submit(t.Context(), c, ts)
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	if reused {
-		t.Fatalf("Submit reused %s, want a new job", id)
+	if reused || job.Status != batch.JobQueued {
+		t.Fatalf("Submit = %s (%s, reused %v), want a new queued job", job.ID, job.Status, reused)
 	}
-	return id
+	return job.ID
 }
 
 func targetStatuses(info batch.JobInfo) []batch.TargetStatus {
@@ -156,13 +161,13 @@ func runnerIdempotent(t *testing.T, s batch.Store) {
 	ts := Targets("idem", 3)
 	id := mustSubmit(t, r, alice, ts)
 	again, reused, err := r.Submit(t.Context(), alice, slices.Clone(ts))
-	if err != nil || !reused || again != id {
-		t.Fatalf("resubmit = %s, %v, %v; want %s reused", again, reused, err, id)
+	if err != nil || !reused || again.ID != id {
+		t.Fatalf("resubmit = %s, %v, %v; want %s reused", again.ID, reused, err, id)
 	}
 	WaitFinished(t, r, alice, id, waitLong)
 	again, reused, err = r.Submit(t.Context(), alice, ts)
-	if err != nil || !reused || again != id {
-		t.Fatalf("resubmit after done = %s, %v, %v; want %s reused", again, reused, err, id)
+	if err != nil || !reused || again.ID != id || again.Status != batch.JobDone {
+		t.Fatalf("resubmit after done = %s (%s), %v, %v; want %s reused, done", again.ID, again.Status, reused, err, id)
 	}
 	// Give a wrongly woken worker a chance to drain twice.
 	time.Sleep(50 * time.Millisecond)
@@ -184,10 +189,11 @@ func runnerResubmitAfterCancel(t *testing.T, s batch.Store) {
 	}
 	f.Release()
 	WaitFinished(t, r, alice, id, waitLong)
-	id2, reused, err := r.Submit(t.Context(), alice, ts)
-	if err != nil || reused || id2 == id {
-		t.Fatalf("resubmit after cancel = %s, %v, %v; want a new job", id2, reused, err)
+	job2, reused, err := r.Submit(t.Context(), alice, ts)
+	if err != nil || reused || job2.ID == id {
+		t.Fatalf("resubmit after cancel = %s, %v, %v; want a new job", job2.ID, reused, err)
 	}
+	id2 := job2.ID
 	f.Release()
 	f.Release()
 	if info := WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
@@ -334,42 +340,6 @@ func runnerTooLong(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerRestart(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	a, err := batch.New(batch.Config{Store: s, Fetch: f.Fetch, Logger: Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ts := Targets("restart", 3)
-	id := mustSubmit(t, a, alice, ts)
-	<-f.Started
-	f.Release() // target 0 completes
-	<-f.Started // target 1 in flight
-	closeCtx, cancel := context.WithTimeout(t.Context(), waitLong)
-	defer cancel()
-	if err := a.Close(closeCtx); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	b := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	info, err := b.Status(t.Context(), alice, id, batch.StatusOptions{Results: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []batch.TargetStatus{batch.TargetDone, batch.TargetFailed, batch.TargetPending}
-	if info.Status != batch.JobFailed || info.Error != "restart" || !slices.Equal(targetStatuses(info), want) {
-		t.Fatalf("after restart: %s (%q) %v; want failed (restart) %v", info.Status, info.Error, targetStatuses(info), want)
-	}
-	if info.Targets[1].Error != "restart" || info.Targets[0].Result == nil {
-		t.Errorf("targets = %+v", info.Targets)
-	}
-	if len(f.Calls()) != 2 {
-		t.Errorf("fetched %v; jobs must never be resumed", f.Calls())
-	}
-}
-
 func runnerLease(t *testing.T, s batch.Store) {
 	clock := NewClock()
 	ttl := time.Hour
@@ -381,7 +351,7 @@ func runnerLease(t *testing.T, s batch.Store) {
 	}
 	collect := func() {
 		t.Helper()
-		if _, _, err := r.Collect(t.Context()); err != nil {
+		if _, err := r.Collect(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -415,8 +385,8 @@ func runnerEvict(t *testing.T, s batch.Store) {
 		ids = append(ids, id)
 		clock.Advance(time.Minute)
 	}
-	if _, n, err := r.Collect(t.Context()); err != nil || n != 1 {
-		t.Fatalf("Collect evicted %d, %v; want 1", n, err)
+	if c, err := r.Collect(t.Context()); err != nil || c.Evicted != 1 {
+		t.Fatalf("Collect evicted %d, %v; want 1", c.Evicted, err)
 	}
 	_, err := r.Status(t.Context(), alice, ids[0], batch.StatusOptions{})
 	wantErr(t, "oldest job", err, batch.ErrNotFound)
@@ -561,49 +531,29 @@ func runnerMetaPanic(t *testing.T, s batch.Store) {
 	}
 }
 
-// faultyStore fails the first writes of each kind with a passing error,
-// as a store does while a lock wait runs out or the disk is full.
+// faultyStore fails the first drain writes with a passing error, as a
+// store does while a lock wait runs out or the disk is full.
 type faultyStore struct {
 	batch.Store
 	mu    sync.Mutex
-	fails map[string]int
+	fails int
 }
 
 var errPassing = fmt.Errorf("passing fault: %w", batch.ErrUnavailable)
 
-func (f *faultyStore) fault(op string) error {
+func (f *faultyStore) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fails[op] > 0 {
-		f.fails[op]--
-		return errPassing
+	fail := f.fails > 0
+	f.fails--
+	f.mu.Unlock()
+	if fail {
+		return batch.Step{}, errPassing
 	}
-	return nil
-}
-
-func (f *faultyStore) StartTarget(ctx context.Context, id string, idx int, now time.Time) error {
-	if err := f.fault("start"); err != nil {
-		return err
-	}
-	return f.Store.StartTarget(ctx, id, idx, now)
-}
-
-func (f *faultyStore) FinishTarget(ctx context.Context, id string, fin batch.TargetFinish, now time.Time) (batch.JobStatus, error) {
-	if err := f.fault("finish"); err != nil {
-		return "", err
-	}
-	return f.Store.FinishTarget(ctx, id, fin, now)
-}
-
-func (f *faultyStore) FinishJob(ctx context.Context, id string, now time.Time) (batch.JobStatus, error) {
-	if err := f.fault("job"); err != nil {
-		return "", err
-	}
-	return f.Store.FinishJob(ctx, id, now)
+	return f.Store.FinishTarget(ctx, p)
 }
 
 func runnerStoreFaults(t *testing.T, s batch.Store) {
-	fs := &faultyStore{Store: s, fails: map[string]int{"start": 2, "finish": 2, "job": 2}}
+	fs := &faultyStore{Store: s, fails: 3}
 	rec := NewRecordingFetcher(nil)
 	r := NewRunner(t, batch.Config{Store: fs, Fetch: rec.Fetch})
 	ts := Targets("faults", 2)

@@ -1,9 +1,10 @@
 package batchtest
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,27 +13,46 @@ import (
 
 // Store is an in-memory [batch.Store], safe for concurrent use. Every method
 // runs under one mutex, which makes each one atomic as the interface
-// requires. It passes [TestStore] and is the reference the other stores are
-// checked against. Create one with [NewStore].
+// requires. It passes [TestStore] and [TestRunner] and is the reference the
+// other stores are checked against. [NewStore] returns one that serves one
+// process, like the SQLite store; [NewSharedStore] one that behaves like a
+// store shared by several nodes, so that the cluster cases of the suites run
+// against it.
 type Store struct {
+	shared bool
+
 	mu    sync.Mutex
 	jobs  map[string]*memJob
+	seq   int64 // insertion order, the tie-break of equal creation times
 	bytes int64
+	beats map[string]time.Time // runner id → last heartbeat
 }
 
 type memJob struct {
+	seq     int64
 	job     batch.Job
 	targets []batch.TargetRecord
+	cursor  int // idx of the target in flight; -1 for none
 }
 
 var _ batch.Store = (*Store)(nil)
 
-// NewStore returns an empty in-memory store.
+// NewStore returns an empty in-memory store that serves one process: its
+// Capabilities say it is not Shared.
 func NewStore() *Store {
-	return &Store{jobs: make(map[string]*memJob)}
+	return &Store{jobs: make(map[string]*memJob), beats: make(map[string]time.Time)}
 }
 
-// copyJob returns a deep copy of j's targets, with or without results.
+// NewSharedStore returns an empty in-memory store with the semantics of a
+// store that several nodes share: its Capabilities say Shared, so a
+// starting runner fails only its own and stale jobs.
+func NewSharedStore() *Store {
+	s := NewStore()
+	s.shared = true
+	return s
+}
+
+// copyTargets returns a deep copy of j's targets, with or without results.
 func (j *memJob) copyTargets(withResults bool) []batch.TargetRecord {
 	out := slices.Clone(j.targets)
 	for i := range out {
@@ -45,204 +65,211 @@ func (j *memJob) copyTargets(withResults bool) []batch.TargetRecord {
 	return out
 }
 
-func ctxErr(ctx context.Context) error { return context.Cause(ctx) }
-
-// Create implements [batch.Store].
-func (s *Store) Create(ctx context.Context, nj batch.NewJob, lim batch.Limits) (batch.Job, bool, error) {
-	if err := ctxErr(ctx); err != nil {
-		return batch.Job{}, false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var reuse *memJob
-	callerLive, totalLive := 0, 0
-	for _, j := range s.jobs {
-		if j.job.Status.Live() {
-			totalLive++
-			if j.job.Caller.Name == nj.Caller.Name {
-				callerLive++
-			}
-		}
-		if j.job.Caller.Name != nj.Caller.Name || j.job.IdemKey != nj.IdemKey ||
-			j.job.Status == batch.JobCancelled || j.job.Status == batch.JobFailed ||
-			!j.job.Lease.Add(lim.TTL).After(nj.Now) {
-			continue
-		}
-		if reuse == nil || j.job.CreatedAt.After(reuse.job.CreatedAt) {
-			reuse = j
-		}
-	}
-	if reuse != nil {
-		reuse.job.Lease = nj.Now
-		return reuse.job, true, nil
-	}
-	if callerLive >= lim.JobsPerCaller {
-		return batch.Job{}, false, batch.ErrCallerBusy
-	}
-	if totalLive >= lim.JobsTotal {
-		return batch.Job{}, false, batch.ErrBusy
-	}
-	j := &memJob{job: batch.Job{
-		ID:           nj.ID,
-		Caller:       nj.Caller,
-		IdemKey:      nj.IdemKey,
-		Status:       batch.JobQueued,
-		TargetsTotal: len(nj.Targets),
-		CreatedAt:    nj.Now,
-		Lease:        nj.Now,
-	}}
-	for i, t := range nj.Targets {
-		j.targets = append(j.targets, batch.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
-	}
-	s.jobs[nj.ID] = j
-	return j.job, false, nil
-}
-
-// Claim implements [batch.Store].
-func (s *Store) Claim(ctx context.Context, runner string, now time.Time) (batch.Job, []batch.TargetRecord, error) {
-	if err := ctxErr(ctx); err != nil {
-		return batch.Job{}, nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var oldest *memJob
-	for _, j := range s.jobs {
-		if j.job.Status != batch.JobQueued {
-			continue
-		}
-		if oldest == nil || j.job.CreatedAt.Before(oldest.job.CreatedAt) ||
-			j.job.CreatedAt.Equal(oldest.job.CreatedAt) && j.job.ID < oldest.job.ID {
-			oldest = j
-		}
-	}
-	if oldest == nil {
-		return batch.Job{}, nil, batch.ErrNotFound
-	}
-	oldest.job.Status = batch.JobRunning
-	oldest.job.Runner = runner
-	oldest.job.Heartbeat = now
-	return oldest.job, oldest.copyTargets(false), nil
-}
-
-// StartTarget implements [batch.Store].
-func (s *Store) StartTarget(ctx context.Context, jobID string, idx int, now time.Time) error {
-	if err := ctxErr(ctx); err != nil {
+// locked runs fn under the store's lock, unless ctx is already done.
+func (s *Store) locked(ctx context.Context, fn func() error) error {
+	if err := context.Cause(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, ok := s.jobs[jobID]
-	if !ok || idx < 0 || idx >= len(j.targets) {
-		return batch.ErrNotFound
-	}
-	if j.job.Status != batch.JobRunning || j.targets[idx].Status != batch.TargetPending {
-		return batch.ErrFinished
-	}
-	j.targets[idx].Status = batch.TargetRunning
-	j.job.Heartbeat = now
-	return nil
-}
-
-// FinishTarget implements [batch.Store].
-func (s *Store) FinishTarget(ctx context.Context, jobID string, fin batch.TargetFinish, now time.Time) (batch.JobStatus, error) {
-	if err := ctxErr(ctx); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[jobID]
-	if !ok || fin.Idx < 0 || fin.Idx >= len(j.targets) {
-		return "", batch.ErrNotFound
-	}
-	t := &j.targets[fin.Idx]
-	if t.Status != batch.TargetRunning {
-		return "", batch.ErrFinished
-	}
-	t.Status, t.Error, t.Hint, t.Outcome = fin.Status, fin.Error, fin.Hint, fin.Outcome
-	t.Result = slices.Clone(fin.Result)
-	n := t.Bytes()
-	j.job.Bytes += n
-	s.bytes += n
-	j.job.TargetsDone++
-	j.job.Lease = now
-	j.job.Heartbeat = now
-	return j.job.Status, nil
-}
-
-// FinishJob implements [batch.Store].
-func (s *Store) FinishJob(ctx context.Context, jobID string, now time.Time) (batch.JobStatus, error) {
-	if err := ctxErr(ctx); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[jobID]
-	if !ok {
-		return "", batch.ErrNotFound
-	}
-	if j.job.Status != batch.JobRunning {
-		return j.job.Status, nil
-	}
-	okN, failedN := 0, 0
-	for _, t := range j.targets {
-		switch t.Status {
-		case batch.TargetDone:
-			okN++
-		case batch.TargetFailed:
-			failedN++
-		}
-	}
-	j.job.Status = batch.AggregateStatus(okN, failedN)
-	j.job.FinishedAt = now
-	j.job.Lease = now
-	j.job.Runner = ""
-	return j.job.Status, nil
+	return fn()
 }
 
 // withOwned runs fn under the lock on the caller's job, or returns
 // ErrNotFound for an unknown or foreign id.
 func (s *Store) withOwned(ctx context.Context, caller, jobID string, fn func(j *memJob) error) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
+	return s.locked(ctx, func() error {
+		j, ok := s.jobs[jobID]
+		if !ok || j.job.Caller.Name != caller {
+			return batch.ErrNotFound
+		}
+		return fn(j)
+	})
+}
+
+// Capabilities implements [batch.Store].
+func (s *Store) Capabilities() batch.Capabilities { return batch.Capabilities{Shared: s.shared} }
+
+// Create implements [batch.Store].
+func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+	err = s.locked(ctx, func() error {
+		var reuse *memJob
+		callerLive, totalLive := 0, 0
+		for _, j := range s.jobs {
+			if j.job.Status.Live() {
+				totalLive++
+				if j.job.Caller.Name == p.Caller.Name {
+					callerLive++
+				}
+			}
+			if j.job.Caller.Name != p.Caller.Name || j.job.IdemKey != p.IdemKey ||
+				j.job.Status == batch.JobCancelled || j.job.Status == batch.JobFailed ||
+				!j.job.Lease.Add(p.Limits.TTL).After(p.Now) {
+				continue
+			}
+			if reuse == nil || j.seq > reuse.seq {
+				reuse = j
+			}
+		}
+		if reuse != nil {
+			reuse.job.Lease = p.Now
+			job, reused = reuse.job, true
+			return nil
+		}
+		if callerLive >= p.Limits.JobsPerCaller {
+			return batch.ErrCallerBusy
+		}
+		if totalLive >= p.Limits.JobsTotal {
+			return batch.ErrBusy
+		}
+		if _, dup := s.jobs[p.ID]; dup {
+			return fmt.Errorf("batchtest: create: job id %s exists", p.ID)
+		}
+		s.seq++
+		j := &memJob{seq: s.seq, cursor: -1, job: batch.Job{
+			ID:           p.ID,
+			Caller:       p.Caller,
+			IdemKey:      p.IdemKey,
+			Status:       batch.JobQueued,
+			TargetsTotal: len(p.Targets),
+			CreatedAt:    p.Now,
+			Lease:        p.Now,
+		}}
+		for i, t := range p.Targets {
+			j.targets = append(j.targets, batch.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
+		}
+		s.jobs[p.ID] = j
+		job = j.job
+		return nil
+	})
+	return job, reused, err
+}
+
+// Claim implements [batch.Store].
+func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+	err = s.locked(ctx, func() error {
+		var oldest *memJob
+		queued := 0
+		for _, j := range s.jobs {
+			if j.job.Status != batch.JobQueued {
+				continue
+			}
+			queued++
+			if oldest == nil || j.job.CreatedAt.Before(oldest.job.CreatedAt) ||
+				j.job.CreatedAt.Equal(oldest.job.CreatedAt) && j.seq < oldest.seq {
+				oldest = j
+			}
+		}
+		if oldest == nil {
+			return nil
+		}
+		oldest.job.Status = batch.JobRunning
+		oldest.job.Runner = p.Runner
+		oldest.cursor = 0
+		oldest.targets[0].Status = batch.TargetRunning
+		s.beats[p.Runner] = later(s.beats[p.Runner], p.Now)
+		c = batch.Claimed{Job: oldest.job, Targets: oldest.copyTargets(false), Next: 0, Queued: queued - 1}
+		ok = true
+		return nil
+	})
+	return c, ok, err
+}
+
+// FinishTarget implements [batch.Store].
+func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+	fin := p.Target
+	if !fin.Status.Finished() {
+		return batch.Step{}, fmt.Errorf("batchtest: finish target: status must be done or failed, got %q", fin.Status)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[jobID]
-	if !ok || j.job.Caller.Name != caller {
-		return batch.ErrNotFound
+	err = s.locked(ctx, func() error {
+		j, ok := s.jobs[p.JobID]
+		switch {
+		case !ok:
+			return batch.ErrNotFound
+		case j.job.Runner != p.Runner || fin.Idx < 0 || fin.Idx >= len(j.targets):
+			return batch.ErrNotHeld
+		case j.cursor != fin.Idx:
+			if j.targets[fin.Idx].Status.Finished() { // a repeat of an applied write
+				step = batch.Step{Status: j.job.Status, Next: j.cursor}
+				return nil
+			}
+			return batch.ErrNotHeld
+		}
+		t := &j.targets[fin.Idx]
+		t.Status, t.Error, t.Hint, t.Outcome = fin.Status, fin.Error, fin.Hint, fin.Outcome
+		t.Result = slices.Clone(fin.Result)
+		s.addBytes(j, t.Bytes())
+		j.job.TargetsDone++
+		j.job.Lease = p.Now
+		if next := fin.Idx + 1; j.job.Status == batch.JobRunning && next < len(j.targets) {
+			j.cursor = next
+			j.targets[next].Status = batch.TargetRunning
+			step = batch.Step{Status: batch.JobRunning, Next: next}
+			return nil
+		}
+		s.release(j, p.Now)
+		step = batch.Step{Status: j.job.Status, Next: -1}
+		return nil
+	})
+	return step, err
+}
+
+// release ends a held job: a running job gets its final status from its
+// targets, and the job no longer has a runner or a target in flight.
+func (s *Store) release(j *memJob, now time.Time) {
+	if j.job.Status == batch.JobRunning {
+		okN, failedN := 0, 0
+		for _, t := range j.targets {
+			switch t.Status {
+			case batch.TargetDone:
+				okN++
+			case batch.TargetFailed:
+				failedN++
+			}
+		}
+		j.job.Status = batch.AggregateStatus(okN, failedN)
 	}
-	return fn(j)
+	if j.job.FinishedAt.IsZero() {
+		j.job.FinishedAt = now
+	}
+	j.job.Runner = ""
+	j.cursor = -1
+}
+
+func (s *Store) addBytes(j *memJob, n int64) {
+	j.job.Bytes += n
+	s.bytes += n
 }
 
 // Cancel implements [batch.Store].
-func (s *Store) Cancel(ctx context.Context, caller, jobID string, now time.Time) error {
-	return s.withOwned(ctx, caller, jobID, func(j *memJob) error {
+func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
+	return s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		if j.job.Status.Finished() {
 			return batch.ErrFinished
 		}
 		j.job.Status = batch.JobCancelled
-		j.job.FinishedAt = now
-		j.job.Lease = now
+		j.job.FinishedAt = p.Now
+		j.job.Lease = p.Now
 		return nil
 	})
 }
 
 // Get implements [batch.Store].
-func (s *Store) Get(ctx context.Context, caller, jobID string, withResults bool) (job batch.Job, targets []batch.TargetRecord, err error) {
-	err = s.withOwned(ctx, caller, jobID, func(j *memJob) error {
-		job, targets = j.job, j.copyTargets(withResults)
+func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
+	err = s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
+		job, targets = j.job, j.copyTargets(p.Results)
 		return nil
 	})
 	return job, targets, err
 }
 
 // GetTarget implements [batch.Store].
-func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (job batch.Job, target batch.TargetRecord, err error) {
-	err = s.withOwned(ctx, caller, jobID, func(j *memJob) error {
-		if idx < 0 || idx >= len(j.targets) {
+func (s *Store) GetTarget(ctx context.Context, p batch.GetTargetParams) (job batch.Job, target batch.TargetRecord, err error) {
+	err = s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
+		if p.Idx < 0 || p.Idx >= len(j.targets) {
 			return batch.ErrNotFound
 		}
-		job, target = j.job, j.targets[idx]
+		job, target = j.job, j.targets[p.Idx]
 		target.Result = slices.Clone(target.Result)
 		return nil
 	})
@@ -250,37 +277,30 @@ func (s *Store) GetTarget(ctx context.Context, caller, jobID string, idx int) (j
 }
 
 // List implements [batch.Store].
-func (s *Store) List(ctx context.Context, caller string, limit int) ([]batch.Job, error) {
-	if err := ctxErr(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []batch.Job
-	for _, j := range s.jobs {
-		if j.job.Caller.Name == caller {
-			out = append(out, j.job)
+func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job, err error) {
+	err = s.locked(ctx, func() error {
+		var mine []*memJob
+		for _, j := range s.jobs {
+			if j.job.Caller.Name == p.Caller {
+				mine = append(mine, j)
+			}
 		}
-	}
-	slices.SortFunc(out, func(a, b batch.Job) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
+		slices.SortFunc(mine, func(a, b *memJob) int {
+			return cmp.Or(b.job.CreatedAt.Compare(a.job.CreatedAt), cmp.Compare(b.seq, a.seq))
+		})
+		for _, j := range mine[:min(len(mine), max(p.Limit, 0))] {
+			jobs = append(jobs, j.job)
 		}
-		return strings.Compare(b.ID, a.ID)
+		return nil
 	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return jobs, err
 }
 
 // Touch implements [batch.Store]. It writes every touch; it has nothing to
 // gain from coalescing.
-func (s *Store) Touch(ctx context.Context, caller, jobID string, now time.Time) error {
-	return s.withOwned(ctx, caller, jobID, func(j *memJob) error {
-		if now.After(j.job.Lease) {
-			j.job.Lease = now
-		}
+func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
+	return s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
+		j.job.Lease = later(j.job.Lease, p.Now)
 		return nil
 	})
 }
@@ -292,103 +312,118 @@ func (s *Store) remove(j *memJob) {
 }
 
 // Sweep implements [batch.Store].
-func (s *Store) Sweep(ctx context.Context, leaseBefore time.Time) (int, error) {
-	if err := ctxErr(ctx); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, j := range s.jobs {
-		if j.job.Status.Finished() && j.job.Lease.Before(leaseBefore) {
-			s.remove(j)
-			n++
+func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (n int, err error) {
+	err = s.locked(ctx, func() error {
+		for _, j := range s.jobs {
+			if j.job.Status.Finished() && j.cursor < 0 && j.job.Lease.Before(p.LeaseBefore) {
+				s.remove(j)
+				n++
+			}
 		}
-	}
-	return n, nil
+		return nil
+	})
+	return n, err
 }
 
 // Evict implements [batch.Store].
-func (s *Store) Evict(ctx context.Context, maxBytes int64) (int, error) {
-	if err := ctxErr(ctx); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.bytes <= maxBytes {
-		return 0, nil
-	}
-	var finished []*memJob
-	for _, j := range s.jobs {
-		if j.job.Status.Finished() {
-			finished = append(finished, j)
+func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (n int, err error) {
+	err = s.locked(ctx, func() error {
+		if s.bytes <= p.MaxBytes {
+			return nil
 		}
-	}
-	slices.SortFunc(finished, func(a, b *memJob) int {
-		if c := a.job.Lease.Compare(b.job.Lease); c != 0 {
-			return c
+		var finished []*memJob
+		for _, j := range s.jobs {
+			if j.job.Status.Finished() && j.cursor < 0 {
+				finished = append(finished, j)
+			}
 		}
-		return strings.Compare(a.job.ID, b.job.ID)
+		slices.SortFunc(finished, func(a, b *memJob) int {
+			return cmp.Or(a.job.Lease.Compare(b.job.Lease), cmp.Compare(a.seq, b.seq))
+		})
+		for _, j := range finished {
+			if s.bytes <= p.MaxBytes {
+				break
+			}
+			s.remove(j)
+			n++
+		}
+		return nil
 	})
-	n := 0
-	for _, j := range finished {
-		if s.bytes <= maxBytes {
-			break
-		}
-		s.remove(j)
-		n++
-	}
-	return n, nil
+	return n, err
 }
 
-// MarkInFlightFailed implements [batch.Store]. The in-memory store serves one
-// process, so every live job is in flight.
-func (s *Store) MarkInFlightFailed(ctx context.Context, runner, reason string, staleBefore, now time.Time) (int, error) {
-	if err := ctxErr(ctx); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, j := range s.jobs {
-		for i := range j.targets {
-			t := &j.targets[i]
-			if t.Status != batch.TargetRunning {
+// Heartbeat implements [batch.Store].
+func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+	return s.locked(ctx, func() error {
+		s.beats[p.Runner] = later(s.beats[p.Runner], p.Now)
+		return nil
+	})
+}
+
+// Reap implements [batch.Store].
+func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error) {
+	err = s.locked(ctx, func() error {
+		stale := func(runner string) bool {
+			if p.StaleBefore.IsZero() {
+				return false
+			}
+			beat, ok := s.beats[runner]
+			return !ok || beat.Before(p.StaleBefore)
+		}
+		for _, j := range s.jobs {
+			held := j.job.Runner != ""
+			selected := p.AllLive && (j.job.Status.Live() || j.cursor >= 0) ||
+				held && (j.job.Runner == p.Runner || stale(j.job.Runner))
+			if !selected {
 				continue
 			}
-			t.Status, t.Error, t.Outcome = batch.TargetFailed, reason, batch.OutcomeOther
-			j.job.Bytes += t.Bytes()
-			s.bytes += t.Bytes()
-			j.job.TargetsDone++
+			if j.cursor >= 0 {
+				t := &j.targets[j.cursor]
+				t.Status, t.Error, t.Hint, t.Outcome = batch.TargetFailed, p.Reason, "", batch.OutcomeOther
+				s.addBytes(j, t.Bytes())
+				j.job.TargetsDone++
+			}
+			if j.job.Status.Live() {
+				j.job.Status = batch.JobFailed
+				j.job.Error = p.Reason
+				j.job.FinishedAt = p.Now
+				j.job.Lease = p.Now
+				n++
+			}
+			j.job.Runner = ""
+			j.cursor = -1
 		}
-		if !j.job.Status.Live() {
-			continue
+		for runner := range s.beats {
+			if p.AllLive || runner == p.Runner || stale(runner) {
+				delete(s.beats, runner)
+			}
 		}
-		j.job.Status = batch.JobFailed
-		j.job.Error = reason
-		j.job.FinishedAt = now
-		j.job.Lease = now
-		j.job.Runner = ""
-		n++
-	}
-	return n, nil
+		return nil
+	})
+	return n, err
 }
 
 // Stats implements [batch.Store].
-func (s *Store) Stats(ctx context.Context) (batch.Stats, error) {
-	if err := ctxErr(ctx); err != nil {
-		return batch.Stats{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := batch.Stats{Bytes: s.bytes}
-	for _, j := range s.jobs {
-		switch j.job.Status {
-		case batch.JobQueued:
-			st.Queued++
-		case batch.JobRunning:
-			st.Running++
+func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
+	err = s.locked(ctx, func() error {
+		st.Bytes = s.bytes
+		for _, j := range s.jobs {
+			switch j.job.Status {
+			case batch.JobQueued:
+				st.Queued++
+			case batch.JobRunning:
+				st.Running++
+			}
 		}
+		return nil
+	})
+	return st, err
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	return st, nil
+	return a
 }

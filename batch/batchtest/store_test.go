@@ -12,6 +12,17 @@ func TestMemoryStore(t *testing.T) {
 	batchtest.TestStore(t, func(*testing.T) batch.Store { return batchtest.NewStore() })
 }
 
+func TestSharedMemoryStore(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStore(t, func(*testing.T) batch.Store { return batchtest.NewSharedStore() })
+}
+
+// Not parallel: see batchtest.TestRunner. The shared store runs the
+// cluster cases too.
 func TestRunnerOnMemoryStore(t *testing.T) {
 	batchtest.TestRunner(t, func(*testing.T) batch.Store { return batchtest.NewStore() })
+}
+
+func TestRunnerOnSharedMemoryStore(t *testing.T) {
+	batchtest.TestRunner(t, func(*testing.T) batch.Store { return batchtest.NewSharedStore() })
 }

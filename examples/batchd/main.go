@@ -74,6 +74,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&b.MaxResultBytes, "max-result-bytes", batch.DefaultMaxResultBytes, "largest stored result")
 	fs.DurationVar(&b.BusyWait, "busy-wait", batch.DefaultBusyWait, "longest wait for a busy fetcher")
 	fs.StringVar(&b.MetricsPrefix, "metrics-prefix", batch.DefaultMetricsPrefix, "metric name prefix")
+	fs.StringVar(&b.RunnerID, "runner-id", "", "stable runner `id` of this node (default: random per start)")
+	fs.DurationVar(&b.HeartbeatInterval, "heartbeat-interval", batch.DefaultHeartbeatInterval, "how often the runner records that it is alive")
+	fs.DurationVar(&b.StaleAfter, "stale-after", batch.DefaultStaleAfter, "how long without a heartbeat before a runner's jobs fail as restart")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

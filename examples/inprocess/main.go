@@ -95,10 +95,11 @@ func run(ctx context.Context, out io.Writer) error {
 		{URL: site.URL + "/missing"},
 		{URL: site.URL + "/gamma"},
 	}
-	id, _, err := r.Submit(ctx, caller, targets)
+	idJob, _, err := r.Submit(ctx, caller, targets)
 	if err != nil {
 		return err
 	}
+	id := idJob.ID
 	fmt.Fprintf(out, "submitted job %s with %d targets\n", id, len(targets))
 
 	since := 0

@@ -51,10 +51,11 @@ func TestFetcher_InRunner(t *testing.T) {
 		{batch.OutcomeUnsupported, "unsupported: jq is not available in this fetcher"},
 	}
 	caller := batch.Caller{Name: "owner"}
-	id, _, err := r.Submit(t.Context(), caller, targets)
+	idJob, _, err := r.Submit(t.Context(), caller, targets)
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := idJob.ID
 	info := batchtest.WaitFinished(t, r, caller, id, 30*time.Second)
 	if info.Status != batch.JobPartial {
 		t.Errorf("job status = %s, want partial", info.Status)

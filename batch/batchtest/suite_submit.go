@@ -1,0 +1,217 @@
+package batchtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// submitCases: create, idempotent reuse and the caps, alone and racing.
+var submitCases = map[string]func(*testing.T, batch.Store){
+	"CapsAfterReuse":            storeCapsAfterReuse,
+	"CapsPerCallerAndTotal":     storeCaps,
+	"ConcurrentCallersCapped":   storeConcurrentCallers,
+	"ConcurrentIdenticalSubmit": storeConcurrentIdentical,
+	"CreateRoundTrip":           storeRoundTrip,
+	"ReuseNotAfterCancelOrFail": storeNoReuseAfterCancel,
+	"ReuseScopedByCaller":       storeReuseScoped,
+	"ReuseWithinLease":          storeReuseWithinLease,
+}
+
+func storeRoundTrip(t *testing.T, s batch.Store) {
+	p := jobSpec("alice", "a", 3, t0)
+	j := mustCreate(t, s, p)
+	if j.ID != p.ID || j.Status != batch.JobQueued || j.TargetsTotal != 3 || j.TargetsDone != 0 || j.Runner != "" {
+		t.Fatalf("created job = %+v", j)
+	}
+	got, ts, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: p.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Caller != p.Caller {
+		t.Errorf("caller = %+v, want %+v", got.Caller, p.Caller)
+	}
+	if got.IdemKey != p.IdemKey || !got.CreatedAt.Equal(t0) || !got.Lease.Equal(t0) || got.Bytes != 0 {
+		t.Errorf("job = %+v", got)
+	}
+	if len(ts) != 3 {
+		t.Fatalf("got %d targets, want 3", len(ts))
+	}
+	for i, tr := range ts {
+		if tr.Idx != i || tr.Status != batch.TargetPending || tr.Result != nil || tr.Error != "" {
+			t.Errorf("target %d = %+v", i, tr)
+		}
+		if tr.Target.URL != p.Targets[i].URL || tr.Target.Mode != p.Targets[i].Mode ||
+			tr.Target.Question != p.Targets[i].Question || tr.Target.Recover != p.Targets[i].Recover {
+			t.Errorf("target %d = %+v, want %+v", i, tr.Target, p.Targets[i])
+		}
+		if (tr.Target.Context == nil) != (p.Targets[i].Context == nil) {
+			t.Errorf("target %d: context presence lost", i)
+		}
+	}
+	if ts[0].Target.Context == nil || !*ts[0].Target.Context {
+		t.Errorf("target 0 context = %v, want true", ts[0].Target.Context)
+	}
+}
+
+func storeReuseWithinLease(t *testing.T, s batch.Store) {
+	lim := suiteLimits
+	lim.TTL = time.Hour
+	p := withLimits(jobSpec("alice", "a", 2, t0), lim)
+	first := mustCreate(t, s, p)
+
+	again := p
+	again.ID, again.Now = "other-id", t0.Add(30*time.Minute)
+	j, reused, err := s.Create(t.Context(), again)
+	if err != nil || !reused || j.ID != first.ID {
+		t.Fatalf("resubmit = %s, %v, %v; want %s reused", j.ID, reused, err, first.ID)
+	}
+	got, _ := getJob(t, s, "alice", first.ID)
+	if !got.Lease.Equal(again.Now) {
+		t.Errorf("lease = %v, want bumped to %v", got.Lease, again.Now)
+	}
+	// Finished (done) jobs are reused too while their lease is unexpired.
+	claimJob(t, s, runnerA, first.ID, again.Now)
+	finish(t, s, runnerA, first.ID, okFinish(0, "a"), again.Now)
+	finish(t, s, runnerA, first.ID, okFinish(1, "b"), again.Now)
+	again.Now = again.Now.Add(59 * time.Minute)
+	if j, reused, err = s.Create(t.Context(), again); err != nil || !reused || j.Status != batch.JobDone {
+		t.Fatalf("resubmit of done job = %+v, %v, %v; want reused done", j, reused, err)
+	}
+	// After the lease expires, the same list makes a new job.
+	again.ID, again.Now = "third-id", again.Now.Add(time.Hour+time.Second)
+	if j, reused, err = s.Create(t.Context(), again); err != nil || reused || j.ID != "third-id" {
+		t.Fatalf("resubmit after expiry = %s, %v, %v; want new job third-id", j.ID, reused, err)
+	}
+}
+
+func storeReuseScoped(t *testing.T, s batch.Store) {
+	p := jobSpec("alice", "a", 1, t0)
+	mustCreate(t, s, p)
+	bob := p
+	bob.ID, bob.Caller = "bob-job", batch.Caller{Name: "bob"}
+	j, reused, err := s.Create(t.Context(), bob)
+	if err != nil || reused || j.ID != "bob-job" {
+		t.Fatalf("other caller, same key = %s, %v, %v; want a new job", j.ID, reused, err)
+	}
+}
+
+func storeNoReuseAfterCancel(t *testing.T, s batch.Store) {
+	p := jobSpec("alice", "a", 1, t0)
+	mustCreate(t, s, p)
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	retry := p
+	retry.ID = "retry-after-cancel"
+	mustCreate(t, s, retry)
+	if n, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart", Now: t0}); err != nil || n != 1 {
+		t.Fatalf("Reap = %d, %v; want 1", n, err)
+	}
+	retry.ID = "retry-after-restart"
+	mustCreate(t, s, retry)
+}
+
+func storeCaps(t *testing.T, s batch.Store) {
+	lim := batch.Limits{JobsPerCaller: 2, JobsTotal: 3, TTL: time.Hour}
+	mustCreate(t, s, withLimits(jobSpec("alice", "1", 1, t0), lim))
+	mustCreate(t, s, withLimits(jobSpec("alice", "2", 1, t0.Add(1)), lim))
+	_, _, err := s.Create(t.Context(), withLimits(jobSpec("alice", "3", 1, t0.Add(2)), lim))
+	wantErr(t, "third alice job", err, batch.ErrCallerBusy)
+	mustCreate(t, s, withLimits(jobSpec("bob", "1", 1, t0.Add(3)), lim))
+	_, _, err = s.Create(t.Context(), withLimits(jobSpec("carol", "1", 1, t0.Add(4)), lim))
+	wantErr(t, "fourth live job", err, batch.ErrBusy)
+	// A running job counts; a finished one no longer does.
+	c := mustClaim(t, s, runnerA, t0.Add(5))
+	_, _, err = s.Create(t.Context(), withLimits(jobSpec("carol", "1", 1, t0.Add(5)), lim))
+	wantErr(t, "with one of three running", err, batch.ErrBusy)
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: c.Job.Caller.Name, JobID: c.Job.ID, Now: t0.Add(5)}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, withLimits(jobSpec("carol", "1", 1, t0.Add(6)), lim))
+}
+
+func storeCapsAfterReuse(t *testing.T, s batch.Store) {
+	lim := batch.Limits{JobsPerCaller: 1, JobsTotal: 1, TTL: time.Hour}
+	p := withLimits(jobSpec("alice", "1", 1, t0), lim)
+	mustCreate(t, s, p)
+	again := p
+	again.ID = "again"
+	j, reused, err := s.Create(t.Context(), again)
+	if err != nil || !reused || j.ID != p.ID {
+		t.Fatalf("resubmit at the caps = %s, %v, %v; want reuse of %s", j.ID, reused, err, p.ID)
+	}
+}
+
+func storeConcurrentIdentical(t *testing.T, s batch.Store) {
+	const rounds = 200
+	for round := range rounds {
+		p := jobSpec(fmt.Sprintf("caller%d", round), "same", 2, t0)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		ids := map[string]int{}
+		created := 0
+		start := make(chan struct{})
+		for i := range 2 {
+			wg.Go(func() {
+				<-start
+				req := p
+				req.ID = fmt.Sprintf("%s-%d", p.ID, i)
+				j, reused, err := s.Create(context.Background(), req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("round %d: Create: %v", round, err)
+					return
+				}
+				ids[j.ID]++
+				if !reused {
+					created++
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(ids) != 1 || created != 1 {
+			t.Fatalf("round %d: ids %v, %d created; want one job", round, ids, created)
+		}
+	}
+}
+
+func storeConcurrentCallers(t *testing.T, s batch.Store) {
+	lim := batch.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour}
+	const callers = 50
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created, busy := 0, 0
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			_, _, err := s.Create(context.Background(), withLimits(jobSpec(fmt.Sprintf("c%d", i), "k", 1, t0), lim))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.Is(err, batch.ErrBusy):
+				busy++
+			default:
+				t.Errorf("caller %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != 8 || busy != callers-8 {
+		t.Fatalf("created %d, busy %d; want 8 and %d", created, busy, callers-8)
+	}
+	if st := mustStats(t, s); st.Queued != 8 {
+		t.Fatalf("queued = %d, want 8", st.Queued)
+	}
+}

@@ -1,0 +1,147 @@
+package batchstore
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// testdata/v1 is a file written by the schema-1 store (commit 5bf4e93,
+// TestWriteFixtureV1 there), with a manifest of what its Get returned for
+// each job: done, partial and failed jobs, a job cancelled while queued,
+// one cancelled with a target in flight, one running mid-drain and one
+// queued.
+type fixtureV1 struct {
+	Stats batch.Stats
+	Jobs  []struct {
+		Job     batch.Job
+		Targets []batch.TargetRecord
+	}
+}
+
+func readFixtureV1(t *testing.T) (path string, want fixtureV1) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "v1", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(filepath.Join("testdata", "v1", "batch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "batch.db")
+	if err := os.WriteFile(path, db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, want
+}
+
+// A file written by the schema-1 store opens, keeps every job and result
+// readable exactly as before, and drains new jobs; a runner's start then
+// fails the jobs that file left live, as the restart hook always did.
+func TestStore_UpgradeFromSchema1(t *testing.T) {
+	t.Parallel()
+	path, want := readFixtureV1(t)
+	ctx := t.Context()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("Open of a schema-1 file: %v", err)
+	}
+	defer s.Close()
+	if v := countRows(t, s, `SELECT max(version) FROM batch_migration`); v != 2 {
+		t.Fatalf("schema version %d after open, want 2", v)
+	}
+	for _, w := range want.Jobs {
+		j, ts, err := s.Get(ctx, batch.GetParams{Caller: w.Job.Caller.Name, JobID: w.Job.ID, Results: true})
+		if err != nil {
+			t.Fatalf("Get(%s): %v", w.Job.ID, err)
+		}
+		if !sameJob(j, w.Job) {
+			t.Errorf("job %s after the upgrade:\n got %+v\nwant %+v", w.Job.ID, j, w.Job)
+		}
+		if len(ts) != len(w.Targets) {
+			t.Fatalf("job %s: %d targets, want %d", w.Job.ID, len(ts), len(w.Targets))
+		}
+		for i := range ts {
+			if !sameTarget(ts[i], w.Targets[i]) {
+				t.Errorf("job %s target %d after the upgrade:\n got %+v\nwant %+v", w.Job.ID, i, ts[i], w.Targets[i])
+			}
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st != want.Stats {
+		t.Errorf("Stats after the upgrade = %+v, %v; want %+v", st, err, want.Stats)
+	}
+	if err := s.checkCounters(ctx); err != nil {
+		t.Error(err)
+	}
+
+	// A runner starts on it: the job left running and the queued one fail
+	// as a restart; the cancelled job's target in flight fails with it.
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.StaticFetcher("new")})
+	byName := map[string]batch.JobInfo{}
+	for _, w := range want.Jobs {
+		info, err := r.Status(ctx, w.Job.Caller, w.Job.ID, batch.StatusOptions{Results: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName[w.Job.Caller.Name] = info
+	}
+	f := func(name string, status batch.JobStatus, targets ...batch.TargetStatus) {
+		t.Helper()
+		info := byName[name]
+		var got []batch.TargetStatus
+		for _, tg := range info.Targets {
+			got = append(got, tg.Status)
+		}
+		if info.Status != status || !slices.Equal(got, targets) {
+			t.Errorf("%s's job after the restart: %s %v, want %s %v", name, info.Status, got, status, targets)
+		}
+	}
+	done, failed, pending := batch.TargetDone, batch.TargetFailed, batch.TargetPending
+	f("alice", batch.JobDone, done, done, done)
+	f("bob", batch.JobPartial, done, failed)
+	f("carol", batch.JobFailed, failed, failed)
+	f("dave", batch.JobCancelled, pending, pending)
+	f("erin", batch.JobCancelled, done, failed, pending)
+	f("frank", batch.JobFailed, done, failed, pending)
+	f("grace", batch.JobFailed, pending, pending)
+	if e := byName["frank"]; e.Error != "restart" || e.Targets[1].Error != "restart" || e.Targets[0].Result == nil {
+		t.Errorf("frank's job = %+v", e)
+	}
+
+	// New jobs drain on the upgraded file.
+	caller := batch.Caller{Name: "zoe"}
+	job, _, err := r.Submit(ctx, caller, batchtest.Targets("after-upgrade", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := batchtest.WaitFinished(t, r, caller, job.ID, 10*time.Second); info.Status != batch.JobDone || info.Targets[2].Result == nil {
+		t.Fatalf("new job on the upgraded file = %+v", info)
+	}
+	if err := s.checkCounters(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func sameJob(a, b batch.Job) bool {
+	return a.ID == b.ID && a.Caller == b.Caller && a.IdemKey == b.IdemKey && a.Status == b.Status &&
+		a.Error == b.Error && a.TargetsTotal == b.TargetsTotal && a.TargetsDone == b.TargetsDone &&
+		a.CreatedAt.Equal(b.CreatedAt) && a.Lease.Equal(b.Lease) && a.FinishedAt.Equal(b.FinishedAt) &&
+		a.Bytes == b.Bytes && a.Runner == b.Runner
+}
+
+func sameTarget(a, b batch.TargetRecord) bool {
+	ja, _ := json.Marshal(a.Target)
+	jb, _ := json.Marshal(b.Target)
+	return a.Idx == b.Idx && string(ja) == string(jb) && a.Status == b.Status && string(a.Result) == string(b.Result) &&
+		a.Error == b.Error && a.Hint == b.Hint && a.Outcome == b.Outcome
+}

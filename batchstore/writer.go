@@ -1,0 +1,240 @@
+package batchstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// The writer. SQLite runs one write transaction at a time, and the drain
+// makes one write per target, so the store's write throughput is its
+// writers' throughput. One goroutine runs every write transaction, back to
+// back, on one connection:
+//
+//   - The connection's page cache stays warm: no other connection writes,
+//     so a commit never re-reads the pages it wrote last.
+//   - Writes run in arrival order, and a caller waiting its turn holds no
+//     connection a reader could use and gives up at its deadline. (SQLite's
+//     own wait for the write lock hands the lock to whoever retries first,
+//     so under contention one caller could starve until its deadline.)
+//   - The next write starts the moment one commits: a caller that hands its
+//     write over is woken with the result while the writer goes on, instead
+//     of the next caller waiting to be scheduled after a handover of a lock.
+//
+// A write's context cuts short its wait for the file's write lock (a
+// host's own connection may hold it) through the connection's interrupt
+// channel, which is armed once rather than per write (as a pool Take does),
+// sparing every write a goroutine handoff.
+
+// writeReq is one write transaction handed to the writer.
+type writeReq struct {
+	ctx   context.Context
+	pages int // the WAL pages it is expected to write, for the checkpointer
+	fn    func(*sqlite.Conn) error
+	err   error // its outcome, set by the writer
+	done  chan error
+}
+
+// startWriting makes conn the writer's connection and starts the writer and
+// the checkpointer.
+func (s *Store) startWriting(conn *sqlite.Conn) error {
+	s.wconn, s.wdone = conn, make(chan struct{})
+	conn.SetInterrupt(s.wdone)
+	if err := s.startCheckpointer(); err != nil {
+		return err
+	}
+	s.writeq = make(chan *writeReq)
+	s.stopWriter = make(chan struct{})
+	s.writerDone = make(chan struct{})
+	go s.writer()
+	return nil
+}
+
+// stopWriting ends the writer after the write in flight and gives its
+// connection back to the pool. Writes after it return ErrClosed.
+func (s *Store) stopWriting() {
+	if s.wconn == nil {
+		return
+	}
+	if s.writeq != nil {
+		close(s.stopWriter)
+		<-s.writerDone
+	}
+	s.stopCheckpointer()
+	s.pool.Put(s.wconn)
+	s.wconn = nil
+}
+
+// maxGroup caps the writes one commit carries.
+const maxGroup = 16
+
+// writer runs the writes handed to it until Close. Writes that arrive while
+// one runs are committed together: the writer takes every write already
+// waiting, runs each in a savepoint of one transaction, and commits once, so
+// concurrent writes (two workers storing targets of two jobs) share one
+// commit: one WAL sync under synchronous=FULL, and the header and pointer
+// map pages written once.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	group := make([]*writeReq, 0, maxGroup)
+	for {
+		select {
+		case req := <-s.writeq:
+			group = append(group[:0], req)
+		case <-s.stopWriter:
+			return
+		}
+	gather:
+		for len(group) < maxGroup {
+			select {
+			case req := <-s.writeq:
+				group = append(group, req)
+			default:
+				break gather
+			}
+		}
+		s.runGroup(group)
+		for _, req := range group {
+			req.done <- req.err
+		}
+	}
+}
+
+// write runs fn in an immediate transaction on the writer: the write lock
+// is taken at BEGIN, so a read inside fn can never go stale under another
+// writer (the SQLITE_BUSY trap of deferred transactions). fn's error rolls
+// back.
+func (s *Store) write(ctx context.Context, op string, fn func(*sqlite.Conn) error) error {
+	return s.writeSized(ctx, op, 0, fn)
+}
+
+// writeSized is write for a transaction that stores about n bytes of
+// results, errors or rows, so that the checkpointer keeps up with it.
+func (s *Store) writeSized(ctx context.Context, op string, n int, fn func(*sqlite.Conn) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return wrapErr(ctx, op, s.writeTx(ctx, pagesOf(n), fn))
+}
+
+func (s *Store) writeTx(ctx context.Context, pages int, fn func(*sqlite.Conn) error) error {
+	if s.closed.Load() || s.writeq == nil {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req := &writeReq{ctx: ctx, pages: pages, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writeq <- req:
+		return <-req.done
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-s.stopWriter:
+		return ErrClosed
+	}
+}
+
+// runGroup runs the writes of a group in one immediate transaction and
+// sets each one's err. A write whose context ended while it waited is not
+// run. The write lock is waited for under the first write's context (the
+// only wait: the file's lock may be held by a host's connection); the
+// statements themselves are short and run to the end, so that no write's
+// context can roll back another's. Each write of a group of several runs
+// in a savepoint, so its error undoes only its own changes; an error that
+// made SQLite roll back the whole transaction (a full disk) fails every
+// write of the group, and so does a failed commit.
+func (s *Store) runGroup(group []*writeReq) {
+	live := group[:0:0]
+	for _, req := range group {
+		if req.err = req.ctx.Err(); req.err == nil {
+			live = append(live, req)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	conn := s.wconn
+	fail := func(err error) {
+		for _, req := range live {
+			if req.err == nil {
+				req.err = err
+			}
+		}
+	}
+	if err := s.begin(live[0].ctx, conn); err != nil {
+		fail(err)
+		return
+	}
+	pages := 0
+	if len(live) == 1 {
+		req := live[0]
+		if req.err = req.fn(conn); req.err != nil {
+			s.rollback(conn)
+			return
+		}
+		pages = req.pages
+	} else {
+		for _, req := range live {
+			if err := inSavepoint(conn, req); err != nil { // the transaction is lost
+				s.rollback(conn)
+				fail(err)
+				return
+			}
+			if req.err == nil {
+				pages += req.pages
+			}
+		}
+	}
+	if err := sqlitex.Execute(conn, "COMMIT", nil); err != nil {
+		s.rollback(conn)
+		fail(err)
+		return
+	}
+	s.committed(pages)
+}
+
+// inSavepoint runs one write of a group in a savepoint and sets its err; a
+// failed write's changes are undone. It returns an error if the
+// transaction itself is lost.
+func inSavepoint(conn *sqlite.Conn, req *writeReq) error {
+	if err := sqlitex.Execute(conn, "SAVEPOINT batch_write", nil); err != nil {
+		return err
+	}
+	req.err = req.fn(conn)
+	if conn.AutocommitEnabled() { // SQLite rolled back the whole transaction
+		return cmp.Or(req.err, errRolledBack)
+	}
+	if req.err != nil {
+		if err := sqlitex.Execute(conn, "ROLLBACK TO batch_write", nil); err != nil {
+			return err
+		}
+	}
+	return sqlitex.Execute(conn, "RELEASE batch_write", nil)
+}
+
+// errRolledBack: SQLite rolled back a group's transaction for another
+// write's error.
+var errRolledBack = errors.New("batchstore: write rolled back with its group")
+
+// begin starts the immediate transaction, its wait for the write lock cut
+// short when ctx ends.
+func (s *Store) begin(ctx context.Context, conn *sqlite.Conn) error {
+	done := s.wdone
+	stop := context.AfterFunc(ctx, func() { close(done) })
+	err := sqlitex.Execute(conn, "BEGIN IMMEDIATE", nil)
+	if !stop() { // the context ended during the wait: arm a new channel
+		s.wdone = make(chan struct{})
+		conn.SetInterrupt(s.wdone)
+	}
+	return err
+}
+
+// rollback ends a transaction that failed, if SQLite has not already.
+func (s *Store) rollback(conn *sqlite.Conn) {
+	if !conn.AutocommitEnabled() {
+		_ = sqlitex.Execute(conn, "ROLLBACK", nil)
+	}
+}
