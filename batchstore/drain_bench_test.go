@@ -90,7 +90,9 @@ func drainRound(b *testing.B, sync Synchronous, count bool) roundResult {
 	b.Helper()
 	b.StopTimer()
 	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), "drain.db")
+	dir, remove := roundDir(b)
+	defer remove()
+	path := filepath.Join(dir, "drain.db")
 	s, err := Open(ctx, path, Options{Synchronous: sync})
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +154,9 @@ func drainRound(b *testing.B, sync Synchronous, count bool) roundResult {
 func rawRound(b *testing.B, sync Synchronous, count bool) roundResult {
 	b.Helper()
 	b.StopTimer()
-	path := filepath.Join(b.TempDir(), "raw.db")
+	dir, remove := roundDir(b)
+	defer remove()
+	path := filepath.Join(dir, "raw.db")
 	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate)
 	if err != nil {
 		b.Fatal(err)
@@ -238,6 +242,20 @@ func rawRound(b *testing.B, sync Synchronous, count bool) roundResult {
 		res.wal = walCount{frames: after.frames - before.frames, commits: after.commits - before.commits}
 	}
 	return res
+}
+
+// roundDir returns a directory for one round's files, removed when the
+// round ends (defer it first, so that it runs after the closes): a run
+// writes gigabytes, and
+// files kept until the end of the benchmark would leave their dirty pages
+// to the kernel's writeback, stalling later rounds at random.
+func roundDir(b *testing.B) (dir string, remove func()) {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "batchstore-drain-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dir, func() { os.RemoveAll(dir) }
 }
 
 // noCheckpoints stops the store's checkpoints, its own and SQLite's, so
