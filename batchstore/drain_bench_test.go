@@ -21,8 +21,10 @@ import (
 // results, measured in one run.
 //
 // One round submits drainJobs jobs of drainTargets targets in a burst to a
-// started runner (two workers, a fetcher that answers at once with a
-// resultBytes envelope) and ends when every job is finished. The twin, on a
+// started runner (two workers, the default, or four; a fetcher that answers
+// at once with a resultBytes envelope) and ends when every job is
+// finished. Every target's write waits for the one before it, so the
+// workers matter only in how well they keep the store's one writer fed. The twin, on a
 // file with the same pragmas, inserts the same jobs and targets (one
 // transaction per job) and then, for each target, runs one immediate
 // transaction that stores new result bytes in the target's row and bumps
@@ -45,29 +47,35 @@ const (
 
 func BenchmarkDrain(b *testing.B) {
 	for _, sync := range []Synchronous{SyncNormal, SyncFull} {
-		b.Run("sync="+string(sync), func(b *testing.B) {
-			var store, raw time.Duration
-			var ratios []float64
-			for range b.N {
-				st, rw := drainRound(b, sync, false).elapsed, rawRound(b, sync, false).elapsed
-				store, raw = store+st, raw+rw
-				ratios = append(ratios, rw.Seconds()/st.Seconds())
-			}
-			n := float64(b.N * drainJobs * drainTargets)
-			b.ReportMetric(n/store.Seconds(), "targets/s")
-			b.ReportMetric(n/raw.Seconds(), "raw-targets/s")
-			slices.Sort(ratios)
-			b.ReportMetric(ratios[len(ratios)/2], "ratio")
-			b.ReportMetric(ratios[0], "ratio-min")
-			b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
-			b.StopTimer()
-			s, r := drainRound(b, sync, true), rawRound(b, sync, true)
-			b.ReportMetric(s.perTarget(s.wal.frames), "pages/target")
-			b.ReportMetric(s.perTarget(s.wal.commits), "commits/target")
-			b.ReportMetric(r.perTarget(r.wal.frames), "raw-pages/target")
-			b.ReportMetric(r.perTarget(r.wal.commits), "raw-commits/target")
-		})
+		for _, workers := range []int{batch.DefaultWorkers, 4} {
+			b.Run(fmt.Sprintf("sync=%s/workers=%d", sync, workers), func(b *testing.B) {
+				benchDrain(b, sync, workers)
+			})
+		}
 	}
+}
+
+func benchDrain(b *testing.B, sync Synchronous, workers int) {
+	var store, raw time.Duration
+	var ratios []float64
+	for range b.N {
+		st, rw := drainRound(b, sync, workers, false).elapsed, rawRound(b, sync, false).elapsed
+		store, raw = store+st, raw+rw
+		ratios = append(ratios, rw.Seconds()/st.Seconds())
+	}
+	n := float64(b.N * drainJobs * drainTargets)
+	b.ReportMetric(n/store.Seconds(), "targets/s")
+	b.ReportMetric(n/raw.Seconds(), "raw-targets/s")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "ratio")
+	b.ReportMetric(ratios[0], "ratio-min")
+	b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
+	b.StopTimer()
+	s, r := drainRound(b, sync, workers, true), rawRound(b, sync, true)
+	b.ReportMetric(s.perTarget(s.wal.frames), "pages/target")
+	b.ReportMetric(s.perTarget(s.wal.commits), "commits/target")
+	b.ReportMetric(r.perTarget(r.wal.frames), "raw-pages/target")
+	b.ReportMetric(r.perTarget(r.wal.commits), "raw-commits/target")
 }
 
 // roundResult is what one round measured.
@@ -86,7 +94,7 @@ var drainContent = strings.Repeat("x", resultBytes-len(`{"content":""}`))
 // drainRound runs one round on the store. With count set, automatic
 // checkpoints are off and the WAL written by the drain (not by the submits
 // before it) is counted.
-func drainRound(b *testing.B, sync Synchronous, count bool) roundResult {
+func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundResult {
 	b.Helper()
 	b.StopTimer()
 	ctx := context.Background()
@@ -110,7 +118,7 @@ func drainRound(b *testing.B, sync Synchronous, count bool) roundResult {
 		return batch.Result{Content: drainContent}, nil
 	}
 	r, err := batch.New(batch.Config{
-		Store: s, Fetch: fetch, JobsPerCaller: drainJobs, JobsTotal: drainJobs,
+		Store: s, Fetch: fetch, Workers: workers, JobsPerCaller: drainJobs, JobsTotal: drainJobs,
 		MaxBytes: 1 << 40, MaxResultBytes: 2 * resultBytes,
 	})
 	if err != nil {
