@@ -149,13 +149,7 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 	for done.Get() < drainJobs {
 		time.Sleep(time.Millisecond)
 	}
-	res := roundResult{elapsed: time.Since(start)}
-	b.StopTimer()
-	if count {
-		after := countWAL(b, path)
-		res.wal = walCount{frames: after.frames - before.frames, commits: after.commits - before.commits}
-	}
-	return res
+	return endRound(b, start, path, before, count)
 }
 
 // rawRound runs one round of the raw twin.
@@ -243,13 +237,7 @@ func rawRound(b *testing.B, sync Synchronous, count bool) roundResult {
 			})
 		}
 	}
-	res := roundResult{elapsed: time.Since(start)}
-	b.StopTimer()
-	if count {
-		after := countWAL(b, path)
-		res.wal = walCount{frames: after.frames - before.frames, commits: after.commits - before.commits}
-	}
-	return res
+	return endRound(b, start, path, before, count)
 }
 
 // roundDir returns a directory for one round's files, removed when the
@@ -293,31 +281,28 @@ func noCheckpoints(b *testing.B, s *Store) {
 	}
 }
 
+// endRound stops the round's clock and, for a counting round, counts
+// what the WAL gained since before.
+func endRound(b *testing.B, start time.Time, path string, before walCount, count bool) roundResult {
+	res := roundResult{elapsed: time.Since(start)}
+	b.StopTimer()
+	if count {
+		after := countWAL(b, path)
+		res.wal = walCount{frames: after.frames - before.frames, commits: after.commits - before.commits}
+	}
+	return res
+}
+
 // walCount is what a WAL file holds: frames (one page each) and the
 // commits among them.
 type walCount struct{ frames, commits int }
 
-// countWAL counts the valid frames of path's WAL: those after the header
-// whose salts match it. A commit frame records the database size.
+// countWAL counts the frames and commits of path's WAL (see walFrames).
 func countWAL(tb testing.TB, path string) walCount {
-	tb.Helper()
-	wal, err := os.ReadFile(path + "-wal")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(wal) < 32 {
-		return walCount{}
-	}
-	pageSize := int(binary.BigEndian.Uint32(wal[8:12]))
-	salt := wal[16:24]
-	var c walCount
-	for off := 32; off+24+pageSize <= len(wal); off += 24 + pageSize {
-		frame := wal[off : off+24]
-		if string(frame[8:16]) != string(salt) {
-			break
-		}
-		c.frames++
-		if binary.BigEndian.Uint32(frame[4:8]) != 0 {
+	frames := walFrames(tb, path)
+	c := walCount{frames: len(frames)}
+	for _, f := range frames {
+		if f.commit {
 			c.commits++
 		}
 	}

@@ -93,12 +93,15 @@ type walFrame struct {
 	commit bool
 }
 
-// walFrames returns the valid frames of path's WAL in order.
-func walFrames(t *testing.T, path string) []walFrame {
-	t.Helper()
+// walFrames returns the valid frames of path's WAL in order: those after
+// the header whose salts match it (older frames past them belong to an
+// earlier generation of the file). A commit frame records the database
+// size.
+func walFrames(tb testing.TB, path string) []walFrame {
+	tb.Helper()
 	wal, err := os.ReadFile(path + "-wal")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if len(wal) < 32 {
 		return nil
