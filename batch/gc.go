@@ -46,7 +46,7 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	now := r.cfg.Now()
 	var errs []error
 	var err error
-	if c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-r.cfg.TTL)}); err != nil {
+	if c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-r.cfg.TTL), Now: now}); err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
 	if c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes}); err != nil {

@@ -91,7 +91,10 @@ type Capabilities struct {
 // uses it for every time it writes or compares. A shared store may use its
 // database's clock instead for leases, heartbeats and staleness, so that
 // the nodes' clocks need not agree; it must then use that one clock for all
-// of them, and say so in its documentation.
+// of them, and say so in its documentation. Every bound that is a time
+// (SweepParams.LeaseBefore, ReapParams.StaleBefore) comes with the Now it
+// was computed from, so that such a store can take the age it means
+// (Now minus the bound) against its own clock.
 type (
 	// CreateParams is a new job for [Store.Create].
 	CreateParams struct {
@@ -148,7 +151,10 @@ type (
 	// SweepParams bound [Store.Sweep].
 	SweepParams struct {
 		// LeaseBefore: finished jobs whose lease is before it are deleted.
+		// A store on its own clock deletes those whose lease is older than
+		// Now minus LeaseBefore by that clock.
 		LeaseBefore time.Time
+		Now         time.Time
 	}
 	// EvictParams bound [Store.Evict].
 	EvictParams struct {
@@ -169,7 +175,9 @@ type (
 		// Runner selects the jobs this runner holds.
 		Runner string
 		// StaleBefore, if not zero, selects the jobs held by a runner whose
-		// last heartbeat is before it, or that has none.
+		// last heartbeat is before it, or that has none. A store on its own
+		// clock compares heartbeats with that clock minus (Now minus
+		// StaleBefore).
 		StaleBefore time.Time
 		// Reason is the error the failed jobs and targets get, e.g.
 		// "restart".
