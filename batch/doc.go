@@ -128,8 +128,9 @@
 // the store. Several runners (on several nodes) can therefore share one store
 // whose [Capabilities] say Shared; a store that serves one process has one
 // runner at a time. [Runner.Wait] wakes when this runner changes the job it
-// waits on (a change to another job does not wake it), and idle workers and
-// waits poll the store every Config.PollInterval for what other runners do.
+// waits on (a change to another job does not wake it); a store with a
+// [ChangeFeed] wakes waits and idle workers for what other runners do too,
+// and every runner also polls the store every Config.PollInterval.
 //
 // # Writing a Store
 //

@@ -45,6 +45,7 @@ type Runner struct {
 	closed      chan struct{}           // closed once every goroutine has returned
 	fetchCtx    context.Context         // parent of every fetch; cancelled by Close
 	cancelFetch context.CancelCauseFunc // cancels fetchCtx with cause ErrClosed
+	unsubscribe func()                  // stops the store's change feed, if any
 	wg          sync.WaitGroup          // workers, sweeper and heartbeat
 	fetchWG     sync.WaitGroup          // fetch goroutines, including abandoned ones
 	closeOnce   sync.Once
@@ -133,6 +134,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		return fmt.Errorf("batch: start: heartbeat: %w", err)
 	}
 	r.state = stateStarted
+	r.unsubscribe = r.subscribe(ctx)
 	r.wg.Add(r.cfg.Workers + 2)
 	for range r.cfg.Workers {
 		go r.worker()
@@ -174,6 +176,7 @@ func (r *Runner) Close(ctx context.Context) error {
 		go func() { // one waiter, however often Close is called
 			r.wg.Wait()
 			if started {
+				r.unsubscribe()
 				r.release()
 			}
 			r.fetchWG.Wait()

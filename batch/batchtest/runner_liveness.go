@@ -16,6 +16,7 @@ import (
 // one store at once.
 var runnerClusterCases = map[string]func(*testing.T, batch.Store){
 	"ClusterCancelThroughOtherRunner": runnerClusterCancel,
+	"ClusterChangeFeedWakes":          runnerClusterFeed,
 	"ClusterStaleRunnerReaped":        runnerClusterStale,
 	"ClusterTwoRunnersNoDisturbance":  runnerClusterTwoRunners,
 }
@@ -327,4 +328,51 @@ func urlsOf(ts []batch.Target) []string {
 		out = append(out, t.URL)
 	}
 	return out
+}
+
+// runnerClusterFeed: with a store that has a change feed, another runner's
+// progress wakes a wait at once, and a job queued through a busy runner is
+// claimed at once by an idle one; neither polls (PollInterval is an hour).
+func runnerClusterFeed(t *testing.T, s batch.Store) {
+	requireShared(t, s)
+	if _, ok := s.(batch.ChangeFeed); !ok {
+		t.Skip("the store has no change feed")
+	}
+	fa, fb := NewBlockingFetcher(), NewBlockingFetcher()
+	t.Cleanup(func() {
+		for range 4 {
+			fa.Release()
+			fb.Release()
+		}
+	})
+	a := startRunner(t, batch.Config{Store: s, Fetch: fa.Fetch, RunnerID: "node-a", Workers: 1, PollInterval: time.Hour})
+	id := mustSubmit(t, a, alice, Targets("feed", 2))
+	<-fa.Started
+	b := startRunner(t, batch.Config{Store: s, Fetch: fb.Fetch, RunnerID: "node-b", PollInterval: time.Hour})
+	since := 0
+	waited := make(chan batch.JobInfo, 1)
+	go func() {
+		info, err := b.Wait(context.Background(), alice, id, batch.WaitOptions{Since: &since, Timeout: batch.MaxWait})
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- info
+	}()
+	time.Sleep(20 * time.Millisecond) // b's wait has read the job
+	fa.Release()
+	select {
+	case info := <-waited:
+		if info.TargetsDone != 1 {
+			t.Fatalf("b's wait answered with %d done, want 1", info.TargetsDone)
+		}
+	case <-time.After(waitLong): // far less than the wait's own timeout
+		t.Fatal("b's wait did not wake when a stored a target")
+	}
+	// a's only worker is busy with target 1: b claims the next job.
+	mustSubmit(t, a, bob, Targets("feed-b", 1))
+	select {
+	case <-fb.Started:
+	case <-time.After(waitLong):
+		t.Fatal("the idle runner b did not claim a job queued through a")
+	}
 }

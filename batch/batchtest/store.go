@@ -26,6 +26,10 @@ type Store struct {
 	seq   int64 // insertion order, the tie-break of equal creation times
 	bytes int64
 	beats map[string]time.Time // runner id → last heartbeat
+
+	subMu   sync.Mutex
+	subs    map[int]func(string) // the change feed's subscribers
+	nextSub int
 }
 
 type memJob struct {
@@ -35,12 +39,15 @@ type memJob struct {
 	cursor  int // idx of the target in flight; -1 for none
 }
 
-var _ batch.Store = (*Store)(nil)
+var (
+	_ batch.Store      = (*Store)(nil)
+	_ batch.ChangeFeed = (*Store)(nil)
+)
 
 // NewStore returns an empty in-memory store that serves one process: its
 // Capabilities say it is not Shared.
 func NewStore() *Store {
-	return &Store{jobs: make(map[string]*memJob), beats: make(map[string]time.Time)}
+	return &Store{jobs: make(map[string]*memJob), beats: make(map[string]time.Time), subs: make(map[int]func(string))}
 }
 
 // NewSharedStore returns an empty in-memory store with the semantics of a
@@ -85,6 +92,35 @@ func (s *Store) withOwned(ctx context.Context, caller, jobID string, fn func(j *
 		}
 		return fn(j)
 	})
+}
+
+// Subscribe implements [batch.ChangeFeed]: every change made through any
+// runner is reported, as a database's notifications would report it to
+// every node. (A store that serves one process needs no feed; this one has
+// it either way, so that the cluster cases can check how runners use it.)
+func (s *Store) Subscribe(fn func(jobID string)) (stop func()) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = fn
+	return func() {
+		s.subMu.Lock()
+		defer s.subMu.Unlock()
+		delete(s.subs, id)
+	}
+}
+
+// emit reports changed job ids ("" for a queued job) to the subscribers.
+// It runs outside the store's lock.
+func (s *Store) emit(ids ...string) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, fn := range s.subs {
+		for _, id := range ids {
+			fn(id)
+		}
+	}
 }
 
 // Capabilities implements [batch.Store].
@@ -142,6 +178,9 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 		job = j.job
 		return nil
 	})
+	if err == nil && !reused {
+		s.emit("")
+	}
 	return job, reused, err
 }
 
@@ -172,6 +211,9 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 		ok = true
 		return nil
 	})
+	if ok {
+		s.emit(c.Job.ID)
+	}
 	return c, ok, err
 }
 
@@ -211,6 +253,9 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 		step = batch.Step{Status: j.job.Status, Next: -1}
 		return nil
 	})
+	if err == nil {
+		s.emit(p.JobID)
+	}
 	return step, err
 }
 
@@ -243,7 +288,7 @@ func (s *Store) addBytes(j *memJob, n int64) {
 
 // Cancel implements [batch.Store].
 func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
-	return s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
+	err := s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		if j.job.Status.Finished() {
 			return batch.ErrFinished
 		}
@@ -252,6 +297,10 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 		j.job.Lease = p.Now
 		return nil
 	})
+	if err == nil {
+		s.emit(p.JobID)
+	}
+	return err
 }
 
 // Get implements [batch.Store].
@@ -362,6 +411,8 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 
 // Reap implements [batch.Store].
 func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error) {
+	var reaped []string
+	defer func() { s.emit(reaped...) }()
 	err = s.locked(ctx, func() error {
 		stale := func(runner string) bool {
 			if p.StaleBefore.IsZero() {
@@ -392,6 +443,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 			}
 			j.job.Runner = ""
 			j.cursor = -1
+			reaped = append(reaped, j.job.ID)
 		}
 		for runner := range s.beats {
 			if p.AllLive || runner == p.Runner || stale(runner) {
