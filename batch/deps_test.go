@@ -18,7 +18,8 @@ var depRule = []struct {
 	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, nil},
 	{"batch/batchtest", nil, []string{"batch"}},
 	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch"}},
-	{"batchhttp", nil, []string{"batch"}},
+	{"batchnet", nil, []string{"batch"}},
+	{"batchhttp", nil, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
@@ -28,6 +29,7 @@ var testDepRule = map[string][]string{
 	"batch":           {"batch/batchtest"},
 	"batch/batchtest": {},
 	"batchstore":      {"batch/batchtest"},
+	"batchnet":        {},
 	"batchhttp":       {"batch/batchtest"},
 	"batchcli":        {"batch/batchtest", "batchhttp"},
 }

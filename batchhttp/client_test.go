@@ -43,7 +43,7 @@ func TestClient(t *testing.T) {
 			t.Fatalf("second submit: %#v, want %#v", err, want)
 		}
 		_, err = c.Submit(ctx, []batch.Target{{URL: "http://127.0.0.1/"}})
-		if ae, ok := errors.AsType[*APIError](err); !ok || ae.StatusCode != 422 || ae.Message != "blocked: target 0: private or reserved address" {
+		if ae, ok := errors.AsType[*APIError](err); !ok || ae.StatusCode != 422 || ae.Message != "blocked: target 0: loopback address" {
 			t.Fatalf("blocked submit: %v", err)
 		}
 		_, err = c.Status(ctx, "nope", StatusQuery{})

@@ -31,7 +31,7 @@ func TestHandler_Submit(t *testing.T) {
 		b := setup(t, setupOpts{precheck: PrecheckURL})
 		targets := []batch.Target{{URL: "https://example.test/a"}, {URL: "https://example.test:8443/b"}}
 		rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitBody(t, targets))
-		wantError(t, rec, http.StatusUnprocessableEntity, "blocked: target 1: port must be 80 or 443")
+		wantError(t, rec, http.StatusUnprocessableEntity, "blocked: target 1: port not allowed")
 		checkGolden(t, rec)
 		noJobs(t, b, alice)
 	})

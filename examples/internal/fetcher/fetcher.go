@@ -4,22 +4,23 @@
 //
 // # Guard
 //
-// The guard works in two places. [Guard.Precheck] (and the package-level
-// [Precheck]) checks a URL without DNS and fits the batchhttp pre-check hook:
+// The guard is [batchnet.Guard], the classifier the batchhttp pre-check
+// uses too, and works in two places. [batchnet.Guard.Precheck] checks a URL
+// without DNS and fits the batchhttp pre-check hook:
 // http or https only, port 80 or 443, no userinfo, a host, at most
-// [MaxURLBytes] bytes, no IP literal in a refused range and no legacy numeric
+// [batchnet.MaxURLBytes] bytes, no IP literal in a refused range and no legacy numeric
 // host form. It cannot see where a name points, so the [Fetcher] checks every
 // connection again at connect time: it resolves the host once, refuses the
-// dial if any answer is refused by [Classify] (so a name with mixed public and
+// dial if any answer is refused by [batchnet.Classify] (so a name with mixed public and
 // private answers is refused whole, whichever answer a dialer would pick), dials
 // the checked addresses rather than the name, and a [net.Dialer] Control
-// ([Guard.Control]) checks the address once more just before connect. This
+// ([batchnet.Guard.Control]) checks the address once more just before connect. This
 // holds for every redirect (at most [MaxRedirects]), each of which also passes
 // the pre-check, and for a name whose answer changed since the pre-check (DNS
 // rebinding). The transport never uses a proxy from the environment.
 //
 // An allow list of exact host:port strings exempts local test servers; see
-// [Guard].
+// [batchnet.Guard].
 //
 // # Errors
 //
@@ -60,6 +61,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // Defaults for [Options].
@@ -104,7 +106,7 @@ type Options struct {
 // Fetcher fetches targets over HTTP behind the SSRF guard. It is safe for
 // concurrent use.
 type Fetcher struct {
-	guard         *Guard
+	guard         *batchnet.Guard
 	maxBytes      int64
 	timeout       time.Duration
 	userAgent     string
@@ -119,7 +121,7 @@ type Fetcher struct {
 // Timeout means its default.
 func New(opts Options) *Fetcher {
 	f := &Fetcher{
-		guard:         NewGuard(opts.Allow),
+		guard:         batchnet.NewGuard(opts.Allow),
 		maxBytes:      cmp.Or(max(opts.MaxBytes, 0), DefaultMaxBytes),
 		timeout:       cmp.Or(max(opts.Timeout, 0), DefaultTimeout),
 		userAgent:     cmp.Or(opts.UserAgent, DefaultUserAgent),
@@ -170,7 +172,7 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
 	if err != nil {
-		return batch.Result{}, blocked(ReasonUnparseable)
+		return batch.Result{}, blocked(batchnet.ReasonUnparseable)
 	}
 	req.Header.Set("User-Agent", f.userAgent)
 	req.Header.Set("Accept", accept)

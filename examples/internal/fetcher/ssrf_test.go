@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // cgoAnswers are what getaddrinfo (GODEBUG=netdns=cgo) answers for the
@@ -48,8 +49,8 @@ func TestFetcher_SSRF(t *testing.T) {
 		victim, hits := newVictim(t)
 		// Straight to the dialer, past the pre-dial check: Control refuses.
 		_, err := b.f.dialer.DialContext(t.Context(), "tcp", victim.Listener.Addr().String())
-		var be *BlockedError
-		if !errors.As(err, &be) || be.Reason != ReasonLoopback {
+		var be *batchnet.BlockedError
+		if !errors.As(err, &be) || be.Reason != batchnet.ReasonLoopback {
 			t.Fatalf("dial = %v, want blocked: loopback address", err)
 		}
 		assertNoLeak(t, cleanError(t.Context(), err), victim.URL, victim.Listener.Addr().String(), "127.0.0.1")
@@ -69,7 +70,7 @@ func TestFetcher_SSRF(t *testing.T) {
 			"[::ffff:127.0.0.1]:80", "[::1]:80", "127.0.0.1.:80", "[fe80::1%lo]:80", "0.0.0.0:80",
 		} {
 			_, err := b.f.dialContext(t.Context(), "tcp", hostport)
-			var be *BlockedError
+			var be *batchnet.BlockedError
 			if !errors.As(err, &be) {
 				t.Errorf("dial %s = %v, want blocked", hostport, err)
 			}
@@ -92,8 +93,8 @@ func TestFetcher_SSRF(t *testing.T) {
 		b.dns.set("mixed-c.test", publicIP, "::1")
 		b.dns.set("mixed-d.test", publicIP, "64:ff9b::a9fe:a9fe")
 		for host, reason := range map[string]string{
-			"mixed-a.test": ReasonPrivate, "mixed-b.test": ReasonPrivate,
-			"mixed-c.test": ReasonLoopback, "mixed-d.test": ReasonLinkLocal,
+			"mixed-a.test": batchnet.ReasonPrivate, "mixed-b.test": batchnet.ReasonPrivate,
+			"mixed-c.test": batchnet.ReasonLoopback, "mixed-d.test": batchnet.ReasonLinkLocal,
 		} {
 			u := "http://" + host + "/c-mixed?token=c-tok-mixed"
 			_, err := b.fetch(t, u, batch.Options{})
@@ -110,19 +111,19 @@ func TestFetcher_SSRF(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		for i, tc := range []struct{ addr, reason string }{
-			{"10.0.0.1", ReasonPrivate},
-			{"192.168.1.1", ReasonPrivate},
-			{"169.254.169.254", ReasonLinkLocal},
-			{"100.64.0.1", ReasonShared},
-			{"127.0.0.1", ReasonLoopback},
-			{"0.0.0.0", ReasonUnspecified},
-			{"::1", ReasonLoopback},
-			{"fd00::1", ReasonPrivate},
-			{"fe80::1", ReasonLinkLocal},
-			{"::ffff:127.0.0.1", ReasonLoopback},
-			{"64:ff9b::a00:1", ReasonPrivate},
-			{"2002:a00:1::", ReasonPrivate},
-			{"ff02::1", ReasonMulticast},
+			{"10.0.0.1", batchnet.ReasonPrivate},
+			{"192.168.1.1", batchnet.ReasonPrivate},
+			{"169.254.169.254", batchnet.ReasonLinkLocal},
+			{"100.64.0.1", batchnet.ReasonShared},
+			{"127.0.0.1", batchnet.ReasonLoopback},
+			{"0.0.0.0", batchnet.ReasonUnspecified},
+			{"::1", batchnet.ReasonLoopback},
+			{"fd00::1", batchnet.ReasonPrivate},
+			{"fe80::1", batchnet.ReasonLinkLocal},
+			{"::ffff:127.0.0.1", batchnet.ReasonLoopback},
+			{"64:ff9b::a00:1", batchnet.ReasonPrivate},
+			{"2002:a00:1::", batchnet.ReasonPrivate},
+			{"ff02::1", batchnet.ReasonMulticast},
 		} {
 			host := fmt.Sprintf("c-internal-%d.test", i)
 			b.dns.set(host, tc.addr)
@@ -143,16 +144,16 @@ func TestFetcher_SSRF(t *testing.T) {
 			b.dns.set(host, addrs...)
 		}
 		for _, tc := range []struct{ host, reason string }{
-			{"127.1", ReasonNonCanonical},
-			{"2130706433", ReasonNonCanonical},
-			{"0x7f000001", ReasonNonCanonical},
-			{"0177.0.0.1", ReasonNonCanonical},
-			{"0", ReasonNonCanonical},
-			{"[::ffff:127.0.0.1]", ReasonLoopback},
-			{"[::1]", ReasonLoopback},
-			{"localhost", ReasonLoopback},
-			{"127.0.0.1.", ReasonLoopback},
-			{"127.0.0.1:" + b.port + "0", ReasonPort}, // not the allow-listed port
+			{"127.1", batchnet.ReasonNonCanonical},
+			{"2130706433", batchnet.ReasonNonCanonical},
+			{"0x7f000001", batchnet.ReasonNonCanonical},
+			{"0177.0.0.1", batchnet.ReasonNonCanonical},
+			{"0", batchnet.ReasonNonCanonical},
+			{"[::ffff:127.0.0.1]", batchnet.ReasonLoopback},
+			{"[::1]", batchnet.ReasonLoopback},
+			{"localhost", batchnet.ReasonLoopback},
+			{"127.0.0.1.", batchnet.ReasonLoopback},
+			{"127.0.0.1:" + b.port + "0", batchnet.ReasonPort}, // not the allow-listed port
 		} {
 			u := "http://" + tc.host + "/c-num"
 			_, err := b.fetch(t, u, batch.Options{})
@@ -216,7 +217,7 @@ func TestFetcher_SSRF(t *testing.T) {
 			}[r.PathValue("to")]
 			http.Redirect(w, r, to, http.StatusFound)
 		})
-		for to, reason := range map[string]string{"internal": ReasonLoopback, "metadata": ReasonLinkLocal} {
+		for to, reason := range map[string]string{"internal": batchnet.ReasonLoopback, "metadata": batchnet.ReasonLinkLocal} {
 			u := b.base + "/go/" + to
 			_, err := b.fetch(t, u, batch.Options{})
 			b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: "+reason)
@@ -249,8 +250,8 @@ func TestFetcher_SSRF(t *testing.T) {
 			http.Redirect(w, r, targets[r.PathValue("to")], http.StatusFound)
 		})
 		for to, reason := range map[string]string{
-			"port": ReasonPort, "literal": ReasonLoopback, "mapped": ReasonLoopback,
-			"numeric": ReasonNonCanonical, "scheme": ReasonScheme,
+			"port": batchnet.ReasonPort, "literal": batchnet.ReasonLoopback, "mapped": batchnet.ReasonLoopback,
+			"numeric": batchnet.ReasonNonCanonical, "scheme": batchnet.ReasonScheme,
 		} {
 			u := b.base + "/go/" + to
 			_, err := b.fetch(t, u, batch.Options{})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // MaxRedirects is how many redirects one fetch follows at most.
@@ -78,11 +79,11 @@ func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 func (f *Fetcher) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, blocked(ReasonInvalid)
+		return nil, blocked(batchnet.ReasonInvalid)
 	}
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {
-		return nil, blocked(ReasonInvalid)
+		return nil, blocked(batchnet.ReasonInvalid)
 	}
 	ips, err := f.resolve(ctx, host)
 	if err != nil {
@@ -115,14 +116,14 @@ func (f *Fetcher) dialContext(ctx context.Context, network, addr string) (net.Co
 // a canonical IP literal is refused without a lookup.
 func (f *Fetcher) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if strings.Contains(host, "%") {
-		return nil, blocked(ReasonZone)
+		return nil, blocked(batchnet.ReasonZone)
 	}
 	h := strings.TrimSuffix(host, ".")
 	if ip, err := netip.ParseAddr(h); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	if endsInNumber(h) {
-		return nil, blocked(ReasonNonCanonical)
+	if batchnet.NumericHost(h) {
+		return nil, blocked(batchnet.ReasonNonCanonical)
 	}
 	ips, err := f.lookup(ctx, host)
 	if err != nil {
@@ -152,7 +153,7 @@ func (f *Fetcher) control(network, address string, c syscall.RawConn) error {
 	if f.beforeConnect != nil {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
-			return blocked(ReasonInvalid)
+			return blocked(batchnet.ReasonInvalid)
 		}
 		return f.beforeConnect(network, ap)
 	}
@@ -163,9 +164,9 @@ func (f *Fetcher) control(network, address string, c syscall.RawConn) error {
 // (*url.Error, *net.OpError, x509 errors), with an error of fixed text that
 // carries an outcome. ctx is the fetch's context.
 func cleanError(ctx context.Context, err error) error {
-	var be *BlockedError
+	var be *batchnet.BlockedError
 	if errors.As(err, &be) {
-		return &BlockedError{Reason: be.Reason}
+		return &batchnet.BlockedError{Reason: be.Reason}
 	}
 	var fe *fetchError
 	if errors.As(err, &fe) {
@@ -203,3 +204,6 @@ func cleanError(ctx context.Context, err error) error {
 	}
 	return failf(batch.OutcomeOther, "fetch: request failed")
 }
+
+// blocked is the guard's refusal for reason.
+func blocked(reason string) error { return &batchnet.BlockedError{Reason: reason} }

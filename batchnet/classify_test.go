@@ -1,4 +1,4 @@
-package fetcher
+package batchnet
 
 import (
 	"net/netip"
@@ -28,9 +28,9 @@ func TestClassify(t *testing.T) {
 	f("192.0.1.255", "")
 	f("2606:2800:21f:cb07:6820:80da:af6b:8b2c", "")
 	f("2a00:1450:4001:80b::200e", "")
-	f("64:ff9b::5db8:d70e", "")   // NAT64 of a public IPv4
-	f("2002:5db8:d70e::1", "")    // 6to4 of a public IPv4
-	f("::ffff:93.184.215.14", "") // IPv4-mapped public
+	f("64:ff9b::5db8:d70e", ReasonTranslated) // NAT64 of a public IPv4
+	f("2002:5db8:d70e::1", ReasonTranslated)  // 6to4 of a public IPv4
+	f("::ffff:93.184.215.14", "")             // IPv4-mapped public
 
 	// IPv4 special-purpose ranges.
 	f("0.0.0.0", ReasonUnspecified)

@@ -1,4 +1,4 @@
-package fetcher
+package batchnet
 
 import "net/netip"
 
@@ -17,6 +17,9 @@ const (
 	ReasonDocumentation = "documentation address"
 	ReasonBenchmarking  = "benchmarking address"
 	ReasonReserved      = "reserved address"
+	// ReasonTranslated: a NAT64 or 6to4 address that embeds a public IPv4
+	// address; the gateway it goes through is not ours to trust.
+	ReasonTranslated = "translated address"
 )
 
 type deniedPrefix struct {
@@ -81,7 +84,10 @@ var deniedV6 = []deniedPrefix{
 // broadcast, documentation and benchmarking ranges, and reserved space
 // (240/4, IPv6 outside 2000::/3). Addresses that embed an IPv4 address —
 // IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) —
-// are classified by the embedded IPv4 address. A zone is ignored.
+// are refused for the embedded address's reason if it is special; a NAT64
+// or 6to4 form of a public address is refused as translated, and an
+// IPv4-mapped one is allowed (it is how an IPv4 address looks on an IPv6
+// socket). A zone is ignored here; [Guard] refuses zoned addresses.
 func Classify(ip netip.Addr) (reason string, ok bool) {
 	if !ip.IsValid() {
 		return ReasonInvalid, false
@@ -91,7 +97,10 @@ func Classify(ip netip.Addr) (reason string, ok bool) {
 		return classify4(ip)
 	}
 	if v4, embedded := embeddedV4(ip); embedded {
-		return classify4(v4)
+		if reason, ok := classify4(v4); !ok || prefixMapped.Contains(ip) {
+			return reason, ok
+		}
+		return ReasonTranslated, false
 	}
 	for _, d := range deniedV6 {
 		if d.prefix.Contains(ip) {

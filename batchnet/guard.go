@@ -1,4 +1,4 @@
-package fetcher
+package batchnet
 
 import (
 	"net"
@@ -107,7 +107,7 @@ func Precheck(rawURL string) error { return (*Guard)(nil).Precheck(rawURL) }
 //
 // The error is a *[BlockedError] and never contains the URL. Precheck is
 // not sufficient on its own: a name can resolve to any address, so the
-// [Fetcher] checks every dial again at connect time.
+// fetcher must check every dial again at connect time ([Guard.Control]).
 func (g *Guard) Precheck(rawURL string) error {
 	if len(rawURL) > MaxURLBytes {
 		return blocked(ReasonURLTooLong)
@@ -154,7 +154,7 @@ func checkHostName(host string) error {
 		}
 		return nil
 	}
-	if endsInNumber(h) {
+	if NumericHost(h) {
 		return blocked(ReasonNonCanonical)
 	}
 	lower := strings.ToLower(h)
@@ -164,11 +164,13 @@ func checkHostName(host string) error {
 	return nil
 }
 
-// endsInNumber reports whether the last label of host is a number in the
+// NumericHost reports whether the last label of host is a number in the
 // WHATWG URL sense (decimal digits, or 0x followed by hex digits): a URL
 // parser in a browser, and getaddrinfo, would read such a host as an IPv4
-// address in one of its legacy forms.
-func endsInNumber(host string) bool {
+// address in one of its legacy forms (127.1, 2130706433, 0x7f000001), so a
+// host that is not a canonical IP literal must not be resolved when it is
+// numeric.
+func NumericHost(host string) bool {
 	last := host[strings.LastIndexByte(host, '.')+1:]
 	if last == "" {
 		return false
