@@ -20,6 +20,9 @@ type JobInfo struct {
 	CreatedAt    time.Time
 	// ExpiresAt is when the job may be swept: its lease plus the TTL.
 	ExpiresAt time.Time
+	// Bytes are the stored result and error bytes of the job: what an
+	// answer with every result would carry.
+	Bytes int64
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -258,6 +261,7 @@ func (r *Runner) jobInfo(j Job) JobInfo {
 		TargetsDone:  j.TargetsDone,
 		CreatedAt:    j.CreatedAt.UTC(),
 		ExpiresAt:    r.expiresAt(j),
+		Bytes:        j.Bytes,
 	}
 }
 

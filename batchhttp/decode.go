@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -22,18 +24,34 @@ var errTooLarge = &httpError{
 	hint: "split the targets over several batches", code: codeTooLarge,
 }
 
-// readBody reads a submit body of at most [MaxBodyBytes]. w must be the
-// server's own ResponseWriter, so that an oversized body closes the
-// connection.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// errBodyTimeout: the client did not send its body in time.
+var errBodyTimeout = &httpError{
+	status: http.StatusRequestTimeout, msg: "body not received in time", code: codeTimeout,
+}
+
+// readBody reads a submit body of at most [MaxBodyBytes] within timeout. w
+// must be the server's own ResponseWriter, so that an oversized body
+// closes the connection and the read deadline reaches the connection. A
+// client that sends its headers and then stalls is answered 408 at the
+// deadline, and its connection closed.
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > MaxBodyBytes {
 		w.Header().Set("Connection", "close")
 		return nil, errTooLarge
 	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil // nil: a server that supports it
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if deadline {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		w.Header().Set("Connection", "close")
 		return nil, errTooLarge
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		w.Header().Set("Connection", "close")
+		return nil, errBodyTimeout
 	}
 	if err != nil {
 		return nil, invalidBatch("body could not be read")

@@ -81,7 +81,25 @@
 //
 // # Logs and metrics
 //
-// Each request logs exactly one line, "batch http", with the route label,
+// # Limits
+//
+// A request that fails authentication is answered at once and its
+// connection closed: its body is never read, so a client that announces a
+// body and stalls cannot hold the connection. A submit's body must arrive
+// within [HandlerOpts].BodyTimeout (10s; then 408) and be at most
+// [MaxBodyBytes] (then 413). A ?results=1 answer is written one result at a
+// time, carries at most [HandlerOpts].MaxResultsBytes of results (8 MiB;
+// a larger job is 422 "results too large for one answer", with a hint to
+// read GET /v1/batch/{id}/{idx}), and at most
+// [HandlerOpts].MaxResultsInFlight (4) are written at once (then 429 with
+// Retry-After: 1). The server's own limits (header size and timeouts, idle
+// connections, the number of connections) are the host's http.Server and
+// listener; examples/internal/daemon shows values that fit this API.
+//
+// # Logs and metrics
+//
+// Each request logs exactly one line, "batch http", at debug level (at
+// error for a 5xx, so that a busy API does not flood the log), with the route label,
 // the HTTP status, the caller, the job id, the target count, the job status
 // and reused flag when known, and for an error a fixed code (such as
 // "blocked" or "not_found") instead of the message. No line carries a

@@ -40,6 +40,9 @@ const (
 	codeUnavailable = "unavailable"
 	codeInternal    = "internal"
 	codeAuth        = "unauthorized"
+	codeTimeout     = "timeout"
+	codeResultsBig  = "results_too_large"
+	codeResultsBusy = "results_busy"
 )
 
 // errorTable maps the core's sentinels to answers: the one place where a
@@ -129,20 +132,34 @@ func writeAnswer(w http.ResponseWriter, e *httpError) {
 // writeJSON encodes v and writes it with status. It encodes before writing
 // the header, so a value that cannot be encoded becomes a clean 500.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		buf.Reset()
-		buf.WriteString(`{"success":false,"error":"internal error"}` + "\n")
+	b, err := marshal(v)
+	if err != nil {
+		b = []byte(`{"success":false,"error":"internal error"}` + "\n")
 		status = http.StatusInternalServerError
 		w.Header().Del("Retry-After")
 	}
 	h := w.Header()
+	setJSONHeaders(h)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// setJSONHeaders sets the headers of every JSON answer.
+func setJSONHeaders(h http.Header) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+}
+
+// marshal encodes v as the API writes JSON: without HTML escaping, with a
+// trailing newline.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -1,6 +1,7 @@
 package batchhttp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -66,7 +67,25 @@ type HandlerOpts struct {
 	Logger *slog.Logger
 	// Observe gets one observation per request. Defaults to none.
 	Observe ObserveFunc
+	// BodyTimeout bounds the read of a submit's body: a client that sends
+	// its headers and then stalls is cut off after it. Defaults to 10s.
+	BodyTimeout time.Duration
+	// MaxResultsBytes caps the stored result and error bytes of one
+	// ?results=1 answer; a larger job is refused with 422 and a hint to read
+	// its results one at a time. Defaults to 8 MiB.
+	MaxResultsBytes int64
+	// MaxResultsInFlight caps the ?results=1 answers written at once; more
+	// wait for a turn for up to a second, then get 429 with Retry-After.
+	// Each answer holds one result in memory at a time. Defaults to 4.
+	MaxResultsInFlight int
 }
+
+// Defaults for [HandlerOpts].
+const (
+	DefaultBodyTimeout        = 10 * time.Second
+	DefaultMaxResultsBytes    = 8 << 20
+	DefaultMaxResultsInFlight = 4
+)
 
 // Handler serves the /v1/batch wire API. Create one with [NewHandler].
 type Handler struct {
@@ -77,6 +96,10 @@ type Handler struct {
 	observe  ObserveFunc
 	mux      *http.ServeMux
 	other    http.Handler // unmatched paths
+
+	bodyTimeout     time.Duration
+	maxResultsBytes int64
+	resultsSlots    chan struct{} // one token per ?results=1 answer being written
 }
 
 // NewHandler returns a handler serving runner over HTTP, as described in the
@@ -89,13 +112,19 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if opts == nil || opts.Authenticate == nil {
 		return nil, errors.New("batchhttp: HandlerOpts.Authenticate is required")
 	}
+	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 {
+		return nil, errors.New("batchhttp: HandlerOpts limits must not be negative")
+	}
 	h := &Handler{
-		runner:   runner,
-		auth:     opts.Authenticate,
-		precheck: opts.Precheck,
-		log:      opts.Logger,
-		observe:  opts.Observe,
-		mux:      http.NewServeMux(),
+		runner:          runner,
+		auth:            opts.Authenticate,
+		precheck:        opts.Precheck,
+		log:             opts.Logger,
+		observe:         opts.Observe,
+		mux:             http.NewServeMux(),
+		bodyTimeout:     cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
+		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -200,7 +229,7 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 		if err == nil {
 			return
 		}
-		if r.Context().Err() != nil && !sw.wrote {
+		if _, decided := errors.AsType[*httpError](err); !decided && r.Context().Err() != nil && !sw.wrote {
 			return // the client is gone: nothing to answer
 		}
 		ans = answerFor(err, h.runner.TargetsPerJob())
@@ -213,7 +242,7 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 // pre-check reason): only the answer's fixed code. The cause of a 5xx is
 // logged for unrestricted callers only.
 func (h *Handler) logLine(ctx context.Context, label string, status int, d time.Duration, req *request, ans *httpError) {
-	level := slog.LevelInfo
+	level := slog.LevelDebug // a line per request is for debugging; a busy API writes many
 	if status >= 500 {
 		level = slog.LevelError
 	}
@@ -260,6 +289,13 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			// A refused request's body is never read. Without this,
+			// net/http would try to read it (to reuse the connection)
+			// before sending the answer, and a client that stalls after
+			// its headers would hold the connection with no answer at all.
+			w.Header().Set("Connection", "close")
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

@@ -1,7 +1,9 @@
 package batchhttp
 
 import (
+	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,7 +26,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if sw, ok := w.(*statusWriter); ok {
 		raw = sw.ResponseWriter // so that MaxBytesReader can close the connection
 	}
-	body, err := readBody(raw, r)
+	body, err := readBody(raw, r, h.bodyTimeout)
 	if err != nil {
 		return err
 	}
@@ -99,18 +101,80 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 	if err := h.touch(r, req.caller, id); err != nil {
 		return err
 	}
-	opts := batch.StatusOptions{Results: results}
+	// The summary first, never with results: those are read one at a time
+	// below, so that an answer holds one result in memory at a time.
 	var info batch.JobInfo
 	if wait > 0 {
-		info, err = h.runner.Wait(r.Context(), req.caller, id, batch.WaitOptions{StatusOptions: opts, Timeout: wait, Since: since})
+		info, err = h.runner.Wait(r.Context(), req.caller, id, batch.WaitOptions{Timeout: wait, Since: since})
 	} else {
-		info, err = h.runner.Status(r.Context(), req.caller, id, opts)
+		info, err = h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{})
 	}
 	if err != nil {
 		return err
 	}
 	req.targets, req.jobStatus = info.TargetsTotal, info.Status
-	writeJSON(w, http.StatusOK, statusResponse(info))
+	if !results {
+		writeJSON(w, http.StatusOK, statusResponse(info))
+		return nil
+	}
+	return h.writeResults(w, r, req.caller, info)
+}
+
+// writeResults writes the summary of info with every done target's result,
+// streamed: each result is read and written on its own. The answer is
+// bounded in bytes (MaxResultsBytes) and in how many are written at once
+// (MaxResultsInFlight).
+func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller batch.Caller, info batch.JobInfo) error {
+	if info.Bytes > h.maxResultsBytes {
+		return &httpError{
+			status: http.StatusUnprocessableEntity, code: codeResultsBig,
+			msg:  fmt.Sprintf("results too large for one answer (%d bytes, max %d)", info.Bytes, h.maxResultsBytes),
+			hint: "read the results one at a time: GET /v1/batch/{id}/{idx}",
+		}
+	}
+	wait := time.NewTimer(time.Second)
+	defer wait.Stop()
+	select {
+	case h.resultsSlots <- struct{}{}:
+		defer func() { <-h.resultsSlots }()
+	case <-wait.C:
+		return &httpError{status: http.StatusTooManyRequests, msg: "too many result answers in flight", code: codeResultsBusy, retryAfter: 1}
+	case <-r.Context().Done():
+		return context.Cause(r.Context())
+	}
+	resp := statusResponse(info)
+	targets := resp.Targets
+	resp.Targets = []TargetStatus{}
+	head, err := marshal(resp) // …,"targets":[]}
+	if err != nil {
+		return err
+	}
+	setJSONHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	buf := bytes.TrimSuffix(head, []byte("]}\n")) // …,"targets":[
+	for i, t := range targets {
+		if t.Status == batch.TargetDone {
+			tr, err := h.runner.Result(r.Context(), caller, info.ID, t.Idx)
+			if err != nil {
+				// Swept or evicted mid-answer, or the client left: the
+				// header is out, so the answer can only be cut short.
+				panic(http.ErrAbortHandler)
+			}
+			t.Result = envelope(tr.TargetInfo)
+		}
+		b, err := marshal(t)
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if _, err := w.Write(append(buf, bytes.TrimSuffix(b, []byte("\n"))...)); err != nil {
+			return nil // the client is gone
+		}
+		buf = buf[:0]
+	}
+	_, _ = w.Write(append(buf, "]}\n"...))
 	return nil
 }
 
@@ -160,7 +224,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) err
 	} else if ok {
 		n, ok := parseUint(s)
 		if !ok || n < 1 {
-			return invalidRequest("limit must be a number from 1 to %d", MaxListLimit)
+			return invalidRequest("limit must be a positive integer (at most %d jobs are listed)", MaxListLimit)
 		}
 		limit = min(n, MaxListLimit)
 	}
@@ -198,8 +262,14 @@ func validID(id string) bool {
 	return true
 }
 
-// parseIdx parses a target index: decimal digits only.
-func parseIdx(s string) (int, bool) { return parseUint(s) }
+// parseIdx parses a target index: decimal digits only, without leading
+// zeros, so that each target has one path.
+func parseIdx(s string) (int, bool) {
+	if len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	return parseUint(s)
+}
 
 // parseUint parses 1 to 9 decimal digits, with no sign.
 func parseUint(s string) (int, bool) {

@@ -1,0 +1,193 @@
+package batchhttp
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// limitsHandler is a handler over a started runner with the given limits.
+func limitsHandler(t *testing.T, r Runner, opts HandlerOpts) *Handler {
+	t.Helper()
+	auth, err := NewKeyAuth(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Authenticate = auth
+	h, err := NewHandler(r, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// rawRequest writes head (request line and headers, without the blank line
+// that ends them) and then body, on a new connection to srv, and returns
+// the status line the server answers within timeout ("" if none).
+func rawRequest(t *testing.T, srv *httptest.Server, head, body string, timeout time.Duration) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, head+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(line)
+}
+
+// A request without a key that announces a body and never sends it is
+// answered 401 at once: the handler does not wait for a body it will not
+// read (issue 9, finding 1).
+func TestHandler_RefusalDoesNotWaitForBody(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{})
+	srv := httptest.NewServer(limitsHandler(t, r, HandlerOpts{}))
+	defer srv.Close()
+	for _, head := range []string{
+		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 10",
+		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 10",
+	} {
+		if got := rawRequest(t, srv, head, "", 5*time.Second); got != "HTTP/1.1 401 Unauthorized" {
+			t.Errorf("answer to a refused request with a stalled body: %q, want a 401 at once", got)
+		}
+	}
+}
+
+// A caller that sends its headers and then stalls its body is answered 408
+// at the body deadline and its connection closed.
+func TestHandler_StalledBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{})
+	srv := httptest.NewServer(limitsHandler(t, r, HandlerOpts{BodyTimeout: 200 * time.Millisecond}))
+	defer srv.Close()
+	head := "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyAlice + "\r\nContent-Length: 100"
+	if got := rawRequest(t, srv, head, `{"targets":`, 5*time.Second); got != "HTTP/1.1 408 Request Timeout" {
+		t.Fatalf("answer to a stalled body: %q, want 408", got)
+	}
+}
+
+// ?results=1 is bounded in bytes: a job whose results would make a larger
+// answer is refused with a hint to read them one at a time (finding 2).
+func TestHandler_ResultsAnswerCapped(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.StaticFetcher(strings.Repeat("x", 400))})
+	h := limitsHandler(t, r, HandlerOpts{MaxResultsBytes: 1000})
+	small, _, err := r.Submit(t.Context(), alice, batchtest.Targets("small", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batchtest.WaitFinished(t, r, alice, small.ID, 10*time.Second)
+	big, _, err := r.Submit(t.Context(), alice, batchtest.Targets("big", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batchtest.WaitFinished(t, r, alice, big.ID, 10*time.Second)
+
+	rec := serve(h, http.MethodGet, "/v1/batch/"+small.ID+"?results=1", keyAlice, "")
+	var st StatusResponse
+	decodeJSON(t, rec.Body.Bytes(), &st)
+	if rec.Code != http.StatusOK || len(st.Targets) != 2 || st.Targets[1].Result == nil {
+		t.Fatalf("results of a small job: %d %s", rec.Code, rec.Body)
+	}
+	info, err := r.Status(t.Context(), alice, big.ID, batch.StatusOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = serve(h, http.MethodGet, "/v1/batch/"+big.ID+"?results=1", keyAlice, "")
+	wantError(t, rec, http.StatusUnprocessableEntity, fmt.Sprintf("results too large for one answer (%d bytes, max 1000)", info.Bytes))
+	if !strings.Contains(rec.Body.String(), "GET /v1/batch/{id}/{idx}") {
+		t.Errorf("the refusal does not point at the one-result route: %s", rec.Body)
+	}
+	if rec := serve(h, http.MethodGet, "/v1/batch/"+big.ID, keyAlice, ""); rec.Code != http.StatusOK {
+		t.Errorf("the summary of the big job: %d", rec.Code)
+	}
+}
+
+// slowResults is a runner whose Result waits until released.
+type slowResults struct {
+	*batch.Runner
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowResults) Result(ctx context.Context, c batch.Caller, id string, idx int) (batch.TargetResult, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Runner.Result(ctx, c, id, idx)
+}
+
+// ?results=1 answers are bounded in number: beyond MaxResultsInFlight a
+// reader waits a moment for a turn, then gets 429 with Retry-After.
+func TestHandler_ResultsAnswersInFlight(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{})
+	job, _, err := r.Submit(t.Context(), alice, batchtest.Targets("inflight", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batchtest.WaitFinished(t, r, alice, job.ID, 10*time.Second)
+	slow := &slowResults{Runner: r, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	h := limitsHandler(t, slow, HandlerOpts{MaxResultsInFlight: 1})
+	target := "/v1/batch/" + job.ID + "?results=1"
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if rec := serve(h, http.MethodGet, target, keyAlice, ""); rec.Code != http.StatusOK {
+			t.Errorf("the answer in flight: %d", rec.Code)
+		}
+	})
+	<-slow.entered // the first answer holds the only turn
+	rec := serve(h, http.MethodGet, target, keyAlice, "")
+	wantError(t, rec, http.StatusTooManyRequests, "too many result answers in flight")
+	if got := rec.Header().Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	close(slow.release)
+	wg.Wait()
+	if rec := serve(h, http.MethodGet, target, keyAlice, ""); rec.Code != http.StatusOK {
+		t.Errorf("after the turn was given back: %d", rec.Code)
+	}
+}
+
+// Each target has one path: leading zeros and signs are not an index
+// (finding 6).
+func TestHandler_ResultIndexIsCanonical(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	sub := b.submit(t, keyAlice, batchtest.Targets("idx", 2), http.StatusAccepted)
+	batchtest.WaitFinished(t, b.runner, alice, sub.JobID, 10*time.Second)
+	for idx, want := range map[string]int{"0": 200, "1": 200, "00": 404, "01": 404, "+0": 404, "-0": 404, "2": 404} {
+		if rec := b.do(t, http.MethodGet, "/v1/batch/"+sub.JobID+"/"+idx, keyAlice, ""); rec.Code != want {
+			t.Errorf("GET …/%s: %d, want %d", idx, rec.Code, want)
+		}
+	}
+}
+
+// A list limit says what it accepts: any positive count, of which at most
+// MaxListLimit are listed.
+func TestHandler_ListLimitMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	wantError(t, b.do(t, http.MethodGet, "/v1/batch?limit=0", keyAlice, ""), http.StatusBadRequest,
+		fmt.Sprintf("invalid request: limit must be a positive integer (at most %d jobs are listed)", MaxListLimit))
+	if rec := b.do(t, http.MethodGet, "/v1/batch?limit=1000000", keyAlice, ""); rec.Code != http.StatusOK {
+		t.Errorf("limit=1000000: %d, want 200 (capped)", rec.Code)
+	}
+}
