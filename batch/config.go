@@ -22,6 +22,7 @@ const (
 	DefaultTargetTimeout  = 60 * time.Second
 	DefaultMaxResultBytes = 1 << 20
 	DefaultBusyWait       = 2 * time.Minute
+	DefaultStoreWait      = time.Minute
 	DefaultSweepInterval  = time.Minute
 	DefaultPollInterval   = time.Second
 	// DefaultHeartbeatInterval: one small write per runner every 10s costs
@@ -70,6 +71,10 @@ type Config struct {
 	// BusyWait caps the total time one target waits for a busy fetcher before
 	// it fails with outcome busy. Defaults to 2m.
 	BusyWait time.Duration `json:"busy_wait" toml:"busy_wait"`
+	// StoreWait is how long a target's result write is retried while the
+	// store cannot take it (a full disk, say) before the target is stored as
+	// failed instead, so that the job goes on. Defaults to 1m.
+	StoreWait time.Duration `json:"store_wait" toml:"store_wait"`
 	// SweepInterval is how often expired jobs are swept and the byte budget
 	// enforced. Defaults to 1m.
 	SweepInterval time.Duration `json:"sweep_interval" toml:"sweep_interval"`
@@ -112,6 +117,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.TargetTimeout = cmp.Or(cfg.TargetTimeout, DefaultTargetTimeout)
 	cfg.MaxResultBytes = cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes)
 	cfg.BusyWait = cmp.Or(cfg.BusyWait, DefaultBusyWait)
+	cfg.StoreWait = cmp.Or(cfg.StoreWait, DefaultStoreWait)
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
@@ -147,7 +153,7 @@ func (cfg Config) validate() error {
 	positive("workers", int64(cfg.Workers))
 	positive("max_result_bytes", int64(cfg.MaxResultBytes))
 	for name, d := range map[string]time.Duration{
-		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait,
+		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait, "store_wait": cfg.StoreWait,
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
 		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
 	} {
@@ -182,6 +188,7 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 		TTL           jsonDuration `json:"ttl"`
 		TargetTimeout jsonDuration `json:"target_timeout"`
 		BusyWait      jsonDuration `json:"busy_wait"`
+		StoreWait     jsonDuration `json:"store_wait"`
 		SweepInterval jsonDuration `json:"sweep_interval"`
 		PollInterval  jsonDuration `json:"poll_interval"`
 		Heartbeat     jsonDuration `json:"heartbeat_interval"`
@@ -191,6 +198,7 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 		TTL:           jsonDuration(cfg.TTL),
 		TargetTimeout: jsonDuration(cfg.TargetTimeout),
 		BusyWait:      jsonDuration(cfg.BusyWait),
+		StoreWait:     jsonDuration(cfg.StoreWait),
 		SweepInterval: jsonDuration(cfg.SweepInterval),
 		PollInterval:  jsonDuration(cfg.PollInterval),
 		Heartbeat:     jsonDuration(cfg.HeartbeatInterval),
@@ -202,6 +210,7 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 	cfg.TTL = time.Duration(aux.TTL)
 	cfg.TargetTimeout = time.Duration(aux.TargetTimeout)
 	cfg.BusyWait = time.Duration(aux.BusyWait)
+	cfg.StoreWait = time.Duration(aux.StoreWait)
 	cfg.SweepInterval = time.Duration(aux.SweepInterval)
 	cfg.PollInterval = time.Duration(aux.PollInterval)
 	cfg.HeartbeatInterval = time.Duration(aux.Heartbeat)

@@ -98,11 +98,7 @@ func (r *Runner) drain(c Claimed) {
 			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", next))
 			return
 		}
-		var step Step
-		err := r.retryStore(log, "finish target", func(ctx context.Context) (err error) {
-			step, err = r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: fin, Now: r.cfg.Now()})
-			return err
-		})
+		step, err := r.storeTarget(log, job, &fin)
 		switch {
 		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrNotFound):
 			// Reaped as stale, or gone: another runner or the sweeper
@@ -135,23 +131,35 @@ func (r *Runner) drain(c Claimed) {
 		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))
 }
 
-// retryStore runs a store write until it succeeds, answers with a sentinel
-// of the job model ([ErrNotHeld], [ErrNotFound]), or the runner closes;
-// other errors are logged and retried with back-off.
-func (r *Runner) retryStore(log *slog.Logger, op string, write func(ctx context.Context) error) error {
+// storeTarget writes a target's outcome until it is stored, the store
+// answers with a sentinel of the job model ([ErrNotHeld], [ErrNotFound]),
+// or the runner closes; other errors are logged and retried with back-off.
+// A result the store has not taken for Config.StoreWait (a disk too full for
+// it, say) is given up: fin becomes a failure, whose small write is retried
+// in turn, so the worker and the job go on and nothing stored is lost.
+func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step, error) {
+	giveUp := time.Now().Add(r.cfg.StoreWait)
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := storeCtx()
-		err := write(ctx)
+		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.cfg.Now()})
 		cancel()
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
-			return err
+			return step, err
 		}
 		log.LogAttrs(context.Background(), slog.LevelError, "batch store write failed; retrying",
-			slog.String("op", op), slog.Int("attempt", attempt), slog.String("err", err.Error()))
+			slog.String("op", "finish target"), slog.Int("attempt", attempt), slog.String("err", err.Error()))
+		if fin.Status == TargetDone && time.Now().After(giveUp) {
+			size := len(fin.Result)
+			*fin = TargetFinish{Idx: fin.Idx}
+			fin.fail(OutcomeOther, "", fmt.Errorf("not stored: the store could not take the %d-byte result for %s", size, r.cfg.StoreWait))
+			log.LogAttrs(context.Background(), slog.LevelWarn, "batch result given up; storing the target as failed",
+				slog.Int("idx", fin.Idx), slog.Int("bytes", size))
+			backoff = 100 * time.Millisecond
+		}
 		select {
 		case <-r.stop:
-			return err
+			return Step{}, err
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)
@@ -195,7 +203,11 @@ func (r *Runner) fetchTarget(job Job, t TargetRecord) (fin TargetFinish, d time.
 			continue
 		case fr.err != nil:
 			o := outcomeOf(fr.err)
-			if o == "" {
+			switch {
+			case o != "":
+			case errors.Is(fr.err, context.DeadlineExceeded):
+				o = OutcomeTimeout
+			default:
 				o = OutcomeOther
 			}
 			fin.fail(o.Fold(), hintOf(fr.err), fr.err)
@@ -284,11 +296,12 @@ func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
 		}
 	}
 	// A fetch that finished stands, even if Close came right after; one that
-	// ended because of Close (or was abandoned at it) is interrupted.
+	// ended because of Close (or was abandoned at it) is interrupted. A
+	// fetch timed out if the target's own deadline passed; a timeout the
+	// fetcher met earlier (its transport's, say) keeps the fetcher's error.
 	closing := errors.Is(context.Cause(r.fetchCtx), ErrClosed)
 	fr.interrupted = closing && (!answered || fr.err != nil)
-	fr.timedOut = !fr.interrupted && fr.err != nil &&
-		(errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(fr.err, context.DeadlineExceeded))
+	fr.timedOut = !fr.interrupted && fr.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	return fr
 }
 

@@ -47,6 +47,7 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"ResubmitAfterCancel":      runnerResubmitAfterCancel,
 		"SerialOrder":              runnerSerial,
 		"StoreFaultsAreRetried":    runnerStoreFaults,
+		"UnstorableResultFails":    runnerUnstorable,
 		"SubmitValidation":         runnerValidation,
 	}
 	for name, fn := range runnerClusterCases {
@@ -616,4 +617,34 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 	if peak != 1 || calls != 3 {
 		t.Errorf("%d calls, peak %d at once; want 3 and 1", calls, peak)
 	}
+}
+
+// fullStore refuses every result over limit bytes, as a store whose disk
+// has no room for it does; smaller writes pass.
+type fullStore struct {
+	batch.Store
+	limit int
+}
+
+func (f fullStore) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+	if len(p.Target.Result) > f.limit {
+		return batch.Step{}, fmt.Errorf("disk full: %w", batch.ErrUnavailable)
+	}
+	return f.Store.FinishTarget(ctx, p)
+}
+
+// runnerUnstorable: a result the store cannot take for StoreWait fails its
+// target instead of stranding the worker; the job goes on.
+func runnerUnstorable(t *testing.T, s batch.Store) {
+	ts := Targets("unstorable", 3)
+	fetch := ScriptFetcher(map[string]Step{ts[1].URL: {Result: batch.Result{Content: strings.Repeat("x", 500)}}})
+	r := NewRunner(t, batch.Config{Store: fullStore{s, 200}, Fetch: fetch, StoreWait: 200 * time.Millisecond, Logger: discardLogger})
+	id := mustSubmit(t, r, alice, ts)
+	info := WaitFinished(t, r, alice, id, waitLong)
+	got := info.Targets[1]
+	if info.Status != batch.JobPartial || got.Status != batch.TargetFailed || got.Outcome != batch.OutcomeOther ||
+		!strings.HasPrefix(got.Error, "not stored: the store could not take the ") {
+		t.Fatalf("job %s, target 1 = %+v; want it failed as not stored, the others done", info.Status, got)
+	}
+	wantTargets(t, "after an unstorable result", info, batch.TargetDone, batch.TargetFailed, batch.TargetDone)
 }

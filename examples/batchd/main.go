@@ -73,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&b.TargetTimeout, "target-timeout", batch.DefaultTargetTimeout, "deadline of one fetch")
 	fs.IntVar(&b.MaxResultBytes, "max-result-bytes", batch.DefaultMaxResultBytes, "largest stored result")
 	fs.DurationVar(&b.BusyWait, "busy-wait", batch.DefaultBusyWait, "longest wait for a busy fetcher")
+	fs.DurationVar(&b.StoreWait, "store-wait", batch.DefaultStoreWait, "longest retry of a result the store cannot take before its target fails")
 	fs.StringVar(&b.MetricsPrefix, "metrics-prefix", batch.DefaultMetricsPrefix, "metric name prefix")
 	fs.StringVar(&b.RunnerID, "runner-id", "", "stable runner `id` of this node (default: random per start)")
 	fs.DurationVar(&b.HeartbeatInterval, "heartbeat-interval", batch.DefaultHeartbeatInterval, "how often the runner records that it is alive")

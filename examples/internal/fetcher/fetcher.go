@@ -68,6 +68,9 @@ import (
 const (
 	DefaultMaxBytes  = 2 << 20
 	DefaultTimeout   = 30 * time.Second
+	// DefaultHeaderTimeout: how long an upstream may take to start its
+	// answer.
+	DefaultHeaderTimeout = 30 * time.Second
 	DefaultUserAgent = "batchkit-fetcher/1.0"
 )
 
@@ -91,6 +94,9 @@ type Options struct {
 	// deadline the caller's context already has. Defaults to
 	// DefaultTimeout (30s).
 	Timeout time.Duration
+	// HeaderTimeout bounds the wait for the response headers once a
+	// request is sent, within Timeout. Defaults to 30s.
+	HeaderTimeout time.Duration
 	// UserAgent is the User-Agent header. Defaults to DefaultUserAgent.
 	UserAgent string
 	// Lookup resolves host names. Tests set it to map names to loopback
@@ -109,6 +115,7 @@ type Fetcher struct {
 	guard         *batchnet.Guard
 	maxBytes      int64
 	timeout       time.Duration
+	headerTimeout time.Duration
 	userAgent     string
 	lookup        LookupFunc
 	beforeConnect ConnectFunc
@@ -124,6 +131,7 @@ func New(opts Options) *Fetcher {
 		guard:         batchnet.NewGuard(opts.Allow),
 		maxBytes:      cmp.Or(max(opts.MaxBytes, 0), DefaultMaxBytes),
 		timeout:       cmp.Or(max(opts.Timeout, 0), DefaultTimeout),
+		headerTimeout: cmp.Or(max(opts.HeaderTimeout, 0), DefaultHeaderTimeout),
 		userAgent:     cmp.Or(opts.UserAgent, DefaultUserAgent),
 		lookup:        opts.Lookup,
 		beforeConnect: opts.BeforeConnect,

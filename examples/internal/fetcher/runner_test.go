@@ -93,3 +93,24 @@ func TestFetcher_InRunner(t *testing.T) {
 		}
 	}
 }
+
+// An upstream that never sends its response headers: the stored error says
+// what happened (the fetcher's header timeout), not that the target's own
+// deadline passed (issue 9, finding 6).
+func TestFetcher_InRunnerHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *Options) { o.HeaderTimeout, o.Timeout = 100*time.Millisecond, 5*time.Second })
+	stall := make(chan struct{})
+	t.Cleanup(func() { close(stall) }) // before the server's Close, which waits for the handler
+	b.mux.HandleFunc("/stall", func(w http.ResponseWriter, r *http.Request) { <-stall })
+	r := batchtest.NewRunner(t, batch.Config{Fetch: b.f.Fetch, TargetTimeout: 10 * time.Second})
+	caller := batch.Caller{Name: "owner"}
+	job, _, err := r.Submit(t.Context(), caller, []batch.Target{{URL: b.base + "/stall"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := batchtest.WaitFinished(t, r, caller, job.ID, 30*time.Second)
+	if got := info.Targets[0]; got.Outcome != batch.OutcomeTimeout || got.Error != "timeout: upstream sent no response headers in time" {
+		t.Fatalf("target = %q, %q; want the fetcher's header timeout", got.Outcome, got.Error)
+	}
+}

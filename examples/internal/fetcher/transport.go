@@ -54,7 +54,7 @@ func (f *Fetcher) newTransport() *http.Transport {
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
-		ResponseHeaderTimeout:  min(f.timeout, 30*time.Second),
+		ResponseHeaderTimeout:  min(f.timeout, f.headerTimeout),
 		ExpectContinueTimeout:  time.Second,
 		MaxIdleConns:           16,
 		MaxIdleConnsPerHost:    2,
@@ -172,14 +172,20 @@ func cleanError(ctx context.Context, err error) error {
 	if errors.As(err, &fe) {
 		return &fetchError{msg: fe.msg, outcome: fe.outcome, cause: fe.cause}
 	}
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
-			return &fetchError{msg: "timeout: no response before the deadline", outcome: batch.OutcomeTimeout, cause: context.DeadlineExceeded}
-		}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &fetchError{msg: "timeout: no response before the deadline", outcome: batch.OutcomeTimeout, cause: context.DeadlineExceeded}
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return &fetchError{msg: "fetch: cancelled", outcome: batch.OutcomeCancel, cause: context.Canceled}
 	}
+	// A timeout of the transport's own (connect, TLS handshake, response
+	// headers), before the fetch's deadline: no context sentinel as cause,
+	// so that nobody takes it for the deadline of the whole fetch.
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		if strings.Contains(err.Error(), "awaiting response headers") {
+			return failf(batch.OutcomeTimeout, "timeout: upstream sent no response headers in time")
+		}
 		return failf(batch.OutcomeTimeout, "timeout: upstream did not answer in time")
 	}
 	var (
