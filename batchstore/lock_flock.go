@@ -18,7 +18,7 @@ import (
 // fails even within one process. The sidecar is never the database file
 // itself, so closing it cannot drop SQLite's own POSIX locks.
 func lockFile(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"strings"
@@ -146,6 +147,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if s.lock, err = lockFile(name + ".lock"); err != nil {
 			return nil, s.openErr(ctx, path, err)
 		}
+		if err := createPrivate(name); err != nil {
+			return nil, s.openErr(ctx, path, err)
+		}
 	}
 	// No OpenWAL: the pool must not write the file (journal_mode) before
 	// quick_check has vouched for it. init switches to WAL afterwards.
@@ -224,6 +228,21 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// createPrivate creates the database file, empty, readable and writable by
+// its owner only, if it does not exist yet: SQLite would create it 0644
+// (less the umask), and it creates the -wal and -shm files with the
+// database file's mode. An existing file keeps its mode.
+func createPrivate(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // fileOf returns the file a path or "file:" URI names, or "" for an

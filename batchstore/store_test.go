@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -337,5 +338,29 @@ func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int
 			return st.Status, nil
 		}
 		next = st.Next
+	}
+}
+
+// The files a store creates are its owner's only: the database, its -wal and
+// -shm, and the lock (issue 9, finding 5). An existing file keeps its mode.
+func TestOpen_FilesArePrivate(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "private.db")
+	s2, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, _, err := s2.Create(t.Context(), newJob("p", "alice", 1, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(name), mode)
+		}
 	}
 }
