@@ -68,11 +68,21 @@ func (s *Store) checkpointer() {
 	defer close(s.ckptDone)
 	for range s.ckpt {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-		_ = s.read(ctx, "checkpoint", func(conn *sqlite.Conn) error {
-			return sqlitex.ExecuteTransient(conn, "PRAGMA wal_checkpoint(PASSIVE)", nil)
-		})
+		_ = s.checkpoint(ctx)
 		cancel()
 	}
+}
+
+// checkpoint runs a PASSIVE checkpoint on a reader connection. Checkpoints
+// take turns: SQLite lets one run at a time and answers a second with
+// "busy", copying nothing, so a reclaim after a sweep waits for a
+// background checkpoint rather than silently leaving the file untruncated.
+func (s *Store) checkpoint(ctx context.Context) error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	return s.read(ctx, "checkpoint", func(conn *sqlite.Conn) error {
+		return sqlitex.ExecuteTransient(conn, "PRAGMA wal_checkpoint(PASSIVE)", nil)
+	})
 }
 
 // stopCheckpointer ends the goroutine and gives the writer connection

@@ -145,9 +145,7 @@ func (s *Store) reclaim(ctx context.Context, deleted int) error {
 	if deleted == 0 {
 		return nil
 	}
-	return s.read(ctx, "checkpoint", func(conn *sqlite.Conn) error {
-		return sqlitex.Execute(conn, `PRAGMA wal_checkpoint(PASSIVE)`, nil)
-	})
+	return s.checkpoint(ctx)
 }
 
 // Heartbeat implements [batch.Store.Heartbeat]: one row per runner.

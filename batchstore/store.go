@@ -113,6 +113,7 @@ type Store struct {
 	walPages int
 	ckpt     chan struct{}
 	ckptDone chan struct{}
+	ckptMu   sync.Mutex // held while a checkpoint runs
 
 	prepared  sync.Map // *sqlite.Conn of a host pool → struct{}: settings applied
 	closed    atomic.Bool
