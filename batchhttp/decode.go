@@ -42,7 +42,10 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil // nil: a server that supports it
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if deadline {
+	if deadline && err == nil {
+		// Lifted only after a whole body: after a failed read, net/http
+		// discards the rest of the body before it closes the connection,
+		// and with no deadline that wait would never end.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

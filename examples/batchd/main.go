@@ -4,9 +4,10 @@
 //	go run ./examples/batchd [flags]
 //
 // With no -key it generates one key, prints it once, and says how to pass
-// keys. It serves /v1/batch, GET /metrics and GET /healthz, logs one line per
-// request to stderr (never a target URL), and shuts down gracefully on
-// SIGINT or SIGTERM.
+// keys (keys come from -key, -key-file or $BATCHD_KEYS). It serves
+// /v1/batch, GET /metrics and GET /healthz, logs to stderr (a line per
+// request at -log-level debug; never a target URL), and shuts down
+// gracefully on SIGINT or SIGTERM.
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
@@ -49,9 +51,16 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // options are batchd's flags.
 type options struct {
 	addr, db, metricsKey, sync string
+	keyFile, logLevel          string
 	keys, allow                listFlag
+	maxConns                   int
 	batch                      batch.Config
 }
+
+// keysEnv holds keys as -key takes them, separated by white space or
+// commas: the way to pass them without a command line that every local
+// user can read in /proc.
+const keysEnv = "BATCHD_KEYS"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -59,7 +68,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&o.db, "db", "batchkit.db", "SQLite database `file`")
-	fs.Var(&o.keys, "key", "bearer key `NAME=SECRET` (repeatable; NAME=SECRET:restricted marks a restricted caller)")
+	fs.Var(&o.keys, "key", "bearer key `NAME=SECRET` (repeatable; NAME=SECRET:restricted marks a restricted caller); visible to local users in the process list: prefer -key-file or $"+keysEnv)
+	fs.StringVar(&o.keyFile, "key-file", "", "read bearer keys from `file`, one NAME=SECRET[:restricted] per line (# comments)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug (a line per request), info, warn or error")
+	fs.IntVar(&o.maxConns, "max-conns", 256, "connections served at once")
 	fs.Var(&o.allow, "allow", "exempt exactly this `HOST:PORT` from the SSRF guard, for local testing (repeatable)")
 	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none)")
 	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
@@ -87,16 +99,44 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// loadKeys gathers the keys of -key, -key-file and $BATCHD_KEYS.
+func loadKeys(o options) ([]batchhttp.Key, error) {
+	specs := []string(o.keys)
+	if env := os.Getenv(keysEnv); env != "" {
+		specs = append(specs, strings.FieldsFunc(env, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })...)
+	}
+	if o.keyFile != "" {
+		b, err := os.ReadFile(o.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-key-file: %w", err)
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				specs = append(specs, line)
+			}
+		}
+	}
+	var keys []batchhttp.Key
+	for _, s := range specs {
+		k, err := parseKey(s)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
 // parseKey parses NAME=SECRET or NAME=SECRET:restricted.
 func parseKey(s string) (batchhttp.Key, error) {
 	name, secret, ok := strings.Cut(s, "=")
 	if !ok || name == "" || secret == "" {
-		return batchhttp.Key{}, fmt.Errorf("-key %q: want NAME=SECRET or NAME=SECRET:restricted", s)
+		return batchhttp.Key{}, fmt.Errorf("key %q: want NAME=SECRET or NAME=SECRET:restricted", redact(s))
 	}
 	k := batchhttp.Key{Name: name, Secret: secret}
 	if base, found := strings.CutSuffix(secret, ":restricted"); found {
 		if base == "" {
-			return batchhttp.Key{}, fmt.Errorf("-key %q: empty secret", s)
+			return batchhttp.Key{}, fmt.Errorf("key of %q: empty secret", name)
 		}
 		k.Secret, k.Restricted = base, true
 	}
@@ -108,13 +148,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var keys []batchhttp.Key
-	for _, s := range o.keys {
-		k, err := parseKey(s)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
+	keys, err := loadKeys(o)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", o.logLevel)
 	}
 	generated := ""
 	if len(keys) == 0 {
@@ -125,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		keys = append(keys, batchhttp.Key{Name: "local", Secret: secret})
 		generated = secret
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
@@ -138,6 +178,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Batch:       o.batch,
 		MetricsKey:  o.metricsKey,
 		Logger:      log,
+		Limits:      daemon.Limits{MaxConns: o.maxConns},
 	})
 	if err != nil {
 		ln.Close()
@@ -148,9 +189,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if generated != "" {
 		fmt.Fprintf(stdout, "batchd: no -key given, so here is a generated key for caller \"local\" (shown once):\n\n"+
 			"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+
-			"batchd: pass your own keys with -key NAME=SECRET (repeatable; NAME=SECRET:restricted for a restricted caller)\n",
+			"batchd: pass your own keys in a file (-key-file, one NAME=SECRET[:restricted] per line) or in $"+keysEnv+"\n",
 			server, generated)
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)
+}
+
+// redact keeps the name of a malformed key spec and hides the rest, so that
+// an error message does not print a secret.
+func redact(spec string) string {
+	name, _, found := strings.Cut(spec, "=")
+	if !found {
+		return "…"
+	}
+	return name + "=…"
 }

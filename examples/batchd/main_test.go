@@ -263,3 +263,33 @@ func TestBatchd_EndToEnd(t *testing.T) {
 		t.Errorf("database file: %v", err)
 	}
 }
+
+// Keys come from -key, a key file and the environment, so that they need
+// not be on a command line every local user can read (issue 9, finding 5).
+func TestLoadKeys(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("# batchd keys\nfile=f1\n\n  agency=f2:restricted  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(keysEnv, "env1=e1, env2=e2\nenv3=e3")
+	keys, err := loadKeys(options{keys: listFlag{"flag=k1"}, keyFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, k := range keys {
+		got = append(got, fmt.Sprintf("%s=%s/%v", k.Name, k.Secret, k.Restricted))
+	}
+	want := "flag=k1/false env1=e1/false env2=e2/false env3=e3/false file=f1/false agency=f2/true"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("keys = %v, want %s", got, want)
+	}
+	if _, err := loadKeys(options{keyFile: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("a missing key file was accepted")
+	}
+	// A malformed spec is refused without printing its secret.
+	t.Setenv(keysEnv, "broken:s3cr3t")
+	if _, err := loadKeys(options{}); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("malformed key: %v", err)
+	}
+}

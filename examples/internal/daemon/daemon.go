@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -44,11 +45,50 @@ type Config struct {
 	MetricsKey string
 	// Logger receives the daemon's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Limits are the HTTP server's; the zero value is the defaults.
+	Limits Limits
+}
+
+// Limits bound what one client can hold of the HTTP server.
+type Limits struct {
+	// MaxConns caps the connections served at once; more wait to be
+	// accepted. Defaults to 256, well below a default limit of 1024 open
+	// files, which the store and the fetcher's own connections share.
+	MaxConns int
+	// HeaderTimeout bounds the read of a request's headers. Defaults to 5s.
+	HeaderTimeout time.Duration
+	// MaxHeaderBytes caps a request's headers: the API needs a few hundred
+	// bytes. Defaults to 8 KiB.
+	MaxHeaderBytes int
+	// ReadTimeout bounds the read of a whole request. Defaults to 30s.
+	ReadTimeout time.Duration
+	// BodyTimeout bounds the read of a submit's body (the batch handler's
+	// HandlerOpts.BodyTimeout, which replaces ReadTimeout for the body).
+	// Defaults to 10s.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds the writing of an answer; it must outlast the
+	// longest long-poll (batch.MaxWait). Defaults to 90s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends nothing.
+	// Defaults to 60s.
+	IdleTimeout time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	l.MaxConns = cmp.Or(l.MaxConns, 256)
+	l.HeaderTimeout = cmp.Or(l.HeaderTimeout, 5*time.Second)
+	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, 8<<10)
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, 30*time.Second)
+	l.BodyTimeout = cmp.Or(l.BodyTimeout, batchhttp.DefaultBodyTimeout)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, batch.MaxWait+30*time.Second)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, 60*time.Second)
+	return l
 }
 
 // Daemon is a running batch service. Create one with [Open].
 type Daemon struct {
 	store   *batchstore.Store
+	limits  Limits
 	runner  *batch.Runner
 	fetcher *fetcher.Fetcher
 	handler http.Handler
@@ -85,14 +125,15 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		store.Close()
 		return nil, err
 	}
-	d := &Daemon{store: store, runner: runner, fetcher: f, httpSet: metrics.NewSet(), log: cfg.Logger}
+	d := &Daemon{store: store, limits: cfg.Limits.withDefaults(), runner: runner, fetcher: f, httpSet: metrics.NewSet(), log: cfg.Logger}
 	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
 		Authenticate: auth,
 		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
 			return f.Precheck(rawURL)
 		},
-		Logger:  cfg.Logger,
-		Observe: d.observe,
+		Logger:      cfg.Logger,
+		Observe:     d.observe,
+		BodyTimeout: d.limits.BodyTimeout,
 	})
 	if err != nil {
 		d.Close(ctx)
@@ -134,14 +175,18 @@ const closeTimeout = 10 * time.Second
 // gracefully: it stops accepting, lets in-flight requests finish (for at
 // most grace), and closes the runner and the store.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	l := d.limits
 	srv := &http.Server{
 		Handler:           d.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: l.HeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limitListener(ln, l.MaxConns)) }()
 	var serveErr error
 	select {
 	case serveErr = <-errc:
@@ -180,7 +225,7 @@ func (d *Daemon) logged(route string, h http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(sw, r)
 		d.observe(route, sw.status, time.Since(start))
-		d.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		d.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 			slog.String("method", r.Method), slog.String("route", route),
 			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
 	})
