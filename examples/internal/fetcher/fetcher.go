@@ -66,12 +66,12 @@ import (
 
 // Defaults for [Options].
 const (
-	DefaultMaxBytes  = 2 << 20
-	DefaultTimeout   = 30 * time.Second
+	DefaultMaxBytes = 2 << 20
+	DefaultTimeout  = 30 * time.Second
 	// DefaultHeaderTimeout: how long an upstream may take to start its
 	// answer.
 	DefaultHeaderTimeout = 30 * time.Second
-	DefaultUserAgent = "batchkit-fetcher/1.0"
+	DefaultUserAgent     = "batchkit-fetcher/1.0"
 )
 
 // LookupFunc resolves a host name to its addresses.
