@@ -51,6 +51,14 @@ type TargetResult struct {
 type StatusOptions struct {
 	// Results loads each done target's result envelope.
 	Results bool
+	// Touch bumps the job's lease as an owner's read does (see
+	// [Runner.Touch]), after the read and only when the lease would move
+	// by [LeaseGrain] or more, so that a poll costs one read; the answer's
+	// ExpiresAt counts the bump. A bump that fails does not fail the read.
+	Touch bool
+	// JobOnly reads the job without its targets (Targets stays nil): the
+	// cheap read of a poll that only wants to know whether anything changed.
+	JobOnly bool
 }
 
 // WaitOptions tune [Runner.Wait].
@@ -147,14 +155,21 @@ func (r *Runner) TargetsPerJob() int { return r.cfg.TargetsPerJob }
 // does not bump the lease (see [Runner.Touch]). A job of another caller is
 // [ErrNotFound].
 func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts StatusOptions) (JobInfo, error) {
-	job, targets, err := r.store.Get(ctx, GetParams{Caller: caller.Name, JobID: id, Results: opts.Results})
+	job, targets, err := r.store.Get(ctx, GetParams{Caller: caller.Name, JobID: id, Results: opts.Results, JobOnly: opts.JobOnly})
 	if err != nil {
 		return JobInfo{}, fmt.Errorf("batch: status: %w", err)
 	}
 	info := r.jobInfo(job)
-	info.Targets = make([]TargetInfo, len(targets))
-	for i, t := range targets {
-		info.Targets[i] = targetInfo(t)
+	if !opts.JobOnly {
+		info.Targets = make([]TargetInfo, len(targets))
+		for i, t := range targets {
+			info.Targets[i] = targetInfo(t)
+		}
+	}
+	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= LeaseGrain {
+		if err := r.Touch(ctx, caller, id); err == nil {
+			info.ExpiresAt = now.Add(r.cfg.TTL).UTC()
+		}
 	}
 	return info, nil
 }
@@ -225,8 +240,9 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	defer poll.Stop()
 	for {
 		changed, release := r.waiters.watch(id) // before the read, so no change is missed
-		// Polls read metadata only; the answer is read once, as asked.
-		info, err := r.Status(ctx, caller, id, StatusOptions{})
+		// Polls read the job row only, and never touch; the answer is read
+		// once, as asked.
+		info, err := r.Status(ctx, caller, id, StatusOptions{JobOnly: true})
 		if err == nil && !info.Status.Finished() && (opts.Since == nil || info.TargetsDone == *opts.Since) {
 			select {
 			case <-ctx.Done():

@@ -129,6 +129,9 @@ type (
 		JobID  string
 		// Results loads each done target's result envelope.
 		Results bool
+		// JobOnly returns the job without its targets: the cheap read of a
+		// poll that only wants to know whether anything changed.
+		JobOnly bool
 	}
 	// GetTargetParams select one target of the caller's job for
 	// [Store.GetTarget].
@@ -290,9 +293,9 @@ type Store interface {
 	// [ErrNotFound] for an unknown or foreign one.
 	Cancel(ctx context.Context, p CancelParams) error
 
-	// Get returns the caller's job and its targets in idx order. Results are
-	// loaded only if p.Results is set; without it, Get must not read result
-	// bodies at all. It never writes.
+	// Get returns the caller's job and its targets in idx order (none with
+	// p.JobOnly). Results are loaded only if p.Results is set; without it,
+	// Get must not read result bodies at all. It never writes.
 	Get(ctx context.Context, p GetParams) (Job, []TargetRecord, error)
 
 	// GetTarget returns the caller's job and one of its targets, with its

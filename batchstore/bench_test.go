@@ -292,6 +292,20 @@ func BenchmarkStatus(b *testing.B) {
 	}
 }
 
+// BenchmarkStatusJobOnly: the job row alone, as a poll reads it to learn
+// whether anything changed.
+func BenchmarkStatusJobOnly(b *testing.B) {
+	forSizes(b, func(b *testing.B, st *benchState) {
+		id := doneJob(b, st, 0)
+		b.ReportAllocs()
+		for b.Loop() {
+			if job, _, err := st.s.Get(context.Background(), batch.GetParams{Caller: id, JobID: id, JobOnly: true}); err != nil || job.ID != id {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkResult: read one 10 KB result.
 func BenchmarkResult(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {

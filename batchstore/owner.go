@@ -33,6 +33,20 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 // summary costs the same whatever the results weigh.
 func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
 	caller, jobID, withResults := p.Caller, p.JobID, p.Results
+	if p.JobOnly { // one statement, one snapshot: no transaction needed
+		err = s.quickRead(ctx, "get job", func(conn *sqlite.Conn) error {
+			_, j, found, err := loadJob(conn, qJob, jobID, caller)
+			if err != nil || !found {
+				return cmp.Or(err, batch.ErrNotFound)
+			}
+			job = j
+			return nil
+		})
+		if err != nil {
+			return batch.Job{}, nil, err
+		}
+		return job, nil, nil
+	}
 	q := qTargets
 	if withResults {
 		q = qTargetsResults

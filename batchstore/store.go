@@ -48,8 +48,10 @@ type Options struct {
 	// Synchronous is the durability of a commit. Defaults to SyncFull.
 	Synchronous Synchronous
 	// PoolSize is how many connections [Open] opens: one the store keeps
-	// for its writes, the rest for WAL readers, which run in parallel. It
-	// must be at least 2. [New] ignores it. Defaults to 8.
+	// for its writes, the rest for WAL readers, which run in parallel (of
+	// a pool of 5 or more, the store keeps up to 2 readers for the point
+	// reads of status polls). It must be at least 2. [New] ignores it.
+	// Defaults to 8.
 	PoolSize int
 	// Timeout bounds every call whose context has no deadline: the wait for
 	// a connection and for the write lock. Defaults to 30s.
@@ -115,6 +117,11 @@ type Store struct {
 	ckptDone chan struct{}
 	ckptMu   sync.Mutex // held while a checkpoint runs
 
+	// The quick readers (see quick.go), for point reads: free ones wait in
+	// quick.
+	quick  chan *sqlite.Conn
+	nquick int
+
 	prepared  sync.Map // *sqlite.Conn of a host pool → struct{}: settings applied
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -166,6 +173,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := s.init(ctx); err != nil {
 		return nil, s.openErr(ctx, path, err)
 	}
+	bctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.startQuick(bctx, quickReaders(opts.PoolSize)); err != nil {
+		return nil, s.openErr(ctx, path, err)
+	}
 	return s, nil
 }
 
@@ -211,13 +223,16 @@ func (s *Store) openErr(ctx context.Context, path string, err error) error {
 	return wrapErr(ctx, "open "+path, err)
 }
 
-// Close closes the pool that [Open] made, waiting for calls in flight, and
-// releases the file lock. It does not close a host's pool ([New]). Close is
-// idempotent; calls after it return [ErrClosed].
+// Close lets the write in flight commit, cuts short the reads in flight
+// but point reads (they return [ErrClosed]), closes the pool that [Open] made once every
+// connection is back, and releases the file lock. It does not close a
+// host's pool ([New]). Close is idempotent; calls after it return
+// [ErrClosed].
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.stopWriting() // the write in flight, if any, ends first
+		s.stopQuick()
 		if s.own != nil {
 			s.closeErr = s.own.Close()
 		}
@@ -367,5 +382,9 @@ func (s *Store) read(ctx context.Context, op string, fn func(*sqlite.Conn) error
 		return wrapErr(ctx, op, err)
 	}
 	defer s.pool.Put(conn)
-	return wrapErr(ctx, op, fn(conn))
+	err = fn(conn)
+	if err != nil && s.closed.Load() { // the pool's Close interrupted it
+		return ErrClosed
+	}
+	return wrapErr(ctx, op, err)
 }

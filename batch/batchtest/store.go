@@ -306,7 +306,10 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 // Get implements [batch.Store].
 func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
 	err = s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
-		job, targets = j.job, j.copyTargets(p.Results)
+		job = j.job
+		if !p.JobOnly {
+			targets = j.copyTargets(p.Results)
+		}
 		return nil
 	})
 	return job, targets, err

@@ -10,6 +10,7 @@ import (
 
 // readCases: owner-scoped reads, the list and the lease touch.
 var readCases = map[string]func(*testing.T, batch.Store){
+	"GetJobOnly":       storeGetJobOnly,
 	"GetTargetBounds":  storeGetTargetBounds,
 	"ListNewestFirst":  storeList,
 	"OwnerScope":       storeOwnerScope,
@@ -101,4 +102,27 @@ func storeTouch(t *testing.T, s batch.Store) {
 	}
 	err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: "nope", Now: later})
 	wantErr(t, "Touch of unknown job", err, batch.ErrNotFound)
+}
+
+// storeGetJobOnly: the job-only read answers the same job as a full read,
+// without targets, for a job held mid-drain as for a finished one.
+func storeGetJobOnly(t *testing.T, s batch.Store) {
+	p := jobSpec("alice", "a", 3, t0)
+	mustCreate(t, s, p)
+	claimJob(t, s, runnerA, p.ID, t0)
+	finish(t, s, runnerA, p.ID, okFinish(0, "zero"), t0.Add(2*batch.LeaseGrain))
+	check := func(what string) {
+		t.Helper()
+		full, _ := getJob(t, s, "alice", p.ID)
+		j, ts, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: p.ID, JobOnly: true})
+		if err != nil || ts != nil || j != full {
+			t.Fatalf("%s: job-only read = %+v, %d targets, %v; want %+v and none", what, j, len(ts), err, full)
+		}
+	}
+	check("held")
+	finish(t, s, runnerA, p.ID, failFinish(1, "x"), t0)
+	finish(t, s, runnerA, p.ID, okFinish(2, "two"), t0)
+	check("finished")
+	_, _, err := s.Get(t.Context(), batch.GetParams{Caller: "mallory", JobID: p.ID, JobOnly: true})
+	wantErr(t, "job-only read by another caller", err, batch.ErrNotFound)
 }
