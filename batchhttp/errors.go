@@ -138,6 +138,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		w.Header().Del("Retry-After")
 	}
+	writeBody(w, status, b)
+}
+
+// writeBody writes an encoded JSON answer.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	setJSONHeaders(h)
 	h.Set("Content-Length", strconv.Itoa(len(b)))

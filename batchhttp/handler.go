@@ -100,7 +100,11 @@ type Handler struct {
 	bodyTimeout     time.Duration
 	maxResultsBytes int64
 	resultsSlots    chan struct{} // one token per ?results=1 answer being written
+	summaries       *summaryCache
 }
+
+// summaryCacheBytes bounds the encoded status summaries a handler keeps.
+const summaryCacheBytes = 4 << 20
 
 // NewHandler returns a handler serving runner over HTTP, as described in the
 // package documentation. The host mounts it on both "/v1/batch" and
@@ -125,6 +129,7 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 		bodyTimeout:     cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
 		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
+		summaries:       newSummaryCache(summaryCacheBytes),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

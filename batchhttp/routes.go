@@ -98,16 +98,18 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 		return notFound
 	}
 	req.jobID = id
-	if err := h.touch(r, req.caller, id); err != nil {
-		return err
-	}
 	// The summary first, never with results: those are read one at a time
-	// below, so that an answer holds one result in memory at a time.
+	// below, so that an answer holds one result in memory at a time. The
+	// read bumps the lease (an owner read), writing at most once a minute.
+	opts := batch.StatusOptions{Touch: true}
+	if wait == 0 && !results {
+		return h.summary(w, r, req, id)
+	}
 	var info batch.JobInfo
 	if wait > 0 {
-		info, err = h.runner.Wait(r.Context(), req.caller, id, batch.WaitOptions{Timeout: wait, Since: since})
+		info, err = h.runner.Wait(r.Context(), req.caller, id, batch.WaitOptions{StatusOptions: opts, Timeout: wait, Since: since})
 	} else {
-		info, err = h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{})
+		info, err = h.runner.Status(r.Context(), req.caller, id, opts)
 	}
 	if err != nil {
 		return err
@@ -118,6 +120,34 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 		return nil
 	}
 	return h.writeResults(w, r, req.caller, info)
+}
+
+// summary writes a job's status summary, from the summary cache when the
+// job has not changed since it was last encoded: a poll then reads the
+// job's row only.
+func (h *Handler) summary(w http.ResponseWriter, r *http.Request, req *request, id string) error {
+	key := cacheKey{req.caller.Name, id}
+	head, err := h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{Touch: true, JobOnly: true})
+	if err != nil {
+		return err
+	}
+	req.targets, req.jobStatus = head.TargetsTotal, head.Status
+	if body, ok := h.summaries.get(key, versionOf(head)); ok {
+		writeBody(w, http.StatusOK, body)
+		return nil
+	}
+	info, err := h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{})
+	if err != nil {
+		return err
+	}
+	body, err := marshal(statusResponse(info))
+	if err != nil {
+		return err
+	}
+	h.summaries.put(key, versionOf(info), body)
+	req.targets, req.jobStatus = info.TargetsTotal, info.Status
+	writeBody(w, http.StatusOK, body)
+	return nil
 }
 
 // writeResults writes the summary of info with every done target's result,
