@@ -576,7 +576,7 @@ func runnerStoreFaults(t *testing.T, s batch.Store) {
 // abandoned, but its call still counts against Workers, so the next target
 // waits for it instead of running a second fetch beside it.
 func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
-	release := make(chan struct{})
+	release, started := make(chan struct{}), make(chan struct{}, 3)
 	var mu sync.Mutex
 	running, peak, calls := 0, 0, 0
 	fetch := func(ctx context.Context, _ batch.Caller, tg batch.Target) (batch.Result, error) {
@@ -585,6 +585,7 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 		calls++
 		peak = max(peak, running)
 		mu.Unlock()
+		started <- struct{}{}
 		defer func() {
 			mu.Lock()
 			running--
@@ -595,6 +596,11 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 	}
 	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, Workers: 1, TargetTimeout: 20 * time.Millisecond})
 	id := mustSubmit(t, r, alice, Targets("abandon", 3))
+	select {
+	case <-started:
+	case <-time.After(waitLong):
+		t.Fatal("the first target never started")
+	}
 	time.Sleep(200 * time.Millisecond) // ten deadlines: without the slot rule all three would be running
 	mu.Lock()
 	gotCalls, gotPeak := calls, peak
