@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/google/uuid v1.6.0
+	go.uber.org/goleak v1.3.0
 	zombiezen.com/go/sqlite v1.4.2
 )
 

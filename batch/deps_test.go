@@ -34,6 +34,10 @@ var testDepRule = map[string][]string{
 	"batchcli":        {"batch/batchtest", "batchhttp"},
 }
 
+// testExternal are the module-external imports every package's test files
+// may have: the goroutine-leak check each TestMain runs.
+var testExternal = []string{"go.uber.org/goleak"}
+
 const module = "github.com/siftfetch/batchkit"
 
 func isStdlib(path string) bool {
@@ -84,7 +88,7 @@ func checkImports(pkg string, imports, extraInternal []string) string {
 			if !allowed(inner, r.internal) && !allowed(inner, extraInternal) {
 				return pkg + " may not import " + inner
 			}
-		case extraInternal != nil && (strings.HasPrefix(imp, "github.com/google/go-cmp")):
+		case extraInternal != nil && allowedPrefix(imp, testExternal):
 		default:
 			if !allowedPrefix(imp, r.external) {
 				return pkg + " may not import " + imp

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"go.uber.org/goleak"
 )
 
 // The test binary doubles as the child process of the crash and lock
@@ -28,6 +29,12 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	removeBenchTemplates()
+	if code == 0 { // no goroutine outlives the tests
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
