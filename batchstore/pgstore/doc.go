@@ -1,0 +1,3 @@
+// Package pgstore is the PostgreSQL [batch.Store]: several batchkit nodes
+// share one database, and any node drains, cancels or reads any job.
+package pgstore
