@@ -162,7 +162,12 @@ var sqlTemplates = queries{
 	forgetStale:  `DELETE FROM {s}.runner WHERE heartbeat < coalesce($1::timestamptz, now() - $2::interval)`,
 	// reapJobs has {sel} for the selection (see reapSelection); $1 is the
 	// clock, $2 the reason, $3 its length.
-	reapJobs: `WITH r AS (
+	// The selected rows are locked in seq order first, so that reaps on
+	// several nodes (their sweepers find the same stale runner) cannot
+	// deadlock; the update re-checks each row once it holds its lock.
+	reapJobs: `WITH l AS (
+			SELECT seq FROM {s}.job WHERE seq IN ({sel}) ORDER BY seq FOR UPDATE
+		), r AS (
 			UPDATE {s}.job j SET
 				status = CASE WHEN j.` + whereLive + ` THEN 'failed' ELSE j.status END,
 				error = CASE WHEN j.` + whereLive + ` THEN $2 ELSE j.error END,
@@ -171,7 +176,7 @@ var sqlTemplates = queries{
 				targets_failed = j.targets_failed + (j.in_flight >= 0)::integer,
 				bytes = j.bytes + CASE WHEN j.in_flight >= 0 THEN $3 ELSE 0 END,
 				runner = '', in_flight = -1
-			WHERE j.seq IN ({sel}) AND (j.` + whereLive + ` OR j.` + whereHeld + `)
+			FROM l WHERE j.seq = l.seq AND (j.` + whereLive + ` OR j.` + whereHeld + `)
 			RETURNING j.seq, j.id, j.status, j.bytes
 		), c AS (
 			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(bytes) FROM r)
@@ -216,13 +221,13 @@ var sqlTemplates = queries{
 
 // queries holds the store's statements for one schema.
 type queries struct {
-	lockXact, reuse, callerLive, insert     string
-	claim, anyQueued, finish, finishMissed, cancel        string
-	get, getResults, getTarget, list, touch, heartbeat    string
-	forgetAll, forgetRunner, forgetStale, reapJobs        string
-	reapLive, reapRunner, reapOrphans, reapTargets        string
-	lockStat, sweep, heldBytes, evictCandidates, evict    string
-	stats, notify                                         string
+	lockXact, reuse, callerLive, insert                string
+	claim, anyQueued, finish, finishMissed, cancel     string
+	get, getResults, getTarget, list, touch, heartbeat string
+	forgetAll, forgetRunner, forgetStale, reapJobs     string
+	reapLive, reapRunner, reapOrphans, reapTargets     string
+	lockStat, sweep, heldBytes, evictCandidates, evict string
+	stats, notify                                      string
 }
 
 // render returns the statements for schema.
