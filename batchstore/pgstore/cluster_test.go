@@ -45,7 +45,9 @@ func (acceptOnly) Claim(context.Context, batch.ClaimParams) (batch.Claimed, bool
 	return batch.Claimed{}, false, nil
 }
 
-func (a acceptOnly) Subscribe(fn func(string)) func() { return a.Store.(batch.ChangeFeed).Subscribe(fn) }
+func (a acceptOnly) Subscribe(fn func(string)) func() {
+	return a.Store.(batch.ChangeFeed).Subscribe(fn)
+}
 
 // Issue 10, acceptance 2: 3 × 50 racing submits never exceed a cap and make
 // exactly one job per identical list.
