@@ -166,7 +166,7 @@ var sqlTemplates = queries{
 	// several nodes (their sweepers find the same stale runner) cannot
 	// deadlock; the update re-checks each row once it holds its lock.
 	reapJobs: `WITH l AS (
-			SELECT seq FROM {s}.job WHERE seq IN ({sel}) ORDER BY seq FOR UPDATE
+			SELECT seq FROM {s}.job WHERE seq = ANY (ARRAY ({sel})) ORDER BY seq FOR UPDATE
 		), r AS (
 			UPDATE {s}.job j SET
 				status = CASE WHEN j.` + whereLive + ` THEN 'failed' ELSE j.status END,
@@ -194,10 +194,10 @@ var sqlTemplates = queries{
 	// rows another transaction has locked (a touch moving the lease).
 	lockStat: `SELECT bytes FROM {s}.stat WHERE id = 1 FOR UPDATE`,
 	sweep: `WITH d AS (
-			DELETE FROM {s}.job WHERE seq IN (
+			DELETE FROM {s}.job WHERE seq = ANY (ARRAY (
 				SELECT seq FROM {s}.job
 				WHERE ` + whereFinished + ` AND ` + whereReleased + ` AND lease < coalesce($1::timestamptz, now() - $2::interval)
-				ORDER BY lease, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
+				ORDER BY lease, seq LIMIT $3 FOR UPDATE SKIP LOCKED))
 			RETURNING bytes
 		), c AS (
 			UPDATE {s}.stat SET bytes = stat.bytes - (SELECT sum(bytes) FROM d)
