@@ -158,8 +158,8 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 //     releases them and moves their bytes into the counter: the jobs p
 //     selects, where a stale selection is every held job whose runner has
 //     no heartbeat row any more.
-//  3. It fails their targets in flight, in a statement of its own: it sees
-//     the targets as the last drain write before the lock left them.
+//  3. It fails their targets in flight, the ones their rows named when the
+//     lock was granted.
 //
 // On the database's clock, a heartbeat is stale when it is older than
 // p.Now minus p.StaleBefore by the database's clock.
@@ -209,25 +209,30 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 		if err != nil {
 			return err
 		}
-		var seqs []int64
+		var seqs []int64 // with idxs: the targets that were in flight
+		var idxs []int
 		for rows.Next() {
 			var seq int64
 			var id string
 			var live bool
-			if err := rows.Scan(&seq, &id, &live); err != nil {
+			var inFlight int
+			if err := rows.Scan(&seq, &id, &live, &inFlight); err != nil {
 				rows.Close()
 				return err
 			}
-			seqs, ids = append(seqs, seq), append(ids, id)
+			ids = append(ids, id)
 			if live {
 				failed++
+			}
+			if inFlight >= 0 {
+				seqs, idxs = append(seqs, seq), append(idxs, inFlight)
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil || len(seqs) == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, []byte(p.Reason), string(batch.OutcomeOther))
+		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, idxs, []byte(p.Reason), string(batch.OutcomeOther))
 		return err
 	})
 	if err != nil {

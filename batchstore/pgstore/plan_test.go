@@ -28,7 +28,7 @@ func seed(t testing.TB, s *Store, finished int) {
 		 SELECT 'r' || i, 'c' || i, md5('r' || i), 'running', 4, now(), now(), 'runner-' || (i % 3), 0 FROM generate_series(1, 10) i`,
 		`INSERT INTO ` + sch + `.target (job_seq, idx, url, status, result)
 		 SELECT j.seq, x, convert_to('https://example.test/' || j.id || '/' || x, 'UTF8'),
-		        CASE WHEN j.status = 'done' THEN 'done' WHEN j.status = 'running' AND x = 0 THEN 'running' ELSE 'pending' END,
+		        CASE WHEN j.status = 'done' THEN 'done' ELSE 'pending' END,
 		        CASE WHEN j.status = 'done' THEN convert_to(repeat('r', 100), 'UTF8') END
 		 FROM ` + sch + `.job j, generate_series(0, 3) x`,
 		`UPDATE ` + sch + `.stat SET bytes = (SELECT sum(bytes) FROM ` + sch + `.job WHERE runner = '')`,
@@ -78,7 +78,7 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"reap all live", reap(q.reapLive), []any{now, "restart", 7}, []string{"job_live", "job_held"}},
 		{"reap at a start", reap(q.reapRunner, q.reapOrphans), []any{now, "restart", 7, "runner-1"}, []string{"job_held"}},
 		{"reap stale", reap(q.reapOrphans), []any{now, "restart", 7}, []string{"job_held"}},
-		{"reap targets", q.reapTargets, []any{[]int64{1, 2}, []byte("restart"), "other"}, []string{"target_pkey"}},
+		{"reap targets", q.reapTargets, []any{[]int64{1, 2}, []int{0, 3}, []byte("restart"), "other"}, []string{"target_pkey"}},
 		{"sweep", q.sweep, []any{now.Add(-time.Hour), nil, gcBatch}, []string{"job_expiry"}},
 		{"sweep by age", q.sweep, []any{nil, time.Hour, gcBatch}, []string{"job_expiry"}},
 		{"held bytes", q.heldBytes, nil, []string{"job_held"}},

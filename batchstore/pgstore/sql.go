@@ -27,9 +27,12 @@ const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
 	j.created_at, j.lease, j.finished_at, j.bytes, j.runner`
 
-// targetCols are the columns scanTarget reads from target t; the results
-// variants add t.result.
-const targetCols = `t.idx, t.url, t.options, t.status, t.error, t.hint, t.outcome`
+// targetCols are the columns scanTarget reads from target t of job j; the
+// results variants add t.result. A target's row stores pending, done or
+// failed; the target in flight is the one job.in_flight names, and it
+// reads as running, so that starting a target writes no target row.
+const targetCols = `t.idx, t.url, t.options, CASE WHEN t.idx = j.in_flight THEN 'running' ELSE t.status END,
+	t.error, t.hint, t.outcome`
 
 // clock is the SQL of the clock parameter $n: see {now}.
 func clock(n string) string { return `coalesce($` + n + `::timestamptz, now())` }
@@ -63,17 +66,15 @@ var sqlTemplates = queries{
 		)
 		SELECT created_at, lease FROM j`,
 
-	// Claim: the oldest queued job, its target 0 and the runner's heartbeat,
-	// in one statement. The queued count is read in the statement's
-	// snapshot, which still has the claimed job queued.
+	// Claim: the oldest queued job, held with target 0 in flight, and the
+	// runner's heartbeat, in one statement. The queued count is read in the
+	// statement's snapshot, which still has the claimed job queued.
 	claim: `WITH next AS (
 			SELECT seq FROM {s}.job WHERE status = 'queued' ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED
 		), j AS (
 			UPDATE {s}.job SET status = 'running', runner = $1, in_flight = 0
 			FROM next WHERE job.seq = next.seq
 			RETURNING job.*
-		), started AS (
-			UPDATE {s}.target t SET status = 'running' FROM j WHERE t.job_seq = j.seq AND t.idx = 0
 		), beat AS (
 			INSERT INTO {s}.runner AS r (id, heartbeat) SELECT $1, ` + clock("2") + ` FROM j
 			ON CONFLICT (id) DO UPDATE SET heartbeat = greatest(r.heartbeat, excluded.heartbeat)
@@ -83,12 +84,13 @@ var sqlTemplates = queries{
 		FROM j JOIN {s}.target t ON t.job_seq = j.seq ORDER BY t.idx`,
 	anyQueued: `SELECT EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued')`,
 
-	// FinishTarget: one statement stores target $3, starts the next or
-	// releases the job, and moves a released job's bytes into the counter.
-	// The job's row is the fence: it matches only while $2 holds the job
-	// with $3 in flight, and under READ COMMITTED a concurrent reap or
-	// cancel that committed first is seen when the row lock is granted.
-	// $12 is the lease grain.
+	// FinishTarget: one statement stores target $3, and in the job's row
+	// starts the next target or releases the job, moving a released job's
+	// bytes into the counter: two rows, as a raw write of a result and a
+	// counter would change. The job's row is the fence: it matches only
+	// while $2 holds the job with $3 in flight, and under READ COMMITTED a
+	// concurrent reap or cancel that committed first is seen when the row
+	// lock is granted. $12 is the lease grain.
 	finish: `WITH j AS (
 			UPDATE {s}.job SET
 				targets_ok = targets_ok + $4,
@@ -111,11 +113,9 @@ var sqlTemplates = queries{
 		), t AS (
 			UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
 			FROM j WHERE target.job_seq = j.seq AND target.idx = $3
-		), n AS (
-			UPDATE {s}.target SET status = 'running'
-			FROM j WHERE target.job_seq = j.seq AND target.idx = j.in_flight
 		), c AS (
-			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 AND j.runner = ''
+			UPDATE {s}.stat SET bytes = bytes + (SELECT bytes FROM j WHERE runner = '')
+			WHERE id = 1 AND EXISTS (SELECT 1 FROM j WHERE runner = '')
 		)
 		SELECT status, in_flight FROM j`,
 	// A drain write that matched nothing: why.
@@ -166,7 +166,7 @@ var sqlTemplates = queries{
 	// several nodes (their sweepers find the same stale runner) cannot
 	// deadlock; the update re-checks each row once it holds its lock.
 	reapJobs: `WITH l AS (
-			SELECT seq FROM {s}.job WHERE seq = ANY (ARRAY ({sel})) ORDER BY seq FOR UPDATE
+			SELECT seq, in_flight FROM {s}.job WHERE seq = ANY (ARRAY ({sel})) ORDER BY seq FOR UPDATE
 		), r AS (
 			UPDATE {s}.job j SET
 				status = CASE WHEN j.` + whereLive + ` THEN 'failed' ELSE j.status END,
@@ -177,17 +177,20 @@ var sqlTemplates = queries{
 				bytes = j.bytes + CASE WHEN j.in_flight >= 0 THEN $3 ELSE 0 END,
 				runner = '', in_flight = -1
 			FROM l WHERE j.seq = l.seq AND (j.` + whereLive + ` OR j.` + whereHeld + `)
-			RETURNING j.seq, j.id, j.status, j.bytes
+			RETURNING j.seq, j.id, j.status, j.bytes, l.in_flight
 		), c AS (
 			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(bytes) FROM r)
 			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM r)
 		)
-		SELECT seq, id, status = 'failed' FROM r`,
+		SELECT seq, id, status = 'failed', in_flight FROM r`,
 	reapLive:    `SELECT seq FROM {s}.job WHERE ` + whereLive + ` UNION ALL SELECT seq FROM {s}.job WHERE ` + whereHeld,
 	reapRunner:  `SELECT seq FROM {s}.job WHERE ` + whereHeld + ` AND runner = $4`,
 	reapOrphans: `SELECT seq FROM {s}.job h WHERE h.` + whereHeld + ` AND NOT EXISTS (SELECT 1 FROM {s}.runner r WHERE r.id = h.runner)`,
-	reapTargets: `UPDATE {s}.target SET status = 'failed', error = $2, hint = '', outcome = $3, result = NULL
-		WHERE job_seq = ANY($1) AND status = 'running'`,
+	// reapTargets fails the targets that were in flight: pairs of job seq
+	// ($1) and idx ($2).
+	reapTargets: `UPDATE {s}.target t SET status = 'failed', error = $3, hint = '', outcome = $4, result = NULL
+		FROM unnest($1::bigint[], $2::integer[]) AS f (seq, idx)
+		WHERE t.job_seq = f.seq AND t.idx = f.idx`,
 
 	// Sweep and Evict (see gc.go) run under the counter's row lock, so that
 	// concurrent passes decide one after the other; their candidates skip
@@ -216,7 +219,11 @@ var sqlTemplates = queries{
 			(SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)
 		FROM {s}.job WHERE ` + whereLive,
 
-	notify: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+	// notify sends payloads $2 on channel $1. A notifying transaction gets
+	// an xid and a commit record; notifications are hints that polling
+	// backs up, so this one commits without waiting for the WAL flush
+	// (set_config(…, true) lasts until the statement's own commit).
+	notify: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) AS p`,
 }
 
 // queries holds the store's statements for one schema.

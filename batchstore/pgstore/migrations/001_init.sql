@@ -48,14 +48,16 @@ CREATE INDEX job_expiry ON {s}.job (lease, seq) WHERE status NOT IN ('queued', '
 
 -- One row per target. A status summary reads these rows without result,
 -- which TOAST keeps out of line once it passes about 2 KB, so a summary
--- costs the same whatever the results weigh. Every column a drain write
--- changes is unindexed: HOT updates.
+-- costs the same whatever the results weigh. A row is pending until its
+-- target is stored; the target in flight is the one job.in_flight names
+-- (reads show it as running), so a drain write changes one target row, and
+-- none of its indexed columns: a HOT update.
 CREATE TABLE {s}.target (
 	job_seq bigint  NOT NULL REFERENCES {s}.job (seq) ON DELETE CASCADE,
 	idx     integer NOT NULL,
 	url     bytea   NOT NULL,
 	options text    NOT NULL DEFAULT '', -- JSON of batch.Options; '' when zero
-	status  text    NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'running', 'done', 'failed')),
+	status  text    NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
 	error   bytea   NOT NULL DEFAULT '',
 	hint    bytea   NOT NULL DEFAULT '',
 	outcome text    NOT NULL DEFAULT '',
