@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -24,8 +25,9 @@ const (
 // after the other; it skips jobs that another transaction has locked (a
 // lease bump under way), which are then not expired anyway.
 //
-// On the database's clock it deletes the jobs whose lease is older than
-// p.Now minus p.LeaseBefore, by the database's clock.
+// A pass with nothing expired is one read, and locks nothing. On the
+// database's clock it deletes the jobs whose lease is older than p.Now
+// minus p.LeaseBefore, by the database's clock.
 func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
@@ -33,6 +35,13 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 		return 0, s.wrap(ctx, "sweep", err)
 	}
 	abs, age := s.timeBound(p.LeaseBefore, p.Now)
+	var oldest int64
+	switch err := s.pool.QueryRow(ctx, s.q.oldestExpired, abs, age).Scan(&oldest); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, s.wrap(ctx, "sweep", err)
+	}
 	total := 0
 	for {
 		n := 0
@@ -68,11 +77,16 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 // p.MaxBytes. Each transaction holds the byte counter's row lock from the
 // first read of the total to the commit, so a concurrent eviction, on any
 // node, waits and then sees the total this one left: concurrent evictions
-// never delete more than one alone would.
+// never delete more than one alone would. A store under its budget costs
+// one read, and locks nothing.
 func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
+		return 0, s.wrap(ctx, "evict", err)
+	}
+	var bytes int64
+	if err := s.pool.QueryRow(ctx, s.q.totalBytes).Scan(&bytes); err != nil || bytes <= p.MaxBytes {
 		return 0, s.wrap(ctx, "evict", err)
 	}
 	total := 0

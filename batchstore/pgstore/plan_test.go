@@ -81,10 +81,28 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"reap targets", q.reapTargets, []any{[]int64{1, 2}, []int{0, 3}, []byte("restart"), "other"}, []string{"target_pkey"}},
 		{"sweep", q.sweep, []any{now.Add(-time.Hour), nil, gcBatch}, []string{"job_expiry"}},
 		{"sweep by age", q.sweep, []any{nil, time.Hour, gcBatch}, []string{"job_expiry"}},
+		{"oldest expired", q.oldestExpired, []any{now.Add(-time.Hour), nil}, []string{"job_expiry"}},
+		{"oldest expired by age", q.oldestExpired, []any{nil, time.Hour}, []string{"job_expiry"}},
+		{"total bytes", q.totalBytes, nil, []string{"job_held"}},
 		{"held bytes", q.heldBytes, nil, []string{"job_held"}},
 		{"evict candidates", q.evictCandidates, []any{gcBatch}, []string{"job_expiry"}},
 		{"evict", q.evict, []any{[]int64{1, 2}}, []string{"job_pkey"}},
 		{"stats", q.stats, nil, []string{"job_live", "job_held"}},
+	}
+	// Every statement is planned here, or is exempt: it reads one row by
+	// its primary key, the runner table (a row per live runner) or the
+	// counter's one row, or it is a template (reapJobs, its parts above).
+	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
+		&q.forgetStale: true, &q.reapJobs: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
+		&q.lockStat: true, &q.notify: true}
+	planned := map[string]bool{}
+	for _, p := range plans {
+		planned[p.sql] = true
+	}
+	for _, f := range q.fields() {
+		if !exempt[f] && !planned[*f] {
+			t.Errorf("statement not in the plan test:\n%s", *f)
+		}
 	}
 	if strings.Contains(q.get, "result") {
 		t.Errorf("the status summary names the result column:\n%s", q.get)

@@ -207,7 +207,14 @@ var sqlTemplates = queries{
 			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM d)
 		)
 		SELECT count(*) FROM d`,
-	heldBytes: `SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld,
+	// The passes' fast paths, without a lock: nothing to sweep, or the
+	// store under its budget.
+	// (Not EXISTS: the planner expects an EXISTS to find a row early in a
+	// sequential scan; ordering by the index finds none at once.)
+	oldestExpired: `SELECT seq FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
+		AND lease < coalesce($1::timestamptz, now() - $2::interval) ORDER BY lease, seq LIMIT 1`,
+	totalBytes: `SELECT (SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)`,
+	heldBytes:  `SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld,
 	evictCandidates: `SELECT seq, bytes FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
 		ORDER BY lease, seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
 	evict: `WITH d AS (
@@ -228,13 +235,14 @@ var sqlTemplates = queries{
 
 // queries holds the store's statements for one schema.
 type queries struct {
-	lockXact, reuse, callerLive, insert                string
-	claim, anyQueued, finish, finishMissed, cancel     string
-	get, getResults, getTarget, list, touch, heartbeat string
-	forgetAll, forgetRunner, forgetStale, reapJobs     string
-	reapLive, reapRunner, reapOrphans, reapTargets     string
-	lockStat, sweep, heldBytes, evictCandidates, evict string
-	stats, notify                                      string
+	lockXact, reuse, callerLive, insert                   string
+	claim, anyQueued, finish, finishMissed, cancel        string
+	get, getResults, getTarget, list, touch, heartbeat    string
+	forgetAll, forgetRunner, forgetStale, reapJobs        string
+	reapLive, reapRunner, reapOrphans, reapTargets        string
+	lockStat, oldestExpired, sweep, totalBytes, heldBytes string
+	evictCandidates, evict                                string
+	stats, notify                                         string
 }
 
 // render returns the statements for schema.
@@ -254,7 +262,8 @@ func (q *queries) fields() []*string {
 		&q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
 		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs,
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
-		&q.lockStat, &q.sweep, &q.heldBytes, &q.evictCandidates, &q.evict,
+		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes, &q.heldBytes,
+		&q.evictCandidates, &q.evict,
 		&q.stats, &q.notify,
 	}
 }
