@@ -29,7 +29,7 @@ func subscribe(t *testing.T, s *Store) <-chan string {
 
 // listening waits until s's listener has a connection other than old, and
 // returns its backend's pid.
-func listening(t *testing.T, s *Store, old uint32) uint32 {
+func listening(t testing.TB, s *Store, old uint32) uint32 {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -32,6 +32,8 @@ func measureWake(tb testing.TB, n int) []time.Duration {
 	a := batchtest.NewRunner(tb, batch.Config{Store: acceptOnly{sa}, PollInterval: time.Hour, TargetsPerJob: n, Logger: quiet})
 	rec := newRecorder(sb)
 	batchtest.NewRunner(tb, batch.Config{Store: rec, Fetch: f.Fetch, PollInterval: time.Hour, TargetsPerJob: n, Logger: quiet})
+	listening(tb, sa, 0) // neither runner polls: only the feed wakes them
+	listening(tb, sb, 0)
 	caller := batch.Caller{Name: "alice"}
 	job, _, err := a.Submit(context.Background(), caller, batchtest.Targets("wake", n))
 	if err != nil {
