@@ -32,6 +32,9 @@ import (
 // was measured against this and is several times slower under contention
 // (see BenchmarkCreateCaps and the package documentation).
 func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+	if len(p.Targets) == 0 {
+		return batch.Job{}, false, batch.ErrNoTargets // a job without a target could never be drained
+	}
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {

@@ -29,7 +29,7 @@ var (
 // batchSentinels pass through unwrapped: the runner and the HTTP adapter
 // branch on them, and their text is already complete.
 var batchSentinels = []error{
-	batch.ErrNotFound, batch.ErrFinished, batch.ErrNotHeld, batch.ErrCallerBusy, batch.ErrBusy,
+	batch.ErrNotFound, batch.ErrFinished, batch.ErrNotHeld, batch.ErrCallerBusy, batch.ErrBusy, batch.ErrNoTargets,
 }
 
 // wrapErr translates an error of operation op into the store's

@@ -264,4 +264,8 @@ func TestStore_BytesExact(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "example.test") || !strings.HasPrefix(err.Error(), "pgstore: create job: ") {
 		t.Fatalf("Create with a NUL in the caller = %v, want an error that names no target", err)
 	}
+	_, _, err = s.Create(ctx, batch.CreateParams{ID: "empty", Caller: batch.Caller{Name: "alice"}, IdemKey: "k3", Limits: testLimits, Now: now})
+	if !errors.Is(err, batch.ErrNoTargets) {
+		t.Fatalf("Create without targets = %v, want batch.ErrNoTargets", err)
+	}
 }
