@@ -18,6 +18,7 @@ var depRule = []struct {
 	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, nil},
 	{"batch/batchtest", nil, []string{"batch"}},
 	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch"}},
+	{"batchstore/pgstore", []string{pgx}, []string{"batch"}},
 	{"batchnet", nil, []string{"batch"}},
 	{"batchhttp", nil, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
@@ -26,12 +27,13 @@ var depRule = []struct {
 
 // testDepRule adds what test files may import on top.
 var testDepRule = map[string][]string{
-	"batch":           {"batch/batchtest"},
-	"batch/batchtest": {},
-	"batchstore":      {"batch/batchtest"},
-	"batchnet":        {},
-	"batchhttp":       {"batch/batchtest"},
-	"batchcli":        {"batch/batchtest", "batchhttp"},
+	"batch":              {"batch/batchtest"},
+	"batch/batchtest":    {},
+	"batchstore":         {"batch/batchtest"},
+	"batchstore/pgstore": {"batch/batchtest"},
+	"batchnet":           {},
+	"batchhttp":          {"batch/batchtest"},
+	"batchcli":           {"batch/batchtest", "batchhttp"},
 }
 
 // testExternal are the module-external imports every package's test files
@@ -39,6 +41,11 @@ var testDepRule = map[string][]string{
 var testExternal = []string{"go.uber.org/goleak"}
 
 const module = "github.com/siftfetch/batchkit"
+
+// pgx is the PostgreSQL driver: only batchstore/pgstore may import it, so
+// that a host that does not use PostgreSQL never compiles it (see
+// TestPgxOnlyInPgstore).
+const pgx = "github.com/jackc/pgx/v5"
 
 func isStdlib(path string) bool {
 	first, _, _ := strings.Cut(path, "/")
@@ -82,6 +89,8 @@ func checkImports(pkg string, imports, extraInternal []string) string {
 	r := depRule[rule]
 	for _, imp := range imports {
 		switch {
+		case strings.HasPrefix(imp, "github.com/jackc/") && pkg != "batchstore/pgstore":
+			return pkg + " may not import " + imp + ": only batchstore/pgstore imports pgx"
 		case isStdlib(imp):
 		case strings.HasPrefix(imp, module+"/") || imp == module:
 			inner := strings.TrimPrefix(imp, module+"/")
@@ -133,5 +142,31 @@ func TestCheckImports(t *testing.T) {
 	f("batchcli", []string{module + "/batchstore"}, true)
 	f("batch/batchtest", []string{module + "/batchhttp"}, true)
 	f("examples/batchd", []string{module + "/batchstore", "github.com/x/y"}, false)
+	f("batchstore/pgstore", []string{pgx + "/pgxpool", module + "/batch"}, false)
+	f("batchstore/pgstore", []string{module + "/batchstore"}, true)
+	f("batchstore", []string{pgx}, true)
+	f("batch", []string{pgx + "/pgconn"}, true)
+	f("examples/batchd", []string{module + "/batchstore/pgstore"}, false)
+	f("examples/batchd", []string{pgx + "/pgxpool"}, true)
 	f("newpkg", nil, true)
+}
+
+// TestPgxOnlyInPgstore checks the whole import graph, not just direct
+// imports: a host that imports the core or an adapter other than
+// batchstore/pgstore never compiles pgx.
+func TestPgxOnlyInPgstore(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	pkgs := []string{module + "/batch", module + "/batch/batchtest", module + "/batchstore", module + "/batchhttp", module + "/batchcli"}
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/jackc/") || strings.HasPrefix(dep, module+"/batchstore/pgstore") {
+			t.Errorf("%v depend on %s", pkgs, dep)
+		}
+	}
 }

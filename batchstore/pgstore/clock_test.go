@@ -1,0 +1,158 @@
+package pgstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// The conformance suites run on the runner's clock (their clocks are
+// fake). These tests prove the default, the database's clock: nodes whose
+// clocks disagree by twenty minutes still agree on leases and staleness.
+// Each also runs on the runners' clocks, where the same skew breaks the
+// cluster, to show that the test would catch a store that compared the
+// nodes' clocks.
+
+// skewed returns a clock that is off the real one by d.
+func skewed(d time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Add(d) }
+}
+
+// skewedNodes opens two stores on one schema and returns a function that
+// starts a runner on each, its clock off by d: the first drains, the
+// others only accept and read.
+func skewedNodes(t *testing.T, runnerClock bool, cfg batch.Config) func(d time.Duration) *batch.Runner {
+	t.Helper()
+	schema := newSchema(t)
+	stores := []*Store{openOn(t, Options{Schema: schema, RunnerClock: runnerClock}), openOn(t, Options{Schema: schema, RunnerClock: runnerClock})}
+	n := 0
+	return func(d time.Duration) *batch.Runner {
+		cfg := cfg
+		cfg.Now, cfg.RunnerID = skewed(d), fmt.Sprintf("node-%d", n)
+		var s batch.Store = stores[n]
+		if n > 0 {
+			s = acceptOnly{stores[n]}
+		}
+		n++
+		return node(t, s, cfg)
+	}
+}
+
+// The node ahead does not take the node behind for dead, at its start or
+// in its sweeps: the heartbeat is the database's time, and StaleAfter an
+// age on that clock.
+func TestClock_SkewedNodesAgreeOnStaleness(t *testing.T) {
+	t.Parallel()
+	f := func(t *testing.T, runnerClock bool, wantStatus batch.JobStatus) {
+		hold := batchtest.NewBlockingFetcher()
+		t.Cleanup(func() { hold.Release() })
+		start := skewedNodes(t, runnerClock, batch.Config{Fetch: hold.Fetch})
+		behind := start(-10 * time.Minute)
+		caller := batch.Caller{Name: "alice"}
+		job, _, err := behind.Submit(t.Context(), caller, batchtest.Targets("skew", 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-hold.Started // held by the node behind, its heartbeat fresh
+		ahead := start(10 * time.Minute)
+		if _, err := ahead.Collect(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		info, err := ahead.Status(t.Context(), caller, job.ID, batch.StatusOptions{})
+		if err != nil || info.Status != wantStatus {
+			t.Fatalf("after the node ahead started and swept, the job is %s (%v), want %s", info.Status, err, wantStatus)
+		}
+	}
+	t.Run("DatabaseClock", func(t *testing.T) { t.Parallel(); f(t, false, batch.JobRunning) })
+	t.Run("RunnerClock", func(t *testing.T) { t.Parallel(); f(t, true, batch.JobFailed) })
+}
+
+// A job finished through the node behind is reused through the node
+// ahead, is not swept by it, and both report the same expiry: the lease
+// is the database's time, and the TTL an age on that clock.
+func TestClock_SkewedNodesAgreeOnLeases(t *testing.T) {
+	t.Parallel()
+	const ttl = 5 * time.Minute // less than the skew
+	f := func(t *testing.T, runnerClock bool, wantReused bool) {
+		start := skewedNodes(t, runnerClock, batch.Config{TTL: ttl})
+		behind, ahead := start(-10*time.Minute), start(10*time.Minute)
+		caller := batch.Caller{Name: "alice"}
+		ts := batchtest.Targets("lease", 2)
+		job, _, err := behind.Submit(t.Context(), caller, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batchtest.WaitFinished(t, behind, caller, job.ID, 10*time.Second)
+		again, reused, err := ahead.Submit(t.Context(), caller, ts)
+		if err != nil || reused != wantReused || reused && again.ID != job.ID {
+			t.Fatalf("resubmit through the node ahead = %s, reused %v, %v; want reused %v", again.ID, reused, err, wantReused)
+		}
+		if !wantReused {
+			return
+		}
+		if c, err := ahead.Collect(t.Context()); err != nil || c.Swept != 0 {
+			t.Fatalf("Collect on the node ahead = %+v, %v; want nothing swept", c, err)
+		}
+		a, err := behind.Status(t.Context(), caller, job.ID, batch.StatusOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ahead.Status(t.Context(), caller, job.ID, batch.StatusOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Now().Add(ttl); !a.ExpiresAt.Equal(b.ExpiresAt) || a.ExpiresAt.Sub(want).Abs() > time.Minute {
+			t.Errorf("expiry %v behind, %v ahead; want both about %v", a.ExpiresAt, b.ExpiresAt, want)
+		}
+	}
+	t.Run("DatabaseClock", func(t *testing.T) { t.Parallel(); f(t, false, true) })
+	t.Run("RunnerClock", func(t *testing.T) { t.Parallel(); f(t, true, false) })
+}
+
+// On the database's clock a bound is an age: Sweep and Reap take Now minus
+// the bound from the database's time, whatever the caller's clock says.
+func TestClock_BoundsAreAges(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	ctx := t.Context()
+	caller := batch.Caller{Name: "alice"}
+	ts := batchtest.Targets("age", 1)
+	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "aged", Caller: caller, IdemKey: "k", Targets: ts, Limits: testLimits}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"}); err != nil || !ok {
+		t.Fatalf("Claim = %v, %v", ok, err)
+	}
+	if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "aged", Runner: "r", Target: batch.TargetFinish{
+		Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	far := time.Now().Add(24 * time.Hour) // a caller's clock a day ahead
+	// An age of an hour: the lease is younger.
+	if n, err := s.Sweep(ctx, batch.SweepParams{LeaseBefore: far.Add(-time.Hour), Now: far}); err != nil || n != 0 {
+		t.Fatalf("Sweep(age 1h) = %d, %v; want 0", n, err)
+	}
+	// An age of 10ms: the lease is older.
+	if n, err := s.Sweep(ctx, batch.SweepParams{LeaseBefore: far.Add(-10 * time.Millisecond), Now: far}); err != nil || n != 1 {
+		t.Fatalf("Sweep(age 10ms) = %d, %v; want 1", n, err)
+	}
+
+	// The same for heartbeats.
+	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "held", Caller: caller, IdemKey: "k2", Targets: ts, Limits: testLimits}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r", Now: far}); err != nil || !ok {
+		t.Fatalf("Claim = %v, %v", ok, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n, err := s.Reap(ctx, batch.ReapParams{StaleBefore: far.Add(-time.Hour), Now: far, Reason: "restart"}); err != nil || n != 0 {
+		t.Fatalf("Reap(age 1h) = %d, %v; want 0", n, err)
+	}
+	if n, err := s.Reap(ctx, batch.ReapParams{StaleBefore: far.Add(-10 * time.Millisecond), Now: far, Reason: "restart"}); err != nil || n != 1 {
+		t.Fatalf("Reap(age 10ms) = %d, %v; want 1", n, err)
+	}
+}

@@ -1,0 +1,142 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// claimTries is how often Claim runs its statement when it found no job
+// though one is queued: FOR UPDATE SKIP LOCKED skips the rows that other
+// transactions lock at that moment (a concurrent claim, a cancel, a lease
+// bump), so "no row" does not mean "no job".
+const claimTries = 3
+
+// Claim implements [batch.Store.Claim] in one statement: the oldest queued
+// job (by creation time, then insertion order) that no other transaction
+// has locked becomes running, held by the runner, with target 0 running,
+// and the runner's heartbeat is recorded. FOR UPDATE SKIP LOCKED makes
+// concurrent claims, on any node, take different jobs without waiting for
+// each other.
+func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return batch.Claimed{}, false, s.wrap(ctx, "claim job", err)
+	}
+	for try := 1; ; try++ {
+		c, ok, err = s.claim(ctx, p)
+		if err != nil {
+			return batch.Claimed{}, false, s.wrap(ctx, "claim job", err)
+		}
+		if ok {
+			s.feed.changed(c.Job.ID)
+			return c, true, nil
+		}
+		if try == claimTries {
+			return batch.Claimed{}, false, nil
+		}
+		var queued bool
+		if err := s.pool.QueryRow(ctx, s.q.anyQueued).Scan(&queued); err != nil {
+			return batch.Claimed{}, false, s.wrap(ctx, "claim job", err)
+		}
+		if !queued {
+			return batch.Claimed{}, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return batch.Claimed{}, false, s.wrap(ctx, "claim job", context.Cause(ctx))
+		case <-time.After(time.Duration(try) * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+	rows, err := s.pool.Query(ctx, s.q.claim, p.Runner, s.now(p.Now))
+	if err != nil {
+		return c, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j jobRow
+		var t targetRow
+		var queued int
+		if err := rows.Scan(append(j.dest(), &t.idx, &t.url, &t.options, &queued)...); err != nil {
+			return c, false, err
+		}
+		rec, _, err := t.record()
+		if err != nil {
+			return c, false, err
+		}
+		// The statement read the targets before it started target 0.
+		rec.Status = batch.TargetPending
+		if rec.Idx == 0 {
+			rec.Status = batch.TargetRunning
+		}
+		c.Job, c.Queued, ok = j.job(), queued, true
+		c.Targets = append(c.Targets, rec)
+	}
+	return c, ok, rows.Err()
+}
+
+// FinishTarget implements [batch.Store.FinishTarget] in one statement (so
+// one round trip and one commit): it stores the target's outcome, and
+// either starts the next target or gives the job its final status and
+// releases it, moving its bytes into the store's counter. The job's row
+// fences the write: it changes only while p.Runner holds the job with this
+// target in flight. While the job goes on, its lease moves at most once
+// per [batch.LeaseGrain], so most drain writes change no indexed column of
+// the job and are HOT updates.
+func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+	fin := p.Target
+	if !fin.Status.Finished() {
+		return batch.Step{}, fmt.Errorf("pgstore: finish target: status must be done or failed, got %q", fin.Status)
+	}
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return batch.Step{}, s.wrap(ctx, "finish target", err)
+	}
+	okInc, failInc := 0, 1
+	if fin.Status == batch.TargetDone {
+		okInc, failInc = 1, 0
+	}
+	var status string
+	var next int
+	err = s.pool.QueryRow(ctx, s.q.finish, p.JobID, p.Runner, fin.Idx, okInc, failInc,
+		int64(len(fin.Result)+len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
+		string(fin.Outcome), s.now(p.Now), batch.LeaseGrain, fin.Result).Scan(&status, &next)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		step, err := s.finishMissed(ctx, p)
+		return step, s.wrap(ctx, "finish target", err)
+	case err != nil:
+		return batch.Step{}, s.wrap(ctx, "finish target", err)
+	}
+	s.feed.changed(p.JobID)
+	return batch.Step{Status: batch.JobStatus(status), Next: next}, nil
+}
+
+// finishMissed answers a drain write that matched no row: a job that is
+// gone, one that p.Runner no longer holds, or a repeat of a write that was
+// applied (the runner still holds the job and the target is stored), which
+// gets the job's current step.
+func (s *Store) finishMissed(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+	var runner, status string
+	var inFlight int
+	var target *string
+	err := s.pool.QueryRow(ctx, s.q.finishMissed, p.JobID, p.Target.Idx).Scan(&runner, &inFlight, &status, &target)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return batch.Step{}, batch.ErrNotFound
+	case err != nil:
+		return batch.Step{}, err
+	case runner != p.Runner || target == nil || !batch.TargetStatus(*target).Finished():
+		return batch.Step{}, batch.ErrNotHeld
+	}
+	return batch.Step{Status: batch.JobStatus(status), Next: inFlight}, nil
+}

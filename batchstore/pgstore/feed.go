@@ -1,0 +1,318 @@
+package pgstore
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The change feed (see the package documentation): every change the store
+// commits is delivered at once to this store's subscribers and, batched,
+// to the other nodes through NOTIFY on one channel; a listener connection
+// per store delivers the other nodes' changes. Polling stays the runner's
+// way to be correct, so everything here may drop what it cannot deliver.
+const (
+	// notifyEvery is the least time between two NOTIFY transactions of one
+	// store: the changes of that window share one. It bounds the feed's
+	// cost (a notifying commit takes a database-wide lock) and adds at most
+	// this much to a remote wake-up.
+	notifyEvery = 10 * time.Millisecond
+	// maxPayload is below PostgreSQL's 8000-byte limit on a payload.
+	maxPayload = 7900
+	// listenPing is how long the listener waits for a notification before
+	// it pings its connection, so that a connection lost without a word
+	// (a dead peer, a dropped route) is found and replaced.
+	listenPing = 15 * time.Second
+	// The listener's reconnect back-off: doubled from min to max, jittered.
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 5 * time.Second
+	// feedTimeout bounds one NOTIFY, connect or ping.
+	feedTimeout = 5 * time.Second
+)
+
+// feed is a store's change feed: its subscribers, the changes waiting for
+// the next NOTIFY, and the listener.
+type feed struct {
+	s       *Store
+	channel string // the NOTIFY channel: the schema plus "_changes"
+	tag     string // this store's mark on its payloads
+	log     *slog.Logger
+
+	subMu   sync.Mutex
+	subs    map[int]func(string)
+	nextSub int
+	closed  bool
+
+	pendMu  sync.Mutex
+	pending map[string]struct{} // changed job ids; "" for a queued job
+	kick    chan struct{}
+
+	ctx         context.Context // cancelled by close
+	cancel      context.CancelFunc
+	listenOnce  sync.Once
+	wg          sync.WaitGroup
+	listenerPID atomic.Uint32 // the listener's backend, for tests
+}
+
+func newFeed(s *Store) *feed {
+	var b [8]byte
+	crand.Read(b[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &feed{
+		s:       s,
+		channel: s.opts.Schema + "_changes",
+		tag:     hex.EncodeToString(b[:]),
+		log:     s.opts.Logger,
+		subs:    make(map[int]func(string)),
+		pending: make(map[string]struct{}),
+		kick:    make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	f.wg.Add(1)
+	go f.notifier()
+	return f
+}
+
+// Subscribe implements [batch.ChangeFeed]. fn gets the id of every job
+// that changed through this store at once, and through other stores on the
+// same schema as their notifications arrive; "" means a job was queued.
+// The first Subscribe starts the listener, which runs until [Store.Close].
+func (s *Store) Subscribe(fn func(jobID string)) (stop func()) {
+	return s.feed.subscribe(fn)
+}
+
+func (f *feed) subscribe(fn func(string)) (stop func()) {
+	f.subMu.Lock()
+	defer f.subMu.Unlock()
+	if f.closed {
+		return func() {}
+	}
+	id := f.nextSub
+	f.nextSub++
+	f.subs[id] = fn
+	f.listenOnce.Do(func() {
+		f.wg.Add(1)
+		go f.listen()
+	})
+	return func() {
+		f.subMu.Lock()
+		defer f.subMu.Unlock()
+		delete(f.subs, id)
+	}
+}
+
+// deliver calls every subscriber with each id. Subscribers never block.
+func (f *feed) deliver(ids ...string) {
+	f.subMu.Lock()
+	defer f.subMu.Unlock()
+	for _, fn := range f.subs {
+		for _, id := range ids {
+			fn(id)
+		}
+	}
+}
+
+// changed reports changes the store committed: to this store's subscribers
+// now, to the other nodes with the next NOTIFY.
+func (f *feed) changed(ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	f.deliver(ids...)
+	f.pendMu.Lock()
+	for _, id := range ids {
+		f.pending[id] = struct{}{}
+	}
+	f.pendMu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default: // a NOTIFY is due already
+	}
+}
+
+// close stops the listener and the notifier, which first sends what is
+// pending, and waits for both.
+func (f *feed) close() {
+	f.subMu.Lock()
+	f.closed = true
+	f.subs = map[int]func(string){}
+	f.subMu.Unlock()
+	f.listenOnce.Do(func() {}) // no listener may start from now on
+	f.cancel()
+	f.wg.Wait()
+}
+
+// notifier sends the pending changes, at most once per notifyEvery, until
+// the feed closes.
+func (f *feed) notifier() {
+	defer f.wg.Done()
+	for {
+		select {
+		case <-f.ctx.Done():
+			f.flush() // a last NOTIFY, on a context of its own
+			return
+		case <-f.kick:
+		}
+		f.flush()
+		select {
+		case <-f.ctx.Done():
+			f.flush()
+			return
+		case <-time.After(notifyEvery):
+		}
+	}
+}
+
+// flush sends the pending changes in one statement (one NOTIFY per
+// payload). A change that cannot be sent is dropped: the other nodes'
+// polls find it.
+func (f *feed) flush() {
+	f.pendMu.Lock()
+	ids := f.pending
+	if len(ids) == 0 {
+		f.pendMu.Unlock()
+		return
+	}
+	f.pending = make(map[string]struct{}, len(ids))
+	f.pendMu.Unlock()
+	payloads := f.payloads(ids)
+	ctx, cancel := context.WithTimeout(context.Background(), feedTimeout)
+	defer cancel()
+	if _, err := f.s.pool.Exec(ctx, f.s.q.notify, f.channel, payloads); err != nil && !f.s.closed.Load() {
+		f.log.LogAttrs(ctx, slog.LevelWarn, "pgstore change feed: notify failed; other nodes will poll",
+			slog.String("err", err.Error()))
+	}
+}
+
+// payloads packs job ids into NOTIFY payloads: this store's tag, then one
+// id per line, an empty line for a queued job. An id that cannot travel
+// (a newline, a NUL, invalid UTF-8, or too long) is left out.
+func (f *feed) payloads(ids map[string]struct{}) []string {
+	var out []string
+	var b strings.Builder
+	for id := range ids {
+		if len(id) > 512 || strings.ContainsAny(id, "\n\x00") || !utf8.ValidString(id) {
+			continue
+		}
+		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(f.tag)
+		}
+		b.WriteByte('\n')
+		b.WriteString(id)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// dispatch delivers a notification from another store.
+func (f *feed) dispatch(payload string) {
+	tag, rest, ok := strings.Cut(payload, "\n")
+	if !ok || tag == f.tag { // ours: delivered when it was committed
+		return
+	}
+	f.deliver(strings.Split(rest, "\n")...)
+}
+
+// listen keeps a connection that LISTENs on the channel until the feed
+// closes, reconnecting with back-off. After a reconnect it wakes an idle
+// worker of each subscriber, since what was sent meanwhile is lost; waits
+// catch up at their next poll.
+func (f *feed) listen() {
+	defer f.wg.Done()
+	backoff := reconnectMin
+	connected := false
+	for f.ctx.Err() == nil {
+		conn, err := f.connect()
+		if err != nil {
+			if f.ctx.Err() != nil {
+				return
+			}
+			sleep := backoff/2 + rand.N(backoff/2+1)
+			f.log.LogAttrs(f.ctx, slog.LevelWarn, "pgstore change feed: cannot listen; retrying",
+				slog.String("err", err.Error()), slog.Duration("retry_in", sleep))
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(sleep):
+			}
+			backoff = min(2*backoff, reconnectMax)
+			continue
+		}
+		backoff = reconnectMin
+		if connected {
+			f.log.LogAttrs(f.ctx, slog.LevelInfo, "pgstore change feed: listening again")
+			f.deliver("")
+		}
+		connected = true
+		err = f.wait(conn)
+		ctx, cancel := context.WithTimeout(context.Background(), feedTimeout)
+		conn.Close(ctx)
+		cancel()
+		f.listenerPID.Store(0)
+		if f.ctx.Err() == nil {
+			f.log.LogAttrs(f.ctx, slog.LevelWarn, "pgstore change feed: connection lost; reconnecting",
+				slog.String("err", err.Error()))
+		}
+	}
+}
+
+// connect opens the listener's connection, with the pool's settings but
+// outside the pool, and LISTENs.
+func (f *feed) connect() (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(f.ctx, feedTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, f.s.pool.Config().ConnConfig)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{f.channel}.Sanitize()); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	f.listenerPID.Store(conn.PgConn().PID())
+	return conn, nil
+}
+
+// wait delivers notifications until the connection fails or the feed
+// closes. A quiet connection is pinged every listenPing.
+func (f *feed) wait(conn *pgx.Conn) error {
+	for {
+		ctx, cancel := context.WithTimeout(f.ctx, listenPing)
+		n, err := conn.WaitForNotification(ctx)
+		cancel()
+		if n != nil {
+			f.dispatch(n.Payload)
+		}
+		switch {
+		case err == nil:
+		case f.ctx.Err() != nil:
+			return f.ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			ctx, cancel := context.WithTimeout(f.ctx, feedTimeout)
+			err := conn.Ping(ctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// gcBatch is how many jobs one sweep or eviction statement deletes at
+// most, and gcTxJobs how many one transaction deletes before it commits
+// and lets the writers it holds up go on.
+const (
+	gcBatch  = 256
+	gcTxJobs = 4 * gcBatch
+)
+
+// Sweep implements [batch.Store.Sweep]. It walks the partial index of
+// released finished jobs by lease, so a pass costs the same however many
+// jobs are stored, and deletes them with their targets (ON DELETE CASCADE)
+// in statements of at most gcBatch jobs. Each transaction first locks the
+// byte counter's row, so that sweeps and evictions on all nodes decide one
+// after the other; it skips jobs that another transaction has locked (a
+// lease bump under way), which are then not expired anyway.
+//
+// A pass with nothing expired is one read, and locks nothing. On the
+// database's clock it deletes the jobs whose lease is older than p.Now
+// minus p.LeaseBefore, by the database's clock.
+func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return 0, s.wrap(ctx, "sweep", err)
+	}
+	abs, age := s.timeBound(p.LeaseBefore, p.Now)
+	var oldest int64
+	switch err := s.pool.QueryRow(ctx, s.q.oldestExpired, abs, age).Scan(&oldest); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, s.wrap(ctx, "sweep", err)
+	}
+	total := 0
+	for {
+		n := 0
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			var counted int64
+			if err := tx.QueryRow(ctx, s.q.lockStat).Scan(&counted); err != nil {
+				return err
+			}
+			for n < gcTxJobs {
+				var d int
+				if err := tx.QueryRow(ctx, s.q.sweep, abs, age, gcBatch).Scan(&d); err != nil {
+					return err
+				}
+				n += d
+				if d < gcBatch {
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, s.wrap(ctx, "sweep", err)
+		}
+		total += n
+		if n < gcTxJobs {
+			return total, nil
+		}
+	}
+}
+
+// Evict implements [batch.Store.Evict]: released finished jobs go oldest
+// lease first (then oldest insert) while the store's bytes are above
+// p.MaxBytes. Each transaction holds the byte counter's row lock from the
+// first read of the total to the commit, so a concurrent eviction, on any
+// node, waits and then sees the total this one left: concurrent evictions
+// never delete more than one alone would. A store under its budget costs
+// one read, and locks nothing.
+func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return 0, s.wrap(ctx, "evict", err)
+	}
+	var bytes int64
+	if err := s.pool.QueryRow(ctx, s.q.totalBytes).Scan(&bytes); err != nil || bytes <= p.MaxBytes {
+		return 0, s.wrap(ctx, "evict", err)
+	}
+	total := 0
+	for {
+		n, more := 0, false
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			var counted, held int64
+			if err := tx.QueryRow(ctx, s.q.lockStat).Scan(&counted); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, s.q.heldBytes).Scan(&held); err != nil {
+				return err
+			}
+			bytes := counted + held
+			for bytes > p.MaxBytes && n < gcTxJobs {
+				rows, err := tx.Query(ctx, s.q.evictCandidates, gcBatch)
+				if err != nil {
+					return err
+				}
+				var seqs []int64
+				candidates := 0
+				for rows.Next() {
+					var seq, b int64
+					if err := rows.Scan(&seq, &b); err != nil {
+						rows.Close()
+						return err
+					}
+					candidates++
+					if bytes > p.MaxBytes {
+						seqs, bytes = append(seqs, seq), bytes-b
+					}
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				if len(seqs) > 0 {
+					if _, err := tx.Exec(ctx, s.q.evict, seqs); err != nil {
+						return err
+					}
+				}
+				n += len(seqs)
+				if candidates < gcBatch {
+					return nil // no finished job left
+				}
+			}
+			more = bytes > p.MaxBytes
+			return nil
+		})
+		if err != nil {
+			return total, s.wrap(ctx, "evict", err)
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// Heartbeat implements [batch.Store.Heartbeat]: one row per runner,
+// written in a statement of its own (so at the statement's time on the
+// database's clock), and never moved back.
+func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return s.wrap(ctx, "heartbeat", err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q.heartbeat, p.Runner, s.now(p.Now)); err != nil {
+		return s.wrap(ctx, "heartbeat", err)
+	}
+	return nil
+}
+
+// Reap implements [batch.Store.Reap] in one READ COMMITTED transaction:
+//
+//  1. It deletes the heartbeats it judges stale (and p.Runner's, or all
+//     for AllLive). A heartbeat racing with it is ordered by the row lock:
+//     one that committed first keeps its runner alive; one that comes after
+//     finds no row, and its runner's next drain write gets
+//     [batch.ErrNotHeld].
+//  2. It fails the selected jobs in one statement, which locks their rows,
+//     releases them and moves their bytes into the counter: the jobs p
+//     selects, where a stale selection is every held job whose runner has
+//     no heartbeat row any more.
+//  3. It fails their targets in flight, the ones their rows named when the
+//     lock was granted.
+//
+// On the database's clock, a heartbeat is stale when it is older than
+// p.Now minus p.StaleBefore by the database's clock.
+func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return 0, s.wrap(ctx, "reap jobs", err)
+	}
+	stale := !p.StaleBefore.IsZero()
+	var parts []string
+	args := []any{s.now(p.Now), p.Reason, len(p.Reason)}
+	if p.AllLive {
+		parts = append(parts, s.q.reapLive)
+	}
+	if p.Runner != "" {
+		parts = append(parts, s.q.reapRunner)
+		args = append(args, p.Runner)
+	}
+	if stale {
+		parts = append(parts, s.q.reapOrphans)
+	}
+	if len(parts) == 0 {
+		return 0, nil
+	}
+	failed := 0
+	var ids []string
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		failed, ids = 0, nil
+		switch {
+		case p.AllLive:
+			if _, err := tx.Exec(ctx, s.q.forgetAll); err != nil {
+				return err
+			}
+		case p.Runner != "":
+			if _, err := tx.Exec(ctx, s.q.forgetRunner, p.Runner); err != nil {
+				return err
+			}
+		}
+		if stale {
+			abs, age := s.timeBound(p.StaleBefore, p.Now)
+			if _, err := tx.Exec(ctx, s.q.forgetStale, abs, age); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, strings.Replace(s.q.reapJobs, "{sel}", strings.Join(parts, " UNION ALL "), 1), args...)
+		if err != nil {
+			return err
+		}
+		var seqs []int64 // with idxs: the targets that were in flight
+		var idxs []int
+		for rows.Next() {
+			var seq int64
+			var id string
+			var live bool
+			var inFlight int
+			if err := rows.Scan(&seq, &id, &live, &inFlight); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+			if live {
+				failed++
+			}
+			if inFlight >= 0 {
+				seqs, idxs = append(seqs, seq), append(idxs, inFlight)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(seqs) == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, idxs, []byte(p.Reason), string(batch.OutcomeOther))
+		return err
+	})
+	if err != nil {
+		return 0, s.wrap(ctx, "reap jobs", err)
+	}
+	s.feed.changed(ids...)
+	return failed, nil
+}
+
+// Stats implements [batch.Store.Stats] in one statement: the live counts
+// from the partial index of live jobs (at most Limits.JobsTotal rows), and
+// the bytes as the counter plus the held jobs' bytes.
+func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return st, s.wrap(ctx, "stats", err)
+	}
+	if err := s.pool.QueryRow(ctx, s.q.stats).Scan(&st.Queued, &st.Running, &st.Bytes); err != nil {
+		return batch.Stats{}, s.wrap(ctx, "stats", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,142 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// Issue 10: nodes starting at once migrate one fresh schema once, and all
+// of them open. Without the advisory lock most of them fail (duplicate
+// catalog rows); see the notes in the package documentation.
+func TestMigrate_Concurrent(t *testing.T) {
+	t.Parallel()
+	const nodes = 8
+	schema := newSchema(t)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	stores := make([]*Store, nodes)
+	errs := make([]error, nodes)
+	for i := range nodes {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = Open(context.Background(), pgURL(t), Options{Schema: schema, MaxConns: 2})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("node %d: Open: %v", i, err)
+			continue
+		}
+		t.Cleanup(func() { stores[i].Close() })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	migs, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, newest int
+	err = stores[0].pool.QueryRow(t.Context(), `SELECT count(*), max(version) FROM `+
+		pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&rows, &newest)
+	if err != nil || rows != len(migs) || newest != len(migs) {
+		t.Fatalf("schema_migrations: %d rows, newest %d, %v; want %d, %d", rows, newest, err, len(migs), len(migs))
+	}
+	for i, s := range stores {
+		if _, err := s.Stats(t.Context()); err != nil {
+			t.Errorf("node %d: Stats: %v", i, err)
+		}
+	}
+}
+
+// A schema newer than the build is refused, and left as it is.
+func TestMigrate_NewerSchemaRefused(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{s.opts.Schema, "schema_migrations"}.Sanitize()+
+		` (version, name) VALUES (999, '999_from_the_future')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), pgURL(t), Options{Schema: s.opts.Schema, MaxConns: 1})
+	if !errors.Is(err, ErrSchema) || errors.Is(err, batch.ErrUnavailable) {
+		t.Fatalf("Open on a newer schema = %v, want ErrSchema (and not unavailable)", err)
+	}
+}
+
+// The store moves into a schema a DBA made, next to the host's tables,
+// and leaves them alone; reopening runs no migration twice.
+func TestMigrate_ExistingSchema(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	admin := hostPool(t)
+	ident := pgx.Identifier{schema}.Sanitize()
+	for _, q := range []string{`CREATE SCHEMA ` + ident, `CREATE TABLE ` + ident + `.host_cache (k text PRIMARY KEY)`,
+		`INSERT INTO ` + ident + `.host_cache VALUES ('kept')`} {
+		if _, err := admin.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		s, err := New(t.Context(), admin, Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Stats(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	var k string
+	if err := admin.QueryRow(t.Context(), `SELECT k FROM `+ident+`.host_cache`).Scan(&k); err != nil || k != "kept" {
+		t.Fatalf("host table = %q, %v", k, err)
+	}
+}
+
+// hostPool returns a pool as a host owns it, closed when the test ends
+// (before its schemas are dropped, if newSchema ran first).
+func hostPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = testMaxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// The store on a host's pool passes the suite too, and its Close leaves
+// the pool open.
+func TestNew_Conformance(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStore(t, func(t *testing.T) batch.Store {
+		schema := newSchema(t)
+		s, err := New(t.Context(), hostPool(t), Options{Schema: schema, RunnerClock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := s.checkCounters(context.Background()); err != nil {
+				t.Error(err)
+			}
+			s.Close()
+			if err := s.pool.Ping(context.Background()); err != nil {
+				t.Errorf("the host's pool after the store's Close: %v", err)
+			}
+		})
+		return s
+	})
+}

@@ -1,0 +1,100 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// scanner is a pgx.Row or pgx.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// jobRow receives jobCols.
+type jobRow struct {
+	id, caller, class, idem, status, errText, runner string
+	restricted                                       bool
+	total, done                                      int
+	created, lease                                   time.Time
+	finished                                         *time.Time
+	bytes                                            int64
+}
+
+func (r *jobRow) dest() []any {
+	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
+		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner}
+}
+
+func (r *jobRow) job() batch.Job {
+	j := batch.Job{
+		ID:           r.id,
+		Caller:       batch.Caller{Name: r.caller, Class: r.class, Restricted: r.restricted},
+		IdemKey:      r.idem,
+		Status:       batch.JobStatus(r.status),
+		Error:        r.errText,
+		TargetsTotal: r.total,
+		TargetsDone:  r.done,
+		CreatedAt:    r.created.UTC(),
+		Lease:        r.lease.UTC(),
+		Bytes:        r.bytes,
+		Runner:       r.runner,
+	}
+	if r.finished != nil {
+		j.FinishedAt = r.finished.UTC()
+	}
+	return j
+}
+
+// scanJob reads a row of jobCols alone.
+func scanJob(row scanner) (batch.Job, error) {
+	var r jobRow
+	err := row.Scan(r.dest()...)
+	return r.job(), err
+}
+
+// targetRow receives targetCols (and the result), NULL for the missing
+// side of a LEFT JOIN.
+type targetRow struct {
+	idx                    *int
+	url, errText, hint     []byte
+	options, status, outco *string
+	result                 []byte
+}
+
+func (r *targetRow) dest(withResult bool) []any {
+	d := []any{&r.idx, &r.url, &r.options, &r.status, &r.errText, &r.hint, &r.outco}
+	if withResult {
+		d = append(d, &r.result)
+	}
+	return d
+}
+
+// record returns the target, or ok false for a row without one.
+func (r *targetRow) record() (t batch.TargetRecord, ok bool, err error) {
+	if r.idx == nil {
+		return t, false, nil
+	}
+	t = batch.TargetRecord{
+		Idx:     *r.idx,
+		Target:  batch.Target{URL: string(r.url)},
+		Status:  batch.TargetStatus(deref(r.status)),
+		Error:   string(r.errText),
+		Hint:    string(r.hint),
+		Outcome: batch.Outcome(deref(r.outco)),
+		Result:  r.result,
+	}
+	if opts := deref(r.options); opts != "" {
+		if err := json.Unmarshal([]byte(opts), &t.Target.Options); err != nil {
+			return t, false, fmt.Errorf("decode options of target %d: %w", t.Idx, err)
+		}
+	}
+	return t, true, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,82 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// The store stays flat as it grows: each operation on a store seeded with
+// 1k and with 50k finished jobs (four targets each, see seed) costs about
+// the same, because every statement reads through an index
+// (TestStore_QueryPlans) and nothing counts or sums the finished jobs.
+//
+//	BATCHKIT_PG_URL=… go test -run '^$' -bench BenchmarkStoreSize ./batchstore/pgstore/
+func BenchmarkStoreSize(b *testing.B) {
+	for _, n := range []int{1_000, 50_000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			s := openTest(b, Options{})
+			seed(b, s, n)
+			ctx := context.Background()
+			now := time.Now()
+			ops := []struct {
+				name string
+				fn   func(i int) error
+			}{
+				{"status", func(i int) error {
+					j := 1 + i%n // seeded job f<j> belongs to caller c<j % 1000>
+					_, _, err := s.Get(ctx, batch.GetParams{Caller: fmt.Sprint("c", j%1000), JobID: fmt.Sprint("f", j)})
+					return err
+				}},
+				{"stats", func(int) error { _, err := s.Stats(ctx); return err }},
+				{"sweep-nothing-expired", func(int) error {
+					_, err := s.Sweep(ctx, batch.SweepParams{LeaseBefore: now.Add(-1000 * time.Hour), Now: now})
+					return err
+				}},
+				{"evict-under-budget", func(int) error { _, err := s.Evict(ctx, batch.EvictParams{MaxBytes: 1 << 40}); return err }},
+				{"reap-nothing-stale", func(int) error {
+					_, err := s.Reap(ctx, batch.ReapParams{StaleBefore: now.Add(-time.Hour), Now: now, Reason: "restart"})
+					return err
+				}},
+				{"submit-claim-drain", func(i int) error {
+					ts := batchtest.Targets(fmt.Sprint("size-", i), 2)
+					id := fmt.Sprint("bench-", i)
+					caller := batch.Caller{Name: fmt.Sprint("c", i%1000)}
+					_, _, err := s.Create(ctx, batch.CreateParams{ID: id, Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+						Targets: ts, Limits: testLimits, Now: time.Now()})
+					if err != nil {
+						return err
+					}
+					c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench", Now: time.Now()})
+					if err != nil || !ok {
+						return fmt.Errorf("claim: %v, %w", ok, err)
+					}
+					for next := c.Next; next >= 0; {
+						st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "bench", Now: time.Now(),
+							Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}})
+						if err != nil {
+							return err
+						}
+						next = st.Next
+					}
+					return nil
+				}},
+			}
+			for _, op := range ops {
+				b.Run(op.name, func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						if err := op.fn(i); err != nil {
+							b.Fatal(err)
+						}
+						i++
+					}
+				})
+			}
+		})
+	}
+}

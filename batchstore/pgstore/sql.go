@@ -1,0 +1,271 @@
+package pgstore
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The store's SQL. {s} stands for the schema, quoted as an identifier, so
+// every statement names its tables in full and none depends on the
+// connection's search_path (which a pool or a bouncer may not keep). A
+// parameter written {now} is the clock: the runner's Now in runner-clock
+// mode, NULL (and so the transaction's now()) on the database's clock.
+//
+// Live and finished are spelled exactly as the partial indexes spell them:
+// the planner uses a partial index only when the query implies its
+// predicate.
+const (
+	whereLive     = `status IN ('queued', 'running')`
+	whereFinished = `status NOT IN ('queued', 'running')`
+	whereHeld     = `runner <> ''`
+	whereReleased = `runner = ''`
+)
+
+// jobCols are the columns scanJob reads, in order, from job j.
+const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
+	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
+	j.created_at, j.lease, j.finished_at, j.bytes, j.runner`
+
+// targetCols are the columns scanTarget reads from target t of job j; the
+// results variants add t.result. A target's row stores pending, done or
+// failed; the target in flight is the one job.in_flight names, and it
+// reads as running, so that starting a target writes no target row.
+const targetCols = `t.idx, t.url, t.options, CASE WHEN t.idx = j.in_flight THEN 'running' ELSE t.status END,
+	t.error, t.hint, t.outcome`
+
+// clock is the SQL of the clock parameter $n: see {now}.
+func clock(n string) string { return `coalesce($` + n + `::timestamptz, now())` }
+
+// sqlTemplates are the statements with placeholders; render fills them in
+// for one schema.
+var sqlTemplates = queries{
+	// Create, batch 1 (see create.go): the caller's lock, reuse, the caller's
+	// live count; batch 2: the global lock, then the insert if the live jobs
+	// are under the cap, counted after the lock was granted. $1 of reuse is
+	// the clock.
+	lockXact: `SELECT pg_advisory_xact_lock($1)`,
+	reuse: `UPDATE {s}.job j SET lease = ` + clock("1") + `
+		WHERE j.seq = (SELECT r.seq FROM {s}.job r
+			WHERE r.caller = $2 AND r.idem_key = $3 AND r.status NOT IN ('cancelled', 'failed')
+			  AND r.lease > ` + clock("1") + ` - $4::interval
+			ORDER BY r.seq DESC LIMIT 1)
+		  AND j.status NOT IN ('cancelled', 'failed') AND j.lease > ` + clock("1") + ` - $4::interval
+		RETURNING ` + jobCols,
+	callerLive: `SELECT count(*) FROM (SELECT 1 FROM {s}.job WHERE caller = $1 AND ` + whereLive + ` LIMIT $2) live`,
+	insert: `WITH live AS (
+			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
+		), j AS (
+			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease)
+			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `
+			FROM live WHERE live.n < $1
+			RETURNING seq, created_at, lease
+		), t AS (
+			INSERT INTO {s}.target (job_seq, idx, url, options)
+			SELECT j.seq, u.i - 1, u.url, u.options FROM j, unnest($9::bytea[], $10::text[]) WITH ORDINALITY AS u (url, options, i)
+		)
+		SELECT created_at, lease FROM j`,
+
+	// Claim: the oldest queued job, held with target 0 in flight, and the
+	// runner's heartbeat, in one statement. The queued count is read in the
+	// statement's snapshot, which still has the claimed job queued.
+	claim: `WITH next AS (
+			SELECT seq FROM {s}.job WHERE status = 'queued' ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED
+		), j AS (
+			UPDATE {s}.job SET status = 'running', runner = $1, in_flight = 0
+			FROM next WHERE job.seq = next.seq
+			RETURNING job.*
+		), beat AS (
+			INSERT INTO {s}.runner AS r (id, heartbeat) SELECT $1, ` + clock("2") + ` FROM j
+			ON CONFLICT (id) DO UPDATE SET heartbeat = greatest(r.heartbeat, excluded.heartbeat)
+		)
+		SELECT ` + jobCols + `, t.idx, t.url, t.options,
+			(SELECT count(*) FROM {s}.job WHERE status = 'queued') - 1
+		FROM j JOIN {s}.target t ON t.job_seq = j.seq ORDER BY t.idx`,
+	anyQueued: `SELECT EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued')`,
+
+	// FinishTarget: one statement stores target $3, and in the job's row
+	// starts the next target or releases the job, moving a released job's
+	// bytes into the counter: two rows, as a raw write of a result and a
+	// counter would change. The job's row is the fence: it matches only
+	// while $2 holds the job with $3 in flight, and under READ COMMITTED a
+	// concurrent reap or cancel that committed first is seen when the row
+	// lock is granted. $12 is the lease grain.
+	finish: `WITH j AS (
+			UPDATE {s}.job SET
+				targets_ok = targets_ok + $4,
+				targets_failed = targets_failed + $5,
+				bytes = bytes + $6,
+				in_flight = CASE WHEN status = 'running' AND $3 + 1 < targets_total THEN $3 + 1 ELSE -1 END,
+				runner = CASE WHEN status = 'running' AND $3 + 1 < targets_total THEN runner ELSE '' END,
+				status = CASE
+					WHEN status <> 'running' OR $3 + 1 < targets_total THEN status
+					WHEN targets_failed + $5 = 0 AND targets_ok + $4 > 0 THEN 'done'
+					WHEN targets_ok + $4 = 0 THEN 'failed'
+					ELSE 'partial' END,
+				finished_at = CASE WHEN status = 'running' AND $3 + 1 < targets_total THEN finished_at
+					ELSE coalesce(finished_at, ` + clock("11") + `) END,
+				lease = CASE WHEN status = 'running' AND $3 + 1 < targets_total
+					AND lease > ` + clock("11") + ` - $12::interval THEN lease
+					ELSE greatest(lease, ` + clock("11") + `) END
+			WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
+			RETURNING seq, status, in_flight, bytes, runner
+		), t AS (
+			UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
+			FROM j WHERE target.job_seq = j.seq AND target.idx = $3
+		), c AS (
+			UPDATE {s}.stat SET bytes = bytes + (SELECT bytes FROM j WHERE runner = '')
+			WHERE id = 1 AND EXISTS (SELECT 1 FROM j WHERE runner = '')
+		)
+		SELECT status, in_flight FROM j`,
+	// A drain write that matched nothing: why.
+	finishMissed: `SELECT j.runner, j.in_flight, j.status, t.status
+		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq AND t.idx = $2
+		WHERE j.id = $1`,
+
+	// Cancel: the caller's live job; the second column tells an unknown job
+	// (NULL) from a finished one.
+	cancel: `WITH c AS (
+			UPDATE {s}.job SET status = 'cancelled', finished_at = ` + clock("3") + `, lease = ` + clock("3") + `
+			WHERE id = $1 AND caller = $2 AND ` + whereLive + ` RETURNING seq
+		)
+		SELECT (SELECT count(*) FROM c), (SELECT status FROM {s}.job WHERE id = $1 AND caller = $2)`,
+
+	// Reads, owner scoped.
+	getJob: `SELECT ` + jobCols + ` FROM {s}.job j WHERE j.id = $1 AND j.caller = $2`,
+	get: `SELECT ` + jobCols + `, ` + targetCols + `
+		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq
+		WHERE j.id = $1 AND j.caller = $2 ORDER BY t.idx`,
+	getResults: `SELECT ` + jobCols + `, ` + targetCols + `, t.result
+		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq
+		WHERE j.id = $1 AND j.caller = $2 ORDER BY t.idx`,
+	getTarget: `SELECT ` + jobCols + `, ` + targetCols + `, t.result
+		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq AND t.idx = $3
+		WHERE j.id = $1 AND j.caller = $2`,
+	list: `SELECT ` + jobCols + ` FROM {s}.job j WHERE j.caller = $1
+		ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
+	// Touch writes only when the lease moves by a grain ($4) or more.
+	touch: `WITH j AS (
+			SELECT seq FROM {s}.job WHERE id = $1 AND caller = $2
+		), u AS (
+			UPDATE {s}.job SET lease = ` + clock("3") + `
+			FROM j WHERE job.seq = j.seq AND job.lease <= ` + clock("3") + ` - $4::interval
+		)
+		SELECT count(*) FROM j`,
+
+	heartbeat: `INSERT INTO {s}.runner AS r (id, heartbeat) VALUES ($1, ` + clock("2") + `)
+		ON CONFLICT (id) DO UPDATE SET heartbeat = greatest(r.heartbeat, excluded.heartbeat)`,
+
+	// Reap (see gc.go): which runners it forgets, then the jobs, then their
+	// targets in flight, each a statement of one transaction.
+	forgetAll:    `DELETE FROM {s}.runner`,
+	forgetRunner: `DELETE FROM {s}.runner WHERE id = $1`,
+	forgetStale:  `DELETE FROM {s}.runner WHERE heartbeat < coalesce($1::timestamptz, now() - $2::interval)`,
+	// reapJobs has {sel} for the selection (see reapSelection); $1 is the
+	// clock, $2 the reason, $3 its length.
+	// The selected rows are locked in seq order first, so that reaps on
+	// several nodes (their sweepers find the same stale runner) cannot
+	// deadlock; the update re-checks each row once it holds its lock.
+	reapJobs: `WITH l AS (
+			SELECT seq, in_flight FROM {s}.job WHERE seq = ANY (ARRAY ({sel})) ORDER BY seq FOR UPDATE
+		), r AS (
+			UPDATE {s}.job j SET
+				status = CASE WHEN j.` + whereLive + ` THEN 'failed' ELSE j.status END,
+				error = CASE WHEN j.` + whereLive + ` THEN $2 ELSE j.error END,
+				finished_at = CASE WHEN j.` + whereLive + ` THEN ` + clock("1") + ` ELSE j.finished_at END,
+				lease = CASE WHEN j.` + whereLive + ` THEN ` + clock("1") + ` ELSE j.lease END,
+				targets_failed = j.targets_failed + (j.in_flight >= 0)::integer,
+				bytes = j.bytes + CASE WHEN j.in_flight >= 0 THEN $3 ELSE 0 END,
+				runner = '', in_flight = -1
+			FROM l WHERE j.seq = l.seq AND (j.` + whereLive + ` OR j.` + whereHeld + `)
+			RETURNING j.seq, j.id, j.status, j.bytes, l.in_flight
+		), c AS (
+			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(bytes) FROM r)
+			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM r)
+		)
+		SELECT seq, id, status = 'failed', in_flight FROM r`,
+	reapLive:    `SELECT seq FROM {s}.job WHERE ` + whereLive + ` UNION ALL SELECT seq FROM {s}.job WHERE ` + whereHeld,
+	reapRunner:  `SELECT seq FROM {s}.job WHERE ` + whereHeld + ` AND runner = $4`,
+	reapOrphans: `SELECT seq FROM {s}.job h WHERE h.` + whereHeld + ` AND NOT EXISTS (SELECT 1 FROM {s}.runner r WHERE r.id = h.runner)`,
+	// reapTargets fails the targets that were in flight: pairs of job seq
+	// ($1) and idx ($2).
+	reapTargets: `UPDATE {s}.target t SET status = 'failed', error = $3, hint = '', outcome = $4, result = NULL
+		FROM unnest($1::bigint[], $2::integer[]) AS f (seq, idx)
+		WHERE t.job_seq = f.seq AND t.idx = f.idx`,
+
+	// Sweep and Evict (see gc.go) run under the counter's row lock, so that
+	// concurrent passes decide one after the other; their candidates skip
+	// rows another transaction has locked (a touch moving the lease).
+	lockStat: `SELECT bytes FROM {s}.stat WHERE id = 1 FOR UPDATE`,
+	sweep: `WITH d AS (
+			DELETE FROM {s}.job WHERE seq = ANY (ARRAY (
+				SELECT seq FROM {s}.job
+				WHERE ` + whereFinished + ` AND ` + whereReleased + ` AND lease < coalesce($1::timestamptz, now() - $2::interval)
+				ORDER BY lease, seq LIMIT $3 FOR UPDATE SKIP LOCKED))
+			RETURNING bytes
+		), c AS (
+			UPDATE {s}.stat SET bytes = stat.bytes - (SELECT sum(bytes) FROM d)
+			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM d)
+		)
+		SELECT count(*) FROM d`,
+	// The passes' fast paths, without a lock: nothing to sweep, or the
+	// store under its budget.
+	// (Not EXISTS: the planner expects an EXISTS to find a row early in a
+	// sequential scan; ordering by the index finds none at once.)
+	oldestExpired: `SELECT seq FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
+		AND lease < coalesce($1::timestamptz, now() - $2::interval) ORDER BY lease, seq LIMIT 1`,
+	totalBytes: `SELECT (SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)`,
+	heldBytes:  `SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld,
+	evictCandidates: `SELECT seq, bytes FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
+		ORDER BY lease, seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+	evict: `WITH d AS (
+			DELETE FROM {s}.job WHERE seq = ANY($1) RETURNING bytes
+		)
+		UPDATE {s}.stat SET bytes = stat.bytes - (SELECT coalesce(sum(bytes), 0) FROM d) WHERE id = 1`,
+
+	stats: `SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'),
+			(SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)
+		FROM {s}.job WHERE ` + whereLive,
+
+	// notify sends payloads $2 on channel $1. A notifying transaction gets
+	// an xid and a commit record; notifications are hints that polling
+	// backs up, so this one commits without waiting for the WAL flush
+	// (set_config(…, true) lasts until the statement's own commit).
+	notify: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+}
+
+// queries holds the store's statements for one schema.
+type queries struct {
+	lockXact, reuse, callerLive, insert                   string
+	claim, anyQueued, finish, finishMissed, cancel        string
+	getJob, get, getResults, getTarget, list, touch       string
+	heartbeat                                             string
+	forgetAll, forgetRunner, forgetStale, reapJobs        string
+	reapLive, reapRunner, reapOrphans, reapTargets        string
+	lockStat, oldestExpired, sweep, totalBytes, heldBytes string
+	evictCandidates, evict                                string
+	stats, notify                                         string
+}
+
+// render returns the statements for schema.
+func (q queries) render(schema string) queries {
+	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())
+	for _, p := range q.fields() {
+		*p = r.Replace(*p)
+	}
+	return q
+}
+
+// fields returns a pointer to every statement of q.
+func (q *queries) fields() []*string {
+	return []*string{
+		&q.lockXact, &q.reuse, &q.callerLive, &q.insert,
+		&q.claim, &q.anyQueued, &q.finish, &q.finishMissed, &q.cancel,
+		&q.getJob, &q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
+		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs,
+		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
+		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes, &q.heldBytes,
+		&q.evictCandidates, &q.evict,
+		&q.stats, &q.notify,
+	}
+}

@@ -1,0 +1,41 @@
+package pgstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// The conformance suites run on the runner's clock: their clocks are fake.
+// clock_test.go proves the database's clock.
+func TestStore_Conformance(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{RunnerClock: true}) })
+}
+
+// The runner's behaviour, cluster cases included, drained through this
+// store. Not parallel: see batchtest.TestRunner.
+func TestRunner(t *testing.T) {
+	batchtest.TestRunner(t, func(t *testing.T) batch.Store { return openTest(t, Options{RunnerClock: true}) })
+}
+
+func TestOpen_Options(t *testing.T) {
+	t.Parallel()
+	for _, opts := range []Options{
+		{Schema: "Upper"}, {Schema: "with-dash"}, {Schema: "9lives"}, {Schema: "pg_catalog"},
+		{Schema: `x"; DROP TABLE y; --`}, {Schema: strings.Repeat("s", maxSchemaLen+1)},
+		{MaxConns: -1}, {Timeout: -time.Second},
+	} {
+		_, err := Open(context.Background(), "postgres://127.0.0.1:1/none", opts)
+		if err == nil || !strings.HasPrefix(err.Error(), "pgstore: invalid options") {
+			t.Errorf("Open(%+v) = %v, want an invalid options error", opts, err)
+		}
+	}
+	if _, err := (Options{Schema: strings.Repeat("s", maxSchemaLen)}).withDefaults(); err != nil {
+		t.Errorf("a %d-byte schema: %v", maxSchemaLen, err)
+	}
+}
