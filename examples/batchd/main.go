@@ -51,7 +51,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // options are batchd's flags.
 type options struct {
 	addr, db, metricsKey, sync string
-	keyFile, logLevel          string
+	keyFile, logLevel, schema  string
 	keys, allow                listFlag
 	maxConns                   int
 	batch                      batch.Config
@@ -67,7 +67,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("batchd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address`")
-	fs.StringVar(&o.db, "db", "batchkit.db", "SQLite database `file`")
+	fs.StringVar(&o.db, "db", "batchkit.db", "SQLite database `file`, or a postgres:// URL: the PostgreSQL store, which several batchd can share (give its password in $PGPASSWORD or ~/.pgpass, not in the URL)")
+	fs.StringVar(&o.schema, "pg-schema", "", "PostgreSQL `schema` of the store (default batchkit)")
 	fs.Var(&o.keys, "key", "bearer key `NAME=SECRET` (repeatable; NAME=SECRET:restricted marks a restricted caller); visible to local users in the process list: prefer -key-file or $"+keysEnv)
 	fs.StringVar(&o.keyFile, "key-file", "", "read bearer keys from `file`, one NAME=SECRET[:restricted] per line (# comments)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug (a line per request), info, warn or error")
@@ -171,7 +172,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	d, err := daemon.Open(ctx, daemon.Config{
-		DBPath:      o.db,
+		DB:          o.db,
+		Schema:      o.schema,
 		Synchronous: batchstore.Synchronous(strings.ToUpper(o.sync)),
 		Keys:        keys,
 		Allow:       o.allow,
@@ -185,7 +187,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	server := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "batchd: serving the batch API on %s (database %s)\n", server, o.db)
+	fmt.Fprintf(stdout, "batchd: serving the batch API on %s (database %s)\n", server, daemon.DescribeDB(o.db))
 	if generated != "" {
 		fmt.Fprintf(stdout, "batchd: no -key given, so here is a generated key for caller \"local\" (shown once):\n\n"+
 			"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+

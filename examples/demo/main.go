@@ -77,7 +77,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, delay time.Duration) err
 		return err
 	}
 	d, err := daemon.Open(ctx, daemon.Config{
-		DBPath: filepath.Join(dir, "batchkit.db"),
+		DB:     filepath.Join(dir, "batchkit.db"),
 		Keys:   []batchhttp.Key{{Name: "demo-agent", Secret: key}},
 		Allow:  []string{pages.Addr().String()},
 		Logger: slog.New(slog.DiscardHandler),

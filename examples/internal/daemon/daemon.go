@@ -1,6 +1,7 @@
 // Package daemon wires the whole batch service of the example programs: the
-// SQLite store, the guarded web fetcher, the runner and the HTTP handlers,
-// plus /metrics and /healthz. examples/batchd runs it from flags;
+// store (SQLite, or PostgreSQL for several daemons on one database), the
+// guarded web fetcher, the runner and the HTTP handlers, plus /metrics and
+// /healthz. examples/batchd runs it from flags;
 // examples/demo runs it in process.
 package daemon
 
@@ -15,6 +16,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -22,15 +25,20 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchstore"
+	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/examples/internal/fetcher"
 )
 
 // Config configures a [Daemon].
 type Config struct {
-	// DBPath is the SQLite file. Required.
-	DBPath string
-	// Synchronous is the store's durability setting. Defaults to FULL.
+	// DB is the database: an SQLite file, or a postgres:// (or
+	// postgresql://) URL, which selects the PostgreSQL store that several
+	// daemons can share. Required.
+	DB string
+	// Synchronous is the SQLite store's durability setting. Defaults to FULL.
 	Synchronous batchstore.Synchronous
+	// Schema is the PostgreSQL store's schema. Defaults to pgstore's.
+	Schema string
 	// Keys are the bearer keys callers use. At least one is required.
 	Keys []batchhttp.Key
 	// Allow lists exact host:port addresses the guard lets through (for
@@ -85,9 +93,45 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// closingStore is a store the daemon opened, and closes.
+type closingStore interface {
+	batch.Store
+	Close() error
+}
+
+// openStore opens the store cfg.DB names.
+func openStore(ctx context.Context, cfg Config) (closingStore, error) {
+	if IsPostgresURL(cfg.DB) {
+		return pgstore.Open(ctx, cfg.DB, pgstore.Options{Schema: cfg.Schema, Logger: cfg.Logger})
+	}
+	if cfg.DB == "" {
+		return nil, errors.New("daemon: no database")
+	}
+	return batchstore.Open(ctx, cfg.DB, batchstore.Options{Synchronous: cfg.Synchronous})
+}
+
+// IsPostgresURL reports whether db names a PostgreSQL database rather than
+// an SQLite file.
+func IsPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// DescribeDB returns db fit for a log line: a PostgreSQL URL without its
+// user information and parameters (a password may be among them).
+func DescribeDB(db string) string {
+	if !IsPostgresURL(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "a PostgreSQL database (unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
 // Daemon is a running batch service. Create one with [Open].
 type Daemon struct {
-	store   *batchstore.Store
+	store   closingStore
 	limits  Limits
 	runner  *batch.Runner
 	fetcher *fetcher.Fetcher
@@ -109,7 +153,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	store, err := batchstore.Open(ctx, cfg.DBPath, batchstore.Options{Synchronous: cfg.Synchronous})
+	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -21,8 +21,8 @@ import (
 
 func openTest(t *testing.T, cfg Config) *httptest.Server {
 	t.Helper()
-	if cfg.DBPath == "" {
-		cfg.DBPath = filepath.Join(t.TempDir(), "d.db")
+	if cfg.DB == "" {
+		cfg.DB = filepath.Join(t.TempDir(), "d.db")
 	}
 	if cfg.Keys == nil {
 		cfg.Keys = []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}
@@ -149,14 +149,14 @@ func TestDaemon_MetricsKeyAndHealth(t *testing.T) {
 
 func TestOpen_Errors(t *testing.T) {
 	t.Parallel()
-	if _, err := Open(t.Context(), Config{DBPath: filepath.Join(t.TempDir(), "x.db")}); err == nil {
+	if _, err := Open(t.Context(), Config{DB: filepath.Join(t.TempDir(), "x.db")}); err == nil {
 		t.Error("Open without keys succeeded")
 	}
 	bad := filepath.Join(t.TempDir(), "junk.db")
 	if err := os.WriteFile(bad, bytes.Repeat([]byte("junk"), 1024), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(t.Context(), Config{DBPath: bad, Keys: []batchhttp.Key{{Name: "a", Secret: "b"}}}); err == nil {
+	if _, err := Open(t.Context(), Config{DB: bad, Keys: []batchhttp.Key{{Name: "a", Secret: "b"}}}); err == nil {
 		t.Error("Open on a junk file succeeded")
 	}
 }
@@ -180,9 +180,9 @@ func TestDaemon_ShutdownEndsLongPolls(t *testing.T) {
 		}
 	}()
 	d, err := Open(t.Context(), Config{
-		DBPath: filepath.Join(t.TempDir(), "d.db"),
-		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
-		Allow:  []string{hang.Addr().String()},
+		DB:    filepath.Join(t.TempDir(), "d.db"),
+		Keys:  []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Allow: []string{hang.Addr().String()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +230,21 @@ func TestDaemon_ShutdownEndsLongPolls(t *testing.T) {
 	failed := st.Status == batch.JobFailed && st.Error == "restart"
 	if !running && !failed {
 		t.Errorf("the long-poll answered %+v, want the job running, or failed by the shutdown", st)
+	}
+}
+
+// A PostgreSQL URL is shown without its user information or parameters,
+// where a password may be.
+func TestDescribeDB(t *testing.T) {
+	t.Parallel()
+	for db, want := range map[string]string{
+		"batchkit.db": "batchkit.db",
+		"postgres://bob:hunter2@db.internal:5432/jobs?sslmode=require&password=x": "postgres://db.internal:5432/jobs",
+		"postgresql://db/jobs": "postgresql://db/jobs",
+		"postgres://%zz":       "a PostgreSQL database (unparsable URL)",
+	} {
+		if got := DescribeDB(db); got != want {
+			t.Errorf("DescribeDB(%q) = %q, want %q", db, got, want)
+		}
 	}
 }

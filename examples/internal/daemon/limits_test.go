@@ -20,8 +20,8 @@ import (
 // loopback listener and returns its address.
 func serveTest(t *testing.T, cfg Config) string {
 	t.Helper()
-	if cfg.DBPath == "" {
-		cfg.DBPath = filepath.Join(t.TempDir(), "d.db")
+	if cfg.DB == "" {
+		cfg.DB = filepath.Join(t.TempDir(), "d.db")
 	}
 	if cfg.Keys == nil {
 		cfg.Keys = []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}

@@ -88,7 +88,7 @@ func loadDaemonInProcess(b *testing.B) (*Daemon, string) {
 	go psrv.Serve(pln)
 	b.Cleanup(func() { psrv.Close() })
 	cfg := Config{
-		DBPath: filepath.Join(b.TempDir(), "load.db"),
+		DB:     filepath.Join(b.TempDir(), "load.db"),
 		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
 		Allow:  []string{pln.Addr().String()},
 		Limits: Limits{MaxConns: 1024},
