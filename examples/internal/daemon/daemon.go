@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -137,7 +138,10 @@ type Daemon struct {
 	fetcher *fetcher.Fetcher
 	handler http.Handler
 	httpSet *metrics.Set
-	log     *slog.Logger
+	// httpSeries caches the series of each route and status (routeStatus →
+	// httpSeries), so that a request does not format their names.
+	httpSeries sync.Map
+	log        *slog.Logger
 }
 
 // Open opens the store (failing the jobs a previous run left live), starts
@@ -257,8 +261,28 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 
 // observe counts requests by fixed route label and status.
 func (d *Daemon) observe(route string, status int, dur time.Duration) {
-	d.httpSet.GetOrCreateCounter(fmt.Sprintf(`batchd_http_requests_total{route=%q,status="%d"}`, route, status)).Inc()
-	d.httpSet.GetOrCreatePrometheusHistogram(fmt.Sprintf(`batchd_http_request_seconds{route=%q}`, route)).Update(dur.Seconds())
+	m, ok := d.httpSeries.Load(routeStatus{route, status})
+	if !ok { // the first request of its route and status: name the series once
+		m, _ = d.httpSeries.LoadOrStore(routeStatus{route, status}, httpSeries{
+			requests: d.httpSet.GetOrCreateCounter(fmt.Sprintf(`batchd_http_requests_total{route=%q,status="%d"}`, route, status)),
+			seconds:  d.httpSet.GetOrCreatePrometheusHistogram(fmt.Sprintf(`batchd_http_request_seconds{route=%q}`, route)),
+		})
+	}
+	s := m.(httpSeries)
+	s.requests.Inc()
+	s.seconds.Update(dur.Seconds())
+}
+
+// routeStatus keys the HTTP series of a route and an answer's status.
+type routeStatus struct {
+	route  string
+	status int
+}
+
+// httpSeries are the series one request of a route and status updates.
+type httpSeries struct {
+	requests *metrics.Counter
+	seconds  *metrics.PrometheusHistogram
 }
 
 // logged logs one line per request of the non-batch routes (the batch
