@@ -265,15 +265,8 @@ func noCheckpoints(b *testing.B, s *Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var conns []*sqlite.Conn
-	for range s.opts.PoolSize - 1 {
-		conn, err := s.take(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.pool.Put(conn)
-		conns = append(conns, conn)
-	}
+	conns, release := holdReaders(b, s)
+	defer release()
 	for _, conn := range conns {
 		if err := setAutoCheckpoint(conn, 0); err != nil {
 			b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
 )
 
 // A poll's point read sees every write that returned before it, whichever
@@ -143,5 +144,30 @@ func TestStore_CloseDuringPointReads(t *testing.T) {
 	}
 	if _, _, err := s.Get(context.Background(), batch.GetParams{Caller: "alice", JobID: "j", JobOnly: true}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("point read after Close: %v, want ErrClosed", err)
+	}
+}
+
+// holdReaders takes every reader connection of s, the pool's and the quick
+// readers, and returns them with a function that gives them back.
+func holdReaders(tb testing.TB, s *Store) ([]*sqlite.Conn, func()) {
+	tb.Helper()
+	var pooled, quick []*sqlite.Conn
+	for range s.opts.PoolSize - 1 - s.nquick { // the writer is not in the pool
+		conn, err := s.take(tb.Context())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		pooled = append(pooled, conn)
+	}
+	for range s.nquick {
+		quick = append(quick, <-s.quick)
+	}
+	return append(pooled, quick...), func() {
+		for _, c := range pooled {
+			s.pool.Put(c)
+		}
+		for _, c := range quick {
+			s.quick <- c
+		}
 	}
 }

@@ -128,20 +128,8 @@ func TestStore_PragmasOnEveryConnection(t *testing.T) {
 	f := func(opts Options, wantSync int64) {
 		t.Helper()
 		s := openTest(t, opts)
-		ctx := t.Context()
-		var readers []*sqlite.Conn
-		for range s.opts.PoolSize - 1 { // the writer is not in the pool
-			conn, err := s.take(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			readers = append(readers, conn)
-		}
-		defer func() {
-			for _, c := range readers {
-				s.pool.Put(c)
-			}
-		}()
+		readers, release := holdReaders(t, s)
+		defer release()
 		for i, conn := range append(readers, s.wconn) {
 			got := map[string]any{}
 			for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "journal_size_limit", "auto_vacuum"} {
@@ -161,6 +149,7 @@ func TestStore_PragmasOnEveryConnection(t *testing.T) {
 		}
 	}
 	f(Options{PoolSize: 3}, 2)
+	f(Options{}, 2) // with the quick readers
 	f(Options{PoolSize: 3, Synchronous: SyncNormal}, 1)
 	f(Options{PoolSize: 2, Synchronous: "normal"}, 1)
 }
@@ -253,7 +242,7 @@ func TestNew_HostPool(t *testing.T) {
 	if v, _ := queryInt(conn, "PRAGMA user_version"); v != 42 {
 		t.Errorf("user_version = %d, want the host's 42", v)
 	}
-	migs, err := migrations()
+	migs, err := schemaMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
