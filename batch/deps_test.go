@@ -17,23 +17,25 @@ var depRule = []struct {
 }{
 	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, nil},
 	{"batch/batchtest", nil, []string{"batch"}},
-	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch"}},
-	{"batchstore/pgstore", []string{pgx}, []string{"batch"}},
+	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch", "internal/migrations"}},
+	{"batchstore/pgstore", []string{pgx}, []string{"batch", "internal/migrations"}},
 	{"batchnet", nil, []string{"batch"}},
 	{"batchhttp", nil, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
+	{"internal/migrations", nil, nil},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
 
 // testDepRule adds what test files may import on top.
 var testDepRule = map[string][]string{
-	"batch":              {"batch/batchtest"},
-	"batch/batchtest":    {},
-	"batchstore":         {"batch/batchtest"},
-	"batchstore/pgstore": {"batch/batchtest"},
-	"batchnet":           {},
-	"batchhttp":          {"batch/batchtest"},
-	"batchcli":           {"batch/batchtest", "batchhttp"},
+	"batch":               {"batch/batchtest"},
+	"batch/batchtest":     {},
+	"batchstore":          {"batch/batchtest"},
+	"batchstore/pgstore":  {"batch/batchtest"},
+	"batchnet":            {},
+	"internal/migrations": {},
+	"batchhttp":           {"batch/batchtest"},
+	"batchcli":            {"batch/batchtest", "batchhttp"},
 }
 
 // testExternal are the module-external imports every package's test files

@@ -5,12 +5,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/siftfetch/batchkit/internal/migrations"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -22,34 +20,8 @@ import (
 //go:embed schema/*.sql
 var schemaFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(schemaFS, "schema/*.sql") // sorted
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, n := range names {
-		base := path.Base(n)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != len(out)+1 {
-			return nil, fmt.Errorf("migration %s: name must be %03d_<name>.sql", base, len(out)+1)
-		}
-		b, err := schemaFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
-	}
-	return out, nil
-}
+func schemaMigrations() ([]migrations.Migration, error) { return migrations.Load(schemaFS, "schema") }
 
 // init vets and prepares the database on first use: quick_check before
 // anything may write, then incremental auto-vacuum and WAL for a new file,
@@ -150,16 +122,16 @@ func initWAL(conn *sqlite.Conn) error {
 
 // migrate applies the migrations the database has not recorded yet.
 func migrate(conn *sqlite.Conn) error {
-	migs, err := migrations()
+	migs, err := schemaMigrations()
 	if err != nil {
 		return err
 	}
 	for _, m := range migs {
 		if err := applyMigration(conn, m, len(migs)); err != nil {
 			if classify(err) != nil { // read-only, full, corrupt: not the schema's fault
-				return fmt.Errorf("%s: %w", m.name, err)
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			return kindError{ErrSchema, fmt.Errorf("%s: %w", m.name, err)}
+			return kindError{ErrSchema, fmt.Errorf("%s: %w", m.Name, err)}
 		}
 	}
 	return nil
@@ -168,7 +140,7 @@ func migrate(conn *sqlite.Conn) error {
 // applyMigration applies m in an immediate transaction unless the database
 // already has it. The version table is the store's own: the host may share
 // the file, and PRAGMA user_version belongs to the whole file.
-func applyMigration(conn *sqlite.Conn, m migration, latest int) (err error) {
+func applyMigration(conn *sqlite.Conn, m migrations.Migration, latest int) (err error) {
 	end, err := sqlitex.ImmediateTransaction(conn)
 	if err != nil {
 		return err
@@ -189,14 +161,14 @@ func applyMigration(conn *sqlite.Conn, m migration, latest int) (err error) {
 	if current > int64(latest) {
 		return fmt.Errorf("database has schema version %d, this build knows up to %d", current, latest)
 	}
-	if current >= int64(m.version) {
+	if current >= int64(m.Version) {
 		return nil
 	}
-	if err := sqlitex.ExecuteScript(conn, m.sql, nil); err != nil {
+	if err := sqlitex.ExecuteScript(conn, m.SQL, nil); err != nil {
 		return err
 	}
 	return sqlitex.Execute(conn, "INSERT INTO batch_migration (version, name, applied_at) VALUES (?, ?, ?)",
-		&sqlitex.ExecOptions{Args: []any{m.version, m.name, time.Now().UnixNano()}})
+		&sqlitex.ExecOptions{Args: []any{m.Version, m.Name, time.Now().UnixNano()}})
 }
 
 // probeWritable makes one real write and rolls it back, so that a database

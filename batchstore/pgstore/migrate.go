@@ -4,14 +4,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/siftfetch/batchkit/internal/migrations"
 )
 
 // migrationFS holds the migrations: migrations/NNN_name.sql, applied in
@@ -21,33 +19,9 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string // with {s} for the schema
-}
-
 // migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql") // sorted
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, n := range names {
-		base := path.Base(n)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != len(out)+1 {
-			return nil, fmt.Errorf("migration %s: name must be %03d_<name>.sql", base, len(out)+1)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
-	}
-	return out, nil
+func schemaMigrations() ([]migrations.Migration, error) {
+	return migrations.Load(migrationFS, "migrations")
 }
 
 // migrate brings the schema to the newest version this build knows. A
@@ -59,7 +33,7 @@ func migrations() ([]migration, error) {
 // against a concurrent create. Each migration runs in its own transaction
 // with its row in schema_migrations.
 func (s *Store) migrate(ctx context.Context) error {
-	migs, err := migrations()
+	migs, err := schemaMigrations()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSchema, err)
 	}
@@ -90,14 +64,14 @@ func (s *Store) migrate(ctx context.Context) error {
 	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
 	for _, m := range migs[v:] {
 		err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{s}", schema)); err != nil {
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{s}", schema)); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("%w: migration %s: %w", ErrSchema, m.name, err)
+			return fmt.Errorf("%w: migration %s: %w", ErrSchema, m.Name, err)
 		}
 	}
 	return nil

@@ -41,7 +41,7 @@ func TestMigrate_Concurrent(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	migs, err := migrations()
+	migs, err := schemaMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
