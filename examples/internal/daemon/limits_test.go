@@ -16,8 +16,8 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp"
 )
 
-// serveTest runs the daemon's own server (Serve, with its limits) on a
-// loopback listener and returns its address.
+// serveTest opens a daemon on cfg (a database in the test's directory and
+// one key unless it says otherwise) and serves it with serveOn.
 func serveTest(t *testing.T, cfg Config) string {
 	t.Helper()
 	if cfg.DB == "" {
@@ -30,17 +30,24 @@ func serveTest(t *testing.T, cfg Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, d)
+}
+
+// serveOn runs d's own server (Serve, with its limits) on a loopback
+// listener until tb ends, and returns its address. Serve closes d.
+func serveOn(tb testing.TB, d *Daemon) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- d.Serve(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
+			tb.Errorf("Serve: %v", err)
 		}
 	})
 	return ln.Addr().String()

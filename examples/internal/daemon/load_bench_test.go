@@ -59,15 +59,7 @@ const loadPhase = 2 * time.Second
 func loadDaemon(b *testing.B) (addr, statusPath string) {
 	b.Helper()
 	d, path := loadDaemonInProcess(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ln, 5*time.Second) }()
-	b.Cleanup(func() { stop(); <-served })
-	return ln.Addr().String(), path
+	return serveOn(b, d), path
 }
 
 // loadDaemonInProcess opens a daemon holding one finished job of 32

@@ -49,6 +49,34 @@ func newClient(addr, caller string, counts *answerCounts) *client {
 	}
 }
 
+// clients keeps one client per node address and caller, for code that
+// speaks as several callers or to several nodes.
+type clients struct {
+	counts *answerCounts
+	m      map[[2]string]*client
+}
+
+func newClients(counts *answerCounts) *clients {
+	return &clients{counts: counts, m: map[[2]string]*client{}}
+}
+
+// get returns the client of caller on the node at addr.
+func (cs *clients) get(addr, caller string) *client {
+	c, ok := cs.m[[2]string{addr, caller}]
+	if !ok {
+		c = newClient(addr, caller, cs.counts)
+		cs.m[[2]string{addr, caller}] = c
+	}
+	return c
+}
+
+// close closes every client.
+func (cs *clients) close() {
+	for _, c := range cs.m {
+		c.close()
+	}
+}
+
 // close drops the client's idle connections.
 func (c *client) close() { c.http.CloseIdleConnections() }
 

@@ -239,20 +239,9 @@ func (w *workload) waitNoneHeld(t *testing.T, addr string, bound time.Duration) 
 		live = append(live, w.ledger.jobs[id])
 	}
 	w.ledger.mu.Unlock()
-	clients := map[string]*client{}
-	defer func() {
-		for _, c := range clients {
-			c.close()
-		}
-	}()
-	as := func(caller string) *client {
-		c, ok := clients[caller]
-		if !ok {
-			c = newClient(addr, caller, w.counts)
-			clients[caller] = c
-		}
-		return c
-	}
+	cs := newClients(w.counts)
+	defer cs.close()
+	as := func(caller string) *client { return cs.get(addr, caller) }
 	type watch struct {
 		job  ackedJob
 		done int

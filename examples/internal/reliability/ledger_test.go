@@ -134,21 +134,11 @@ type workload struct {
 // it moves on.
 func (w *workload) run(ctx context.Context, caller string, seed uint64, nodes func() []string) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	clients := map[string]*client{}
-	defer func() {
-		for _, c := range clients {
-			c.close()
-		}
-	}()
+	cs := newClients(w.counts)
+	defer cs.close()
 	on := func() *client {
 		addrs := nodes()
-		addr := addrs[rng.IntN(len(addrs))]
-		c, ok := clients[addr]
-		if !ok {
-			c = newClient(addr, caller, w.counts)
-			clients[addr] = c
-		}
-		return c
+		return cs.get(addrs[rng.IntN(len(addrs))], caller)
 	}
 	for ctx.Err() == nil {
 		switch k := rng.IntN(10); {
@@ -213,20 +203,9 @@ func (w *workload) verify(t *testing.T, addr string, sample int, settle bool, wa
 	}
 	ctx := t.Context()
 	deadline := time.Now().Add(wait)
-	clients := map[string]*client{}
-	defer func() {
-		for _, c := range clients {
-			c.close()
-		}
-	}()
-	as := func(caller string) *client {
-		c, ok := clients[caller]
-		if !ok {
-			c = newClient(addr, caller, w.counts)
-			clients[caller] = c
-		}
-		return c
-	}
+	cs := newClients(w.counts)
+	defer cs.close()
+	as := func(caller string) *client { return cs.get(addr, caller) }
 	for _, j := range jobs {
 		st, a, err := as(j.caller).status(ctx, j.id, "")
 		for err == nil && a.code == http.StatusOK && settle && !st.Status.Finished() && time.Now().Before(deadline) {
