@@ -56,6 +56,21 @@ func (o Outcome) Known() bool {
 	return false
 }
 
+// Retryable reports whether trying the target again may give another
+// outcome: true for [OutcomeTimeout], [OutcomeBusy], [OutcomeUpstream5xx],
+// [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown) and
+// [OutcomeOther] (the cause is not known, e.g. a target failed by a
+// restart), false for [OutcomeOK] and the failures that a retry would
+// repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported] and
+// [OutcomeTooLong]. An unknown outcome is judged as [OutcomeOther].
+func (o Outcome) Retryable() bool {
+	switch o.Fold() {
+	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeOther:
+		return true
+	}
+	return false
+}
+
 // Fold returns o if it is known and [OutcomeOther] otherwise.
 func (o Outcome) Fold() Outcome {
 	if o.Known() {

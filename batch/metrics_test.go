@@ -216,3 +216,24 @@ func TestOutcome_Fold(t *testing.T) {
 	f("OK", "other")
 	f("upstream_3xx", "other")
 }
+
+func TestOutcome_Retryable(t *testing.T) {
+	t.Parallel()
+	f := func(in batch.Outcome, want bool) {
+		t.Helper()
+		if got := in.Retryable(); got != want {
+			t.Errorf("Outcome(%q).Retryable() = %v, want %v", in, got, want)
+		}
+	}
+	f(batch.OutcomeOK, false)
+	f(batch.OutcomeBlocked, false)
+	f(batch.OutcomeUpstream4xx, false)
+	f(batch.OutcomeUnsupported, false)
+	f(batch.OutcomeTooLong, false)
+	f(batch.OutcomeTimeout, true)
+	f(batch.OutcomeBusy, true)
+	f(batch.OutcomeUpstream5xx, true)
+	f(batch.OutcomeCancel, true)
+	f(batch.OutcomeOther, true)
+	f("upstream_3xx", true) // unknown: judged as other
+}

@@ -31,8 +31,16 @@
 // (blocked), "upstream: status 404" (upstream_4xx), "upstream: status 502"
 // (upstream_5xx), "unsupported: …" (unsupported), "too long: …" (too_long),
 // "timeout: …" and "dns: lookup timed out" (timeout; a context deadline also
-// matches context.DeadlineExceeded with [errors.Is]), and "fetch: …", "dns: …",
-// "connect: …", "tls: …" (other).
+// matches context.DeadlineExceeded with [errors.Is]). Network failures get
+// the outcome that says whether a retry can help (see
+// [batch.Outcome.Retryable]): "dns: host not found" is upstream_4xx (the
+// name does not exist; a retry repeats it), "dns: lookup failed",
+// "connect: connection refused", "connect: no route to host" and
+// "fetch: connection closed by upstream" (a reset) are upstream_5xx, and
+// "tls: certificate verification failed" and "tls: handshake failed" are
+// unsupported (the target cannot be fetched securely). What is left,
+// "fetch: too many redirects", "fetch: request failed" and an odd status, is
+// other.
 //
 // # Modes
 //

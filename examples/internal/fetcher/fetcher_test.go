@@ -90,7 +90,7 @@ func TestFetcher_Fetch(t *testing.T) {
 		b := setup(t, nil, closed)
 		u := "http://" + closed + "/c-refused"
 		_, err = b.fetch(t, u, batch.Options{})
-		b.wantErr(t, err, u, batch.OutcomeOther, "connect: connection refused")
+		b.wantErr(t, err, u, batch.OutcomeUpstream5xx, "connect: connection refused")
 	})
 
 	t.Run("DNSNotFound", func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestFetcher_Fetch(t *testing.T) {
 		b := setup(t, nil)
 		u := "http://c-nxdomain-3f9a.test/x"
 		_, err := b.fetch(t, u, batch.Options{})
-		b.wantErr(t, err, u, batch.OutcomeOther, "dns: host not found")
+		b.wantErr(t, err, u, batch.OutcomeUpstream4xx, "dns: host not found")
 	})
 
 	t.Run("Grep", func(t *testing.T) {
@@ -295,7 +295,57 @@ func TestFetcher_Fetch(t *testing.T) {
 		b := setup(t, nil, srv.Listener.Addr().String())
 		u := srv.URL + "/c-tls"
 		_, err := b.fetch(t, u, batch.Options{})
-		b.wantErr(t, err, u, batch.OutcomeOther, "tls: certificate verification failed")
+		b.wantErr(t, err, u, batch.OutcomeUnsupported, "tls: certificate verification failed")
+	})
+
+	t.Run("ConnectionReset", func(t *testing.T) {
+		t.Parallel()
+		// A server that reads the request and closes without answering.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Read(make([]byte, 4096))
+				c.Close()
+			}
+		}()
+		b := setup(t, nil, ln.Addr().String())
+		u := "http://" + ln.Addr().String() + "/c-reset"
+		_, err = b.fetch(t, u, batch.Options{})
+		b.wantErr(t, err, u, batch.OutcomeUpstream5xx, "fetch: connection closed by upstream")
+	})
+
+	t.Run("TLSHandshakeFailed", func(t *testing.T) {
+		t.Parallel()
+		// A server that answers the ClientHello with bytes that are no TLS
+		// record.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Read(make([]byte, 4096))
+				_, _ = c.Write([]byte("\x00\x01\x02\x03\x04 not tls at all"))
+				c.Close()
+			}
+		}()
+		b := setup(t, nil, ln.Addr().String())
+		u := "https://" + ln.Addr().String() + "/c-handshake"
+		_, err = b.fetch(t, u, batch.Options{})
+		b.wantErr(t, err, u, batch.OutcomeUnsupported, "tls: handshake failed")
 	})
 
 	t.Run("TooLarge", func(t *testing.T) {

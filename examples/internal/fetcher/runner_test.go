@@ -47,7 +47,7 @@ func TestFetcher_InRunner(t *testing.T) {
 		{batch.OutcomeUpstream4xx, "upstream: status 404"},
 		{batch.OutcomeBlocked, "blocked: private address"},
 		{batch.OutcomeBlocked, "blocked: non-canonical ip address"},
-		{batch.OutcomeOther, "dns: host not found"},
+		{batch.OutcomeUpstream4xx, "dns: host not found"},
 		{batch.OutcomeUnsupported, "unsupported: jq is not available in this fetcher"},
 	}
 	caller := batch.Caller{Name: "owner"}

@@ -133,14 +133,14 @@ func (f *Fetcher) resolve(ctx context.Context, host string) ([]netip.Addr, error
 		var de *net.DNSError
 		switch {
 		case errors.As(err, &de) && de.IsNotFound:
-			return nil, failf(batch.OutcomeOther, "dns: host not found")
+			return nil, failf(batch.OutcomeUpstream4xx, "dns: host not found")
 		case errors.As(err, &de) && de.IsTimeout:
 			return nil, failf(batch.OutcomeTimeout, "dns: lookup timed out")
 		}
-		return nil, failf(batch.OutcomeOther, "dns: lookup failed")
+		return nil, failf(batch.OutcomeUpstream5xx, "dns: lookup failed")
 	}
 	if len(ips) == 0 {
-		return nil, failf(batch.OutcomeOther, "dns: host not found")
+		return nil, failf(batch.OutcomeUpstream4xx, "dns: host not found")
 	}
 	return ips, nil
 }
@@ -198,15 +198,17 @@ func cleanError(ctx context.Context, err error) error {
 	)
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return failf(batch.OutcomeOther, "connect: connection refused")
+		return failf(batch.OutcomeUpstream5xx, "connect: connection refused")
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return failf(batch.OutcomeOther, "connect: no route to host")
+		return failf(batch.OutcomeUpstream5xx, "connect: no route to host")
 	case errors.As(err, &cve), errors.As(err, &hne), errors.As(err, &uae), errors.As(err, &cie):
-		return failf(batch.OutcomeOther, "tls: certificate verification failed")
-	case errors.As(err, &rhe), errors.As(err, &alrt):
-		return failf(batch.OutcomeOther, "tls: handshake failed")
+		return failf(batch.OutcomeUnsupported, "tls: certificate verification failed")
+	case errors.As(err, &rhe), errors.As(err, &alrt),
+		// net/http's own text for a plain-HTTP answer to a TLS hello.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return failf(batch.OutcomeUnsupported, "tls: handshake failed")
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return failf(batch.OutcomeOther, "fetch: connection closed by upstream")
+		return failf(batch.OutcomeUpstream5xx, "fetch: connection closed by upstream")
 	}
 	return failf(batch.OutcomeOther, "fetch: request failed")
 }
