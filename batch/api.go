@@ -198,6 +198,24 @@ func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
 	return nil
 }
 
+// Ready reports whether the runner can serve now: it returns
+// [ErrNotStarted] before [Runner.Start], [ErrClosed] after [Runner.Close],
+// and otherwise the error of one cheap store read (the counts behind the
+// queue-depth gauge, which it also sets), so that a host's readiness probe
+// fails while the store cannot answer. Bound ctx: a store waiting on a lock
+// waits for as long as ctx lets it.
+func (r *Runner) Ready(ctx context.Context) error {
+	if err := r.acceptErr(); err != nil {
+		return fmt.Errorf("batch: ready: %w", err)
+	}
+	st, err := r.store.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("batch: ready: %w", err)
+	}
+	r.metrics.queueDepth.Set(float64(st.Queued))
+	return nil
+}
+
 // Touch bumps the lease of the caller's job, as an owner read does. Writes
 // that would move the lease by less than [LeaseGrain] may be skipped.
 func (r *Runner) Touch(ctx context.Context, caller Caller, id string) error {

@@ -57,7 +57,7 @@ func NewKeyAuth(keys []Key) (CallerFunc, error) {
 		token, ok := bearer(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="batch"`)
-			WriteError(w, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <key>")
+			WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "unauthorized", "send Authorization: Bearer <key>")
 			return batch.Caller{}, false
 		}
 		d := sha256.Sum256([]byte(token))
@@ -68,7 +68,7 @@ func NewKeyAuth(keys []Key) (CallerFunc, error) {
 		}
 		if found < 0 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="batch", error="invalid_token"`)
-			WriteError(w, http.StatusUnauthorized, "unauthorized", "")
+			WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "unauthorized", "")
 			return batch.Caller{}, false
 		}
 		return entries[found].caller, true

@@ -52,6 +52,9 @@ func NewClient(baseURL, key string, httpClient *http.Client) (*Client, error) {
 type APIError struct {
 	// StatusCode is the HTTP status.
 	StatusCode int
+	// Code is the answer's "code" (one of the Code constants), or "" if
+	// the body was not the JSON error shape: what to branch on.
+	Code string
 	// Message is the answer's "error", or the status text if the body was
 	// not the JSON error shape.
 	Message string
@@ -59,6 +62,8 @@ type APIError struct {
 	Hint string
 	// RetryAfter is the Retry-After header, or zero.
 	RetryAfter time.Duration
+	// RequestID is the answer's X-Request-Id, to quote in a report.
+	RequestID string
 }
 
 // Error returns "batchhttp: <status> <message>".
@@ -177,10 +182,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 // apiError builds the error of a non-2xx answer.
 func apiError(resp *http.Response, body []byte) *APIError {
-	e := &APIError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	e := &APIError{
+		StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		RequestID: resp.Header.Get(RequestIDHeader),
+	}
 	var er ErrorResponse
 	if err := json.Unmarshal(body, &er); err == nil && er.Error != "" {
-		e.Message, e.Hint = er.Error, er.Hint
+		e.Code, e.Message, e.Hint = er.Code, er.Error, er.Hint
 	} else {
 		e.Message = strings.ToLower(http.StatusText(resp.StatusCode))
 		if e.Message == "" {

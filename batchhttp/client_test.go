@@ -37,13 +37,17 @@ func TestClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := c.Submit(ctx, batchtest.Targets("b", 1))
-		want := &APIError{StatusCode: 429, Message: "busy: a batch of yours is still running",
+		want := &APIError{StatusCode: 429, Code: CodeCallerBusy, Message: "busy: a batch of yours is still running",
 			Hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", RetryAfter: 30 * time.Second}
-		if ae, ok := errors.AsType[*APIError](err); !ok || *ae != *want {
-			t.Fatalf("second submit: %#v, want %#v", err, want)
+		ae, ok := errors.AsType[*APIError](err)
+		if !ok || !ValidRequestID(ae.RequestID) {
+			t.Fatalf("second submit: %#v, want an *APIError with a request id", err)
+		}
+		if ae.RequestID = ""; *ae != *want {
+			t.Fatalf("second submit: %#v, want %#v", ae, want)
 		}
 		_, err = c.Submit(ctx, []batch.Target{{URL: "http://127.0.0.1/"}})
-		if ae, ok := errors.AsType[*APIError](err); !ok || ae.StatusCode != 422 || ae.Message != "blocked: target 0: loopback address" {
+		if ae, ok := errors.AsType[*APIError](err); !ok || ae.StatusCode != 422 || ae.Code != CodeBlocked || ae.Message != "blocked: target 0: loopback address" {
 			t.Fatalf("blocked submit: %v", err)
 		}
 		_, err = c.Status(ctx, "nope", StatusQuery{})

@@ -21,12 +21,12 @@ const MaxBodyBytes = 256 << 10
 
 var errTooLarge = &httpError{
 	status: http.StatusRequestEntityTooLarge, msg: "body too large (max 256 KiB)",
-	hint: "split the targets over several batches", code: codeTooLarge,
+	hint: "split the targets over several batches", code: CodeBodyTooLarge,
 }
 
 // errBodyTimeout: the client did not send its body in time.
 var errBodyTimeout = &httpError{
-	status: http.StatusRequestTimeout, msg: "body not received in time", code: codeTimeout,
+	status: http.StatusRequestTimeout, msg: "body not received in time", code: CodeTimeout,
 }
 
 // readBody reads a submit body of at most [MaxBodyBytes] within timeout. w

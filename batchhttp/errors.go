@@ -12,37 +12,42 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// httpError is an answer decided on: what the client sees, and the fixed
-// word that the log line carries instead of the message (which may hold
+// httpError is an answer decided on: what the client sees, and its fixed
+// code, which the log line carries instead of the message (which may hold
 // client input or a pre-check reason naming a host).
 type httpError struct {
 	status     int
 	msg        string
 	hint       string
-	code       string // fixed vocabulary, safe to log
+	code       string // one of the Code constants, safe to log
 	retryAfter int    // seconds; 0 means no Retry-After header
 	cause      error  // logged with a 5xx answer, for unrestricted callers only
 }
 
 func (e *httpError) Error() string { return e.msg }
 
-// Log codes of the answers.
+// The codes of error answers: the "code" field of every [ErrorResponse],
+// stable across releases, so that a client branches on it instead of on
+// the English of "error". The README's table lists each with its status.
 const (
-	codeInvalid     = "invalid"
-	codeBlocked     = "blocked"
-	codeTooMany     = "too_many_targets"
-	codeCallerBusy  = "caller_busy"
-	codeBusy        = "busy"
-	codeTooLarge    = "too_large"
-	codeNotFound    = "not_found"
-	codeFinished    = "finished"
-	codeMethod      = "method_not_allowed"
-	codeUnavailable = "unavailable"
-	codeInternal    = "internal"
-	codeAuth        = "unauthorized"
-	codeTimeout     = "timeout"
-	codeResultsBig  = "results_too_large"
-	codeResultsBusy = "results_busy"
+	CodeInvalidBatch     = "invalid_batch"      // 400: the submit body or a target is malformed
+	CodeInvalidRequest   = "invalid_request"    // 400: a bad query parameter or path element
+	CodeUnauthorized     = "unauthorized"       // 401: no key, or an unknown one
+	CodeForbidden        = "forbidden"          // 403: a host's [CallerFunc] refused the caller
+	CodeNotFound         = "not_found"          // 404: no such job for this caller, or no such route
+	CodeMethodNotAllowed = "method_not_allowed" // 405: see the Allow header
+	CodeTimeout          = "timeout"            // 408: the body did not arrive in time
+	CodeJobFinished      = "job_finished"       // 409: cancel of a finished job
+	CodeJobLive          = "job_live"           // 409: retry of a job that is still queued or running
+	CodeBodyTooLarge     = "body_too_large"     // 413: the submit body is over its cap
+	CodeBlocked          = "blocked"            // 422: the pre-check refused a target or the webhook URL
+	CodeTooManyTargets   = "too_many_targets"   // 422: more targets than a job may have
+	CodeResultsTooLarge  = "results_too_large"  // 422: ?results=1 of a job over the answer cap
+	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
+	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
+	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once
+	CodeInternal         = "internal"           // 500
+	CodeUnavailable      = "unavailable"        // 503: the store cannot serve now; see Retry-After
 )
 
 // errorTable maps the core's sentinels to answers: the one place where a
@@ -53,23 +58,23 @@ var errorTable = []struct {
 	err error
 	ans httpError
 }{
-	{batch.ErrNotFound, httpError{status: http.StatusNotFound, msg: "not found", code: codeNotFound}},
-	{batch.ErrFinished, httpError{status: http.StatusConflict, msg: "job already finished", code: codeFinished}},
+	{batch.ErrNotFound, httpError{status: http.StatusNotFound, msg: "not found", code: CodeNotFound}},
+	{batch.ErrFinished, httpError{status: http.StatusConflict, msg: "job already finished", code: CodeJobFinished}},
 	{batch.ErrCallerBusy, httpError{
 		status: http.StatusTooManyRequests, msg: "busy: a batch of yours is still running",
-		hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", code: codeCallerBusy, retryAfter: 30,
+		hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", code: CodeCallerBusy, retryAfter: 30,
 	}},
-	{batch.ErrBusy, httpError{status: http.StatusTooManyRequests, msg: "batch jobs busy", code: codeBusy, retryAfter: 60}},
-	{batch.ErrNoTargets, httpError{status: http.StatusBadRequest, msg: "invalid batch: no targets", code: codeInvalid}},
+	{batch.ErrBusy, httpError{status: http.StatusTooManyRequests, msg: "batch jobs busy", code: CodeJobsBusy, retryAfter: 60}},
+	{batch.ErrNoTargets, httpError{status: http.StatusBadRequest, msg: "invalid batch: no targets", code: CodeInvalidBatch}},
 	// The message gets the configured cap: "too many targets (max N)".
-	{batch.ErrTooManyTargets, httpError{status: http.StatusUnprocessableEntity, msg: "too many targets", code: codeTooMany}},
+	{batch.ErrTooManyTargets, httpError{status: http.StatusUnprocessableEntity, msg: "too many targets", code: CodeTooManyTargets}},
 	// The message gets the *batch.TargetError's index and reason.
-	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: codeInvalid}},
-	{batch.ErrClosed, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
-	{batch.ErrNotStarted, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
-	{batch.ErrUnavailable, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
+	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: CodeInvalidBatch}},
+	{batch.ErrClosed, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
+	{batch.ErrNotStarted, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
+	{batch.ErrUnavailable, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
 	// A store call that ran out of time (e.g. waiting for a lock).
-	{context.DeadlineExceeded, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
+	{context.DeadlineExceeded, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
 }
 
 // answerFor returns the answer to err. maxTargets fills the message of
@@ -94,31 +99,64 @@ func answerFor(err error, maxTargets int) *httpError {
 		}
 		return &ans
 	}
-	return &httpError{status: http.StatusInternalServerError, msg: "internal error", code: codeInternal, cause: err}
+	return &httpError{status: http.StatusInternalServerError, msg: "internal error", code: CodeInternal, cause: err}
 }
 
 func tooManyTargets(max int) string { return fmt.Sprintf("too many targets (max %d)", max) }
 
 // notFound is the one 404 answer: an unknown id, a malformed id, another
 // caller's job and an idx outside the job all get exactly these bytes.
-var notFound = &httpError{status: http.StatusNotFound, msg: "not found", code: codeNotFound}
+var notFound = &httpError{status: http.StatusNotFound, msg: "not found", code: CodeNotFound}
 
 // invalidRequest is a 400 for a bad query parameter.
 func invalidRequest(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusBadRequest, msg: "invalid request: " + fmt.Sprintf(format, args...), code: codeInvalid}
+	return &httpError{status: http.StatusBadRequest, msg: "invalid request: " + fmt.Sprintf(format, args...), code: CodeInvalidRequest}
 }
 
 // invalidBatch is a 400 for a bad submit body.
 func invalidBatch(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusBadRequest, msg: "invalid batch: " + fmt.Sprintf(format, args...), code: codeInvalid}
+	return &httpError{status: http.StatusBadRequest, msg: "invalid batch: " + fmt.Sprintf(format, args...), code: CodeInvalidBatch}
 }
 
 // WriteError writes the error body every /v1/batch answer uses,
-// {"success":false,"error":msg,"hint":hint} (hint left out when empty), with
-// the given status. A [CallerFunc] can use it to refuse a request in the same
-// shape.
-func WriteError(w http.ResponseWriter, status int, msg, hint string) {
-	writeJSON(w, status, ErrorResponse{Success: false, Error: msg, Hint: hint})
+// {"success":false,"code":code,"error":msg,"hint":hint,"request_id":id}
+// (hint left out when empty), with the given status. code should be one of
+// the Code constants (a host's own refusal of a caller is [CodeUnauthorized]
+// or [CodeForbidden]); an empty code is filled in from the status. The
+// request id is the X-Request-Id header already set on w, which the
+// [Handler] sets before it calls a [CallerFunc]. A [CallerFunc] can use
+// WriteError to refuse a request in the same shape.
+func WriteError(w http.ResponseWriter, status int, code, msg, hint string) {
+	if code == "" {
+		code = codeForStatus(status)
+	}
+	writeJSON(w, status, ErrorResponse{
+		Success: false, Code: code, Error: msg, Hint: hint, RequestID: w.Header().Get(RequestIDHeader),
+	})
+}
+
+// codeForStatus is the code of an answer written without one.
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return CodeInvalidRequest
+	case http.StatusUnauthorized:
+		return CodeUnauthorized
+	case http.StatusForbidden:
+		return CodeForbidden
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusRequestEntityTooLarge:
+		return CodeBodyTooLarge
+	case http.StatusServiceUnavailable:
+		return CodeUnavailable
+	}
+	if status >= 500 {
+		return CodeInternal
+	}
+	return CodeInvalidRequest
 }
 
 // writeAnswer writes e, with its Retry-After header.
@@ -126,7 +164,7 @@ func writeAnswer(w http.ResponseWriter, e *httpError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	WriteError(w, e.status, e.msg, e.hint)
+	WriteError(w, e.status, e.code, e.msg, e.hint)
 }
 
 // writeJSON encodes v and writes it with status. It encodes before writing
@@ -134,7 +172,7 @@ func writeAnswer(w http.ResponseWriter, e *httpError) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := marshal(v)
 	if err != nil {
-		b = []byte(`{"success":false,"error":"internal error"}` + "\n")
+		b = []byte(`{"success":false,"code":"internal","error":"internal error"}` + "\n")
 		status = http.StatusInternalServerError
 		w.Header().Del("Retry-After")
 	}

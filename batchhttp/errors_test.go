@@ -53,13 +53,14 @@ func TestWriteError(t *testing.T) {
 	t.Parallel()
 
 	rec := httptest.NewRecorder()
-	WriteError(rec, 403, "forbidden", "")
-	if got, want := rec.Body.String(), `{"success":false,"error":"forbidden"}`+"\n"; got != want {
+	WriteError(rec, 403, CodeForbidden, "forbidden", "")
+	if got, want := rec.Body.String(), `{"success":false,"code":"forbidden","error":"forbidden"}`+"\n"; got != want {
 		t.Errorf("body %q, want %q", got, want)
 	}
 	rec = httptest.NewRecorder()
-	WriteError(rec, 401, "a <b> & c", "use a key")
-	if got, want := rec.Body.String(), `{"success":false,"error":"a <b> & c","hint":"use a key"}`+"\n"; got != want {
+	rec.Header().Set(RequestIDHeader, "req-1")
+	WriteError(rec, 401, "", "a <b> & c", "use a key")
+	if got, want := rec.Body.String(), `{"success":false,"code":"unauthorized","error":"a <b> & c","hint":"use a key","request_id":"req-1"}`+"\n"; got != want {
 		t.Errorf("body %q, want %q", got, want)
 	}
 	if rec.Code != 401 || rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Cache-Control") != "no-store" {

@@ -168,7 +168,7 @@ func cleanPath(p string) bool {
 func methodNotAllowed(allow string) handlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request, _ *request) error {
 		w.Header().Set("Allow", allow)
-		return &httpError{status: http.StatusMethodNotAllowed, msg: "method not allowed", code: codeMethod}
+		return &httpError{status: http.StatusMethodNotAllowed, msg: "method not allowed", code: CodeMethodNotAllowed}
 	}
 }
 
@@ -178,6 +178,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, req *request) erro
 
 // request is what the log line of one request says.
 type request struct {
+	id        string // the request id, well formed (see ValidRequestID)
 	caller    batch.Caller
 	jobID     string
 	targets   int // -1 if not known
@@ -192,7 +193,7 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		req := &request{targets: -1, blocked: -1}
+		req := &request{targets: -1, blocked: -1, id: requestID(w, r)}
 		var ans *httpError
 		defer func() {
 			if p := recover(); p != nil {
@@ -218,7 +219,7 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 		}()
 		caller, ok := h.auth(sw, r)
 		if !ok {
-			ans = &httpError{status: http.StatusUnauthorized, msg: "unauthorized", code: codeAuth}
+			ans = &httpError{status: http.StatusUnauthorized, msg: "unauthorized", code: CodeUnauthorized}
 			if !sw.wrote {
 				writeAnswer(sw, ans)
 			}
@@ -254,8 +255,8 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 	if !h.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs, slog.String("route", label), slog.Int("http_status", status))
+	attrs := make([]slog.Attr, 0, 11)
+	attrs = append(attrs, slog.String("route", label), slog.Int("http_status", status), slog.String("request_id", req.id))
 	if req.caller.Name != "" {
 		attrs = append(attrs, slog.String("caller", req.caller.Name))
 	}

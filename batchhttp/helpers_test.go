@@ -40,6 +40,9 @@ var testKeys = []Key{
 
 var alice = batch.Caller{Name: "alice", Class: "agent"}
 
+// testRequestID is the X-Request-Id that serve sends.
+const testRequestID = "test-request-1"
+
 // testBundle is one handler over one runner over an in-memory store.
 type testBundle struct {
 	runner  *batch.Runner
@@ -120,6 +123,10 @@ func serve(h http.Handler, method, target, key, body string) *httptest.ResponseR
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	// One request id for every request, so that two answers compare byte
+	// for byte and golden files hold still; TestHandler_RequestID tests
+	// the ids themselves.
+	req.Header.Set(RequestIDHeader, testRequestID)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec
@@ -168,17 +175,35 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, msg str
 		t.Fatalf("body %s, want success false and error %q", rec.Body, msg)
 	}
 	for k := range got {
-		if k != "success" && k != "error" && k != "hint" {
+		if k != "success" && k != "error" && k != "hint" && k != "code" && k != "request_id" {
 			t.Errorf("error body has unexpected key %q: %s", k, rec.Body)
 		}
+	}
+	if code, _ := got["code"].(string); !knownCode(code) {
+		t.Errorf("error body has code %q, not one of the Code constants: %s", got["code"], rec.Body)
+	}
+	if gotID, _ := got["request_id"].(string); gotID != rec.Header().Get(RequestIDHeader) {
+		t.Errorf("error body has request_id %q, header %s %q", gotID, RequestIDHeader, rec.Header().Get(RequestIDHeader))
 	}
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
 }
 
+// knownCode reports whether c is one of the Code constants.
+func knownCode(c string) bool {
+	switch c {
+	case CodeInvalidBatch, CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
+		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeBodyTooLarge,
+		CodeBlocked, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
+		CodeResultsBusy, CodeInternal, CodeUnavailable:
+		return true
+	}
+	return false
+}
+
 // goldenHeaders are the headers a golden file records.
-var goldenHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Retry-After", "Www-Authenticate"}
+var goldenHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Retry-After", "Www-Authenticate", "X-Request-Id"}
 
 // checkGolden compares the answer (status, the goldenHeaders, the body) with
 // testdata/<test name>.json, after replacing each of ids with "<id-N>". Run

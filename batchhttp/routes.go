@@ -36,7 +36,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	}
 	req.targets = len(targets)
 	if max := h.runner.TargetsPerJob(); len(targets) > max {
-		return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: codeTooMany}
+		return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: CodeTooManyTargets}
 	}
 	if err := h.precheckAll(r, req, targets); err != nil {
 		return err
@@ -67,7 +67,7 @@ func (h *Handler) precheckAll(r *http.Request, req *request, targets []batch.Tar
 			req.blocked = i
 			reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
 			return &httpError{
-				status: http.StatusUnprocessableEntity, code: codeBlocked,
+				status: http.StatusUnprocessableEntity, code: CodeBlocked,
 				msg: fmt.Sprintf("blocked: target %d: %s", i, reason),
 			}
 		}
@@ -157,7 +157,7 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request, req *request, 
 func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller batch.Caller, info batch.JobInfo) error {
 	if info.Bytes > h.maxResultsBytes {
 		return &httpError{
-			status: http.StatusUnprocessableEntity, code: codeResultsBig,
+			status: http.StatusUnprocessableEntity, code: CodeResultsTooLarge,
 			msg:  fmt.Sprintf("results too large for one answer (%d bytes, max %d)", info.Bytes, h.maxResultsBytes),
 			hint: "read the results one at a time: GET /v1/batch/{id}/{idx}",
 		}
@@ -168,7 +168,7 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 	case h.resultsSlots <- struct{}{}:
 		defer func() { <-h.resultsSlots }()
 	case <-wait.C:
-		return &httpError{status: http.StatusTooManyRequests, msg: "too many result answers in flight", code: codeResultsBusy, retryAfter: 1}
+		return &httpError{status: http.StatusTooManyRequests, msg: "too many result answers in flight", code: CodeResultsBusy, retryAfter: 1}
 	case <-r.Context().Done():
 		return context.Cause(r.Context())
 	}

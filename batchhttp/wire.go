@@ -46,9 +46,14 @@ type TargetStatus struct {
 	Idx    int                `json:"idx"`
 	URL    string             `json:"url"`
 	Status batch.TargetStatus `json:"status"`
-	Error  string             `json:"error,omitempty"`
-	Hint   string             `json:"hint,omitempty"`
-	Result json.RawMessage    `json:"result,omitempty"`
+	// Outcome and Retryable are set once the target finished: how it ended
+	// (a [batch.Outcome]; "ok" for a done target) and whether a retry can
+	// help (see [batch.Outcome.Retryable]).
+	Outcome   batch.Outcome   `json:"outcome,omitempty"`
+	Retryable *bool           `json:"retryable,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Hint      string          `json:"hint,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
 }
 
 // ResultResponse is the 200 answer to GET /v1/batch/{id}/{idx}.
@@ -57,6 +62,8 @@ type ResultResponse struct {
 	Idx       int                `json:"idx"`
 	URL       string             `json:"url"`
 	Status    batch.TargetStatus `json:"status"`
+	Outcome   batch.Outcome      `json:"outcome,omitempty"`   // as in [TargetStatus]
+	Retryable *bool              `json:"retryable,omitempty"` // as in [TargetStatus]
 	Result    json.RawMessage    `json:"result,omitempty"`
 	Error     string             `json:"error,omitempty"`
 	Hint      string             `json:"hint,omitempty"`
@@ -87,9 +94,14 @@ type JobSummary struct {
 
 // ErrorResponse is the body of every error answer.
 type ErrorResponse struct {
-	Success bool   `json:"success"` // always false
-	Error   string `json:"error"`
-	Hint    string `json:"hint,omitempty"`
+	Success bool `json:"success"` // always false
+	// Code is one of the Code constants: what a client branches on.
+	Code string `json:"code"`
+	// Error is the English message, for a person; it may change.
+	Error string `json:"error"`
+	Hint  string `json:"hint,omitempty"`
+	// RequestID is the answer's X-Request-Id, to quote in a report.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // wireTime is the wire form of a time: UTC, whole seconds.
@@ -107,20 +119,39 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	for i, t := range info.Targets {
+		outcome, retryable := wireOutcome(t)
 		resp.Targets[i] = TargetStatus{
-			Idx: t.Idx, URL: t.URL, Status: t.Status, Error: t.Error, Hint: t.Hint,
-			Result: envelope(t),
+			Idx: t.Idx, URL: t.URL, Status: t.Status, Outcome: outcome, Retryable: retryable,
+			Error: t.Error, Hint: t.Hint, Result: envelope(t),
 		}
 	}
 	return resp
 }
 
 func resultResponse(tr batch.TargetResult) ResultResponse {
+	outcome, retryable := wireOutcome(tr.TargetInfo)
 	return ResultResponse{
 		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status,
+		Outcome: outcome, Retryable: retryable,
 		Result: envelope(tr.TargetInfo), Error: tr.Error, Hint: tr.Hint,
 		ExpiresAt: wireTime(tr.ExpiresAt),
 	}
+}
+
+// wireOutcome returns the outcome and retryable fields of t: none while t
+// is pending or running, else its outcome folded into the fixed set (a
+// target stored without one is "ok" when done and "other" when failed).
+func wireOutcome(t batch.TargetInfo) (batch.Outcome, *bool) {
+	if !t.Status.Finished() {
+		return "", nil
+	}
+	o := t.Outcome
+	if o == "" && t.Status == batch.TargetDone {
+		o = batch.OutcomeOK
+	}
+	o = o.Fold()
+	retryable := o.Retryable()
+	return o, &retryable
 }
 
 // envelope returns the result of a done target, or nil.

@@ -1,7 +1,7 @@
 // Package daemon wires the whole batch service of the example programs: the
 // store (SQLite, or PostgreSQL for several daemons on one database), the
-// guarded web fetcher, the runner and the HTTP handlers, plus /metrics and
-// /healthz. examples/batchd runs it from flags;
+// guarded web fetcher, the runner and the HTTP handlers, plus /metrics,
+// /healthz and /readyz. examples/batchd runs it from flags;
 // examples/demo runs it in process.
 package daemon
 
@@ -195,11 +195,31 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"ok":true}`)
 	})))
+	mux.Handle("GET /readyz", d.logged("/readyz", http.HandlerFunc(d.readyz)))
 	mux.Handle("/", d.logged("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		batchhttp.WriteError(w, http.StatusNotFound, "not found", "")
+		batchhttp.WriteError(w, http.StatusNotFound, batchhttp.CodeNotFound, "not found", "")
 	})))
-	d.handler = mux
+	d.handler = batchhttp.WithRequestID(mux)
 	return d, nil
+}
+
+// readyTimeout bounds the store read behind /readyz.
+const readyTimeout = time.Second
+
+// readyz answers 200 while the runner and its store can serve, and 503
+// with Retry-After while they cannot (a store that is closed, locked or
+// unreachable), so that a load balancer sends agents elsewhere. /healthz,
+// by contrast, only says that the process answers.
+func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := d.runner.Ready(ctx); err != nil {
+		w.Header().Set("Retry-After", "5")
+		batchhttp.WriteError(w, http.StatusServiceUnavailable, batchhttp.CodeUnavailable, "not ready", "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintln(w, `{"ok":true}`)
 }
 
 // Handler returns the daemon's HTTP handler.
@@ -294,8 +314,8 @@ func (d *Daemon) logged(route string, h http.Handler) http.Handler {
 		h.ServeHTTP(sw, r)
 		d.observe(route, sw.status, time.Since(start))
 		d.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
-			slog.String("method", r.Method), slog.String("route", route),
-			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
+			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", sw.status),
+			slog.String("request_id", w.Header().Get(batchhttp.RequestIDHeader)), slog.Duration("duration", time.Since(start)))
 	})
 }
 
@@ -317,7 +337,7 @@ func (d *Daemon) metricsHandler(key string) http.Handler {
 			got, ok := bearer(r)
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(key)) != 1 {
 				w.Header().Set("WWW-Authenticate", "Bearer")
-				batchhttp.WriteError(w, http.StatusUnauthorized, "unauthorized", "")
+				batchhttp.WriteError(w, http.StatusUnauthorized, batchhttp.CodeUnauthorized, "unauthorized", "")
 				return
 			}
 		}

@@ -248,3 +248,48 @@ func TestDescribeDB(t *testing.T) {
 		}
 	}
 }
+
+func TestDaemon_Readyz(t *testing.T) {
+	t.Parallel()
+	d, err := Open(t.Context(), Config{
+		DB: filepath.Join(t.TempDir(), "r.db"), Keys: []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(ctx) // the store is closed already
+	})
+	probe := func(path string) *http.Response {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, path := range []string{"/readyz", "/healthz", "/nope"} {
+		if id := probe(path).Header.Get(batchhttp.RequestIDHeader); !batchhttp.ValidRequestID(id) {
+			t.Errorf("%s: %s %q, want a request id on every answer", path, batchhttp.RequestIDHeader, id)
+		}
+	}
+	if resp := probe("/readyz"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz with a working store = %d, want 200", resp.StatusCode)
+	}
+	if err := d.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	resp := probe("/readyz")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("readyz with a closed store = %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp := probe("/healthz"); resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz with a closed store = %d, want 200: the process still answers", resp.StatusCode)
+	}
+}
