@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -137,31 +138,96 @@ func (c *Client) List(ctx context.Context, limit int) (ListResponse, error) {
 	return resp, err
 }
 
+// ResultsQuery tunes [Client.Results].
+type ResultsQuery struct {
+	// Follow keeps reading as targets finish, until the job is finished:
+	// the iterator reconnects, from where it stopped, each time a stream
+	// ends at the server's cap while the job is still live.
+	Follow bool
+	// After, if not nil, starts after this target idx.
+	After *int
+}
+
+// Results returns the job's finished targets in idx order, each with its
+// result or error, read from the results stream (GET
+// /v1/batch/{id}/results) one at a time: memory holds one result whatever
+// the job's size. An error ends the sequence: an *[APIError] for a refused
+// request, or the cause of a stream that was cut short. Stop the loop early
+// to close the stream.
+func (c *Client) Results(ctx context.Context, id string, q ResultsQuery) iter.Seq2[TargetStatus, error] {
+	return func(yield func(TargetStatus, error) bool) {
+		after := q.After
+		for {
+			status, err := c.resultsOnce(ctx, id, q.Follow, after, func(t TargetStatus) bool {
+				after = &t.Idx
+				return yield(t, nil)
+			})
+			switch {
+			case errors.Is(err, errStopped):
+				return
+			case err != nil:
+				yield(TargetStatus{}, err)
+				return
+			case !q.Follow || !status.Live():
+				return
+			}
+		}
+	}
+}
+
+// errStopped is resultsOnce's answer when the caller's loop stopped.
+var errStopped = errors.New("stopped")
+
+// resultsOnce reads one results stream through to its end and returns the
+// job's status that its trailer gives.
+func (c *Client) resultsOnce(ctx context.Context, id string, follow bool, after *int, yield func(TargetStatus) bool) (batch.JobStatus, error) {
+	path := "/v1/batch/" + url.PathEscape(id) + "/results"
+	v := url.Values{}
+	if follow {
+		v.Set("follow", "1")
+	}
+	if after != nil {
+		v.Set("after", strconv.Itoa(*after))
+	}
+	resp, err := c.send(ctx, http.MethodGet, path, v, nil, NDJSONType)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		if err != nil {
+			return "", fmt.Errorf("batchhttp: GET %s: read answer: %w", path, err)
+		}
+		return "", apiError(resp, data)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var t TargetStatus
+		err := dec.Decode(&t)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("batchhttp: GET %s: read stream: %w", path, err)
+		}
+		if !yield(t) {
+			return "", errStopped
+		}
+	}
+	status := batch.JobStatus(resp.Trailer.Get(StatusTrailer))
+	if status == "" {
+		return "", fmt.Errorf("batchhttp: GET %s: stream ended without its %s trailer", path, StatusTrailer)
+	}
+	return status, nil
+}
+
 // do sends one request and decodes a 2xx answer into out; any other answer
 // is an *APIError.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
-	target := c.base.String() + path // path holds escaped ids
-	if len(query) > 0 {
-		target += "?" + query.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	resp, err := c.send(ctx, method, path, query, body, "application/json")
 	if err != nil {
-		return fmt.Errorf("batchhttp: %s %s: %w", method, path, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("batchhttp: %s %s: %w", method, path, err)
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
@@ -178,6 +244,35 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("batchhttp: %s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// send sends one request and returns the answer, whatever its status; the
+// caller closes its body.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte, accept string) (*http.Response, error) {
+	target := c.base.String() + path // path holds escaped ids
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, fmt.Errorf("batchhttp: %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("batchhttp: %s %s: %w", method, path, err)
+	}
+	return resp, nil
 }
 
 // apiError builds the error of a non-2xx answer.

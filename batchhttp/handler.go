@@ -39,17 +39,18 @@ type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) 
 
 // ObserveFunc receives one observation per request for the host's metrics:
 // a fixed route label (one of [RouteList], [RouteJob], [RouteResult],
-// [RouteOther]; never a job id), the HTTP status written (499 if the client
+// [RouteResults], [RouteRetry], [RouteOther]; never a job id), the HTTP status written (499 if the client
 // went away first) and the time the handler took. A long-poll takes up to its
 // wait.
 type ObserveFunc func(route string, status int, d time.Duration)
 
 // Route labels given to an [ObserveFunc] and logged as "route".
 const (
-	RouteList   = "/v1/batch"             // POST (submit) and GET (list)
-	RouteJob    = "/v1/batch/{id}"        // GET (status, long-poll) and DELETE (cancel)
-	RouteResult = "/v1/batch/{id}/{idx}"  // GET (one result)
-	RouteOther  = "/v1/batch/{unmatched}" // any other path
+	RouteList    = "/v1/batch"              // POST (submit) and GET (list)
+	RouteJob     = "/v1/batch/{id}"         // GET (status, long-poll) and DELETE (cancel)
+	RouteResult  = "/v1/batch/{id}/{idx}"   // GET (one result)
+	RouteResults = "/v1/batch/{id}/results" // GET (the results stream)
+	RouteOther   = "/v1/batch/{unmatched}"  // any other path
 )
 
 // statusClientGone is reported when the client went away before the answer.
@@ -141,8 +142,7 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	h.mux.Handle("GET /v1/batch/{id}", h.route(RouteJob, h.status))
 	h.mux.Handle("DELETE /v1/batch/{id}", h.route(RouteJob, h.cancel))
 	h.mux.Handle("/v1/batch/{id}", h.route(RouteJob, methodNotAllowed("DELETE, GET, HEAD")))
-	h.mux.Handle("GET /v1/batch/{id}/{idx}", h.route(RouteResult, h.result))
-	h.mux.Handle("/v1/batch/{id}/{idx}", h.route(RouteResult, methodNotAllowed("GET, HEAD")))
+	h.mux.Handle("/v1/batch/{id}/{sub}", h.subRoutes())
 	h.mux.Handle("/", h.other)
 	return h, nil
 }
@@ -163,6 +163,32 @@ func cleanPath(p string) bool {
 	}
 	c := path.Clean(p)
 	return c == p || (c != "/" && c+"/" == p)
+}
+
+// subRoutes serves /v1/batch/{id}/{sub}: the results stream, and any other
+// sub as a target idx. It is one pattern because ServeMux cannot tell a
+// method-specific {idx} from the literal "results" of any method.
+func (h *Handler) subRoutes() http.Handler {
+	result := h.route(RouteResult, h.result)
+	resultOther := h.route(RouteResult, methodNotAllowed("GET, HEAD"))
+	results := h.route(RouteResults, h.results)
+	resultsOther := h.route(RouteResults, methodNotAllowed("GET, HEAD"))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		get := r.Method == http.MethodGet || r.Method == http.MethodHead
+		pick := func(ok bool, yes, no http.Handler) {
+			if ok {
+				yes.ServeHTTP(w, r)
+			} else {
+				no.ServeHTTP(w, r)
+			}
+		}
+		switch r.PathValue("sub") {
+		case "results":
+			pick(get, results, resultsOther)
+		default:
+			pick(get, result, resultOther)
+		}
+	})
 }
 
 func methodNotAllowed(allow string) handlerFunc {

@@ -119,13 +119,18 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	for i, t := range info.Targets {
-		outcome, retryable := wireOutcome(t)
-		resp.Targets[i] = TargetStatus{
-			Idx: t.Idx, URL: t.URL, Status: t.Status, Outcome: outcome, Retryable: retryable,
-			Error: t.Error, Hint: t.Hint, Result: envelope(t),
-		}
+		resp.Targets[i] = targetStatus(t)
 	}
 	return resp
+}
+
+// targetStatus is the wire form of t, with its result if t carries one.
+func targetStatus(t batch.TargetInfo) TargetStatus {
+	outcome, retryable := wireOutcome(t)
+	return TargetStatus{
+		Idx: t.Idx, URL: t.URL, Status: t.Status, Outcome: outcome, Retryable: retryable,
+		Error: t.Error, Hint: t.Hint, Result: envelope(t),
+	}
 }
 
 func resultResponse(tr batch.TargetResult) ResultResponse {
