@@ -23,6 +23,9 @@ type JobInfo struct {
 	// Bytes are the stored result and error bytes of the job: what an
 	// answer with every result would carry.
 	Bytes int64
+	// RetryOf is the id of the job this one retries (see [Runner.Retry]),
+	// or "".
+	RetryOf string
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -35,6 +38,9 @@ type TargetInfo struct {
 	Error   string
 	Hint    string
 	Outcome Outcome
+	// RetryOfIdx is, in a retry, the target's idx in the job it retries
+	// (JobInfo.RetryOf); nil in any other job.
+	RetryOfIdx *int
 	// Result is the envelope (a JSON object) of a done target, when asked
 	// for; see [DecodeEnvelope].
 	Result []byte
@@ -84,6 +90,59 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 	if err := r.validateSubmit(caller, targets); err != nil {
 		return JobInfo{}, false, err
 	}
+	job, reused, err = r.create(ctx, CreateParams{Caller: caller, IdemKey: IdemKey(caller.Name, targets), Targets: targets})
+	if err != nil {
+		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
+	}
+	return job, reused, nil
+}
+
+// Retry makes a new job of the caller's finished job id: its targets that
+// did not finish done, that is the failed ones and, of a cancelled job or
+// one failed by a restart, the ones that never finished, in idx order and
+// with their options. The new job's RetryOf is id, and each of its targets
+// carries its idx in the old job (TargetInfo.RetryOfIdx). Caps and
+// idempotency apply as for [Runner.Submit]: a retry of the same job with
+// the same targets while the first retry's lease is unexpired (and it was
+// not cancelled or failed) returns that retry, with reused true. A live
+// job is [ErrLive], and so is a cancelled job until the target that was in
+// flight at the cancel is stored; a job with every target done is
+// [ErrNothingToRetry], a job of another caller [ErrNotFound].
+func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobInfo, reused bool, err error) {
+	if caller.Name == "" {
+		return JobInfo{}, false, ErrInvalidCaller
+	}
+	old, records, err := r.store.Get(ctx, GetParams{Caller: caller.Name, JobID: id})
+	if err != nil {
+		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
+	}
+	if old.Status.Live() || old.Runner != "" { // a cancelled job's last target may still be in flight
+		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", ErrLive)
+	}
+	var targets []Target
+	var from []int
+	for _, t := range records {
+		if t.Status != TargetDone {
+			targets = append(targets, t.Target)
+			from = append(from, t.Idx)
+		}
+	}
+	if len(targets) == 0 {
+		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", ErrNothingToRetry)
+	}
+	job, reused, err = r.create(ctx, CreateParams{
+		Caller: caller, IdemKey: retryKey(caller.Name, id, targets), Targets: targets,
+		RetryOf: id, RetryIdx: from,
+	})
+	if err != nil {
+		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
+	}
+	return job, reused, nil
+}
+
+// create stores a new job from p (its ID, Limits and Now are filled in
+// here) or reuses one, and counts and logs it. p's targets are valid.
+func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, error) {
 	r.accepting.RLock()
 	defer r.accepting.RUnlock()
 	if err := r.acceptErr(); err != nil {
@@ -91,18 +150,14 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 	}
 	u, err := uuid.NewRandom()
 	if err != nil {
-		return JobInfo{}, false, fmt.Errorf("batch: job id: %w", err)
+		return JobInfo{}, false, fmt.Errorf("job id: %w", err)
 	}
-	j, reused, err := r.store.Create(ctx, CreateParams{
-		ID:      u.String(),
-		Caller:  caller,
-		IdemKey: IdemKey(caller.Name, targets),
-		Targets: targets,
-		Limits:  Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL},
-		Now:     r.cfg.Now(),
-	})
+	p.ID = u.String()
+	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL}
+	p.Now = r.cfg.Now()
+	j, reused, err := r.store.Create(ctx, p)
 	if err != nil {
-		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
+		return JobInfo{}, false, err
 	}
 	if reused {
 		r.metrics.job(jobReused)
@@ -114,10 +169,17 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 		default: // every worker already has a wake-up pending
 		}
 	}
-	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job submitted",
-		slog.String("caller", caller.Name), slog.String("job_id", j.ID),
+	attrs := []slog.Attr{
+		slog.String("caller", p.Caller.Name), slog.String("job_id", j.ID),
 		slog.Int("targets", j.TargetsTotal), slog.Bool("reused", reused),
-		slog.String("status", string(j.Status)))
+		slog.String("status", string(j.Status)),
+	}
+	msg := "batch job submitted"
+	if p.RetryOf != "" {
+		msg = "batch job retried"
+		attrs = append(attrs, slog.String("retry_of", p.RetryOf))
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 	return r.jobInfo(j), reused, nil
 }
 
@@ -163,7 +225,7 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 	if !opts.JobOnly {
 		info.Targets = make([]TargetInfo, len(targets))
 		for i, t := range targets {
-			info.Targets[i] = targetInfo(t)
+			info.Targets[i] = targetInfo(job, t)
 		}
 	}
 	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= LeaseGrain {
@@ -181,7 +243,7 @@ func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) 
 	if err != nil {
 		return TargetResult{}, fmt.Errorf("batch: result: %w", err)
 	}
-	return TargetResult{JobID: job.ID, ExpiresAt: r.expiresAt(job), TargetInfo: targetInfo(t)}, nil
+	return TargetResult{JobID: job.ID, ExpiresAt: r.expiresAt(job), TargetInfo: targetInfo(job, t)}, nil
 }
 
 // Cancel cancels the caller's queued or running job: no later target starts;
@@ -296,12 +358,18 @@ func (r *Runner) jobInfo(j Job) JobInfo {
 		CreatedAt:    j.CreatedAt.UTC(),
 		ExpiresAt:    r.expiresAt(j),
 		Bytes:        j.Bytes,
+		RetryOf:      j.RetryOf,
 	}
 }
 
-func targetInfo(t TargetRecord) TargetInfo {
-	return TargetInfo{
+func targetInfo(j Job, t TargetRecord) TargetInfo {
+	ti := TargetInfo{
 		Idx: t.Idx, URL: t.Target.URL, Status: t.Status, Error: t.Error,
 		Hint: t.Hint, Outcome: t.Outcome, Result: t.Result,
 	}
+	if j.RetryOf != "" && t.Idx >= 0 && t.Idx < len(j.RetryIdx) {
+		from := j.RetryIdx[t.Idx]
+		ti.RetryOfIdx = &from
+	}
+	return ti
 }

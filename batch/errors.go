@@ -26,6 +26,10 @@ var (
 	ErrNotFound = errors.New("batch: not found")
 	// ErrFinished: the job has already finished (cancel of a finished job).
 	ErrFinished = errors.New("batch: job already finished")
+	// ErrLive: the job is still queued or running (retry of a live job).
+	ErrLive = errors.New("batch: job still live")
+	// ErrNothingToRetry: a retry of a job whose every target is done.
+	ErrNothingToRetry = errors.New("batch: nothing to retry")
 	// ErrUnavailable: the store cannot serve the call now (a lock wait ran
 	// out, the disk is full, the database is read-only or closed). Stores
 	// mark such errors with it; the call may succeed later.

@@ -53,3 +53,14 @@ func IdemKey(callerName string, targets []Target) string {
 	h.Write(CanonicalTargets(targets))
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// retryKey is the idempotency key of a retry of job id: that of a submit of
+// the same targets, set apart by the retried job, so that a retry reuses
+// only an earlier retry of the same job and never an unrelated submit.
+func retryKey(callerName, id string, targets []Target) string {
+	h := sha256.New()
+	h.Write([]byte(IdemKey(callerName, targets)))
+	h.Write([]byte("\x00retry of\x00"))
+	h.Write([]byte(id))
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -24,6 +24,10 @@ type Job struct {
 	// Runner is the id of the runner that holds the job while one of its
 	// targets is in flight, and "" otherwise.
 	Runner string
+	// RetryOf is the id of the job this one retries (see [Runner.Retry]),
+	// or "". RetryIdx then holds, for each target, its idx in that job.
+	RetryOf  string
+	RetryIdx []int
 }
 
 // TargetRecord is one stored target.
@@ -104,6 +108,11 @@ type (
 		Targets []Target
 		Limits  Limits
 		Now     time.Time
+		// RetryOf and RetryIdx are stored with the job as given: a retry's
+		// lineage (see [Job]). RetryIdx has one entry per target, or is
+		// nil when RetryOf is "".
+		RetryOf  string
+		RetryIdx []int
 	}
 	// ClaimParams name the claiming runner for [Store.Claim].
 	ClaimParams struct {

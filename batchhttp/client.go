@@ -119,6 +119,15 @@ func (c *Client) Result(ctx context.Context, id string, idx int) (ResultResponse
 	return resp, err
 }
 
+// Retry makes a new job of the finished job's targets that did not finish
+// done (POST /v1/batch/{id}/retry); the answer's RetryOf is id. A live job
+// is an *[APIError] with Code [CodeJobLive].
+func (c *Client) Retry(ctx context.Context, id string) (SubmitResponse, error) {
+	var resp SubmitResponse
+	err := c.do(ctx, http.MethodPost, "/v1/batch/"+url.PathEscape(id)+"/retry", nil, nil, &resp)
+	return resp, err
+}
+
 // Cancel cancels the job.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) {
 	var resp CancelResponse

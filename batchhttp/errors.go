@@ -39,6 +39,7 @@ const (
 	CodeTimeout          = "timeout"            // 408: the body did not arrive in time
 	CodeJobFinished      = "job_finished"       // 409: cancel of a finished job
 	CodeJobLive          = "job_live"           // 409: retry of a job that is still queued or running
+	CodeNothingToRetry   = "nothing_to_retry"   // 409: retry of a job whose every target is done
 	CodeBodyTooLarge     = "body_too_large"     // 413: the submit body is over its cap
 	CodeBlocked          = "blocked"            // 422: the pre-check refused a target or the webhook URL
 	CodeTooManyTargets   = "too_many_targets"   // 422: more targets than a job may have
@@ -60,6 +61,11 @@ var errorTable = []struct {
 }{
 	{batch.ErrNotFound, httpError{status: http.StatusNotFound, msg: "not found", code: CodeNotFound}},
 	{batch.ErrFinished, httpError{status: http.StatusConflict, msg: "job already finished", code: CodeJobFinished}},
+	{batch.ErrLive, httpError{
+		status: http.StatusConflict, msg: "job still live", code: CodeJobLive,
+		hint: "retry it once it has finished (GET /v1/batch/{id}?wait=60s waits for that) or cancel it",
+	}},
+	{batch.ErrNothingToRetry, httpError{status: http.StatusConflict, msg: "nothing to retry: every target is done", code: CodeNothingToRetry}},
 	{batch.ErrCallerBusy, httpError{
 		status: http.StatusTooManyRequests, msg: "busy: a batch of yours is still running",
 		hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", code: CodeCallerBusy, retryAfter: 30,

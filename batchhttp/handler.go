@@ -21,6 +21,7 @@ type Runner interface {
 	Result(ctx context.Context, caller batch.Caller, id string, idx int) (batch.TargetResult, error)
 	Touch(ctx context.Context, caller batch.Caller, id string) error
 	Cancel(ctx context.Context, caller batch.Caller, id string) error
+	Retry(ctx context.Context, caller batch.Caller, id string) (job batch.JobInfo, reused bool, err error)
 	List(ctx context.Context, caller batch.Caller, limit int) ([]batch.JobInfo, error)
 	TargetsPerJob() int
 }
@@ -50,6 +51,7 @@ const (
 	RouteJob     = "/v1/batch/{id}"         // GET (status, long-poll) and DELETE (cancel)
 	RouteResult  = "/v1/batch/{id}/{idx}"   // GET (one result)
 	RouteResults = "/v1/batch/{id}/results" // GET (the results stream)
+	RouteRetry   = "/v1/batch/{id}/retry"   // POST (retry the failed targets)
 	RouteOther   = "/v1/batch/{unmatched}"  // any other path
 )
 
@@ -165,14 +167,16 @@ func cleanPath(p string) bool {
 	return c == p || (c != "/" && c+"/" == p)
 }
 
-// subRoutes serves /v1/batch/{id}/{sub}: the results stream, and any other
-// sub as a target idx. It is one pattern because ServeMux cannot tell a
+// subRoutes serves /v1/batch/{id}/{sub}: the results stream, the retry, and
+// any other sub as a target idx. It is one pattern because ServeMux cannot tell a
 // method-specific {idx} from the literal "results" of any method.
 func (h *Handler) subRoutes() http.Handler {
 	result := h.route(RouteResult, h.result)
 	resultOther := h.route(RouteResult, methodNotAllowed("GET, HEAD"))
 	results := h.route(RouteResults, h.results)
 	resultsOther := h.route(RouteResults, methodNotAllowed("GET, HEAD"))
+	retry := h.route(RouteRetry, h.retry)
+	retryOther := h.route(RouteRetry, methodNotAllowed("POST"))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		get := r.Method == http.MethodGet || r.Method == http.MethodHead
 		pick := func(ok bool, yes, no http.Handler) {
@@ -185,6 +189,8 @@ func (h *Handler) subRoutes() http.Handler {
 		switch r.PathValue("sub") {
 		case "results":
 			pick(get, results, resultsOther)
+		case "retry":
+			pick(r.Method == http.MethodPost, retry, retryOther)
 		default:
 			pick(get, result, resultOther)
 		}

@@ -194,7 +194,7 @@ func wantError(t *testing.T, rec *httptest.ResponseRecorder, status int, msg str
 func knownCode(c string) bool {
 	switch c {
 	case CodeInvalidBatch, CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
-		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeBodyTooLarge,
+		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeNothingToRetry, CodeBodyTooLarge,
 		CodeBlocked, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
 		CodeResultsBusy, CodeInternal, CodeUnavailable:
 		return true

@@ -227,6 +227,28 @@ func (h *Handler) result(w http.ResponseWriter, r *http.Request, req *request) e
 	return nil
 }
 
+// retry serves POST /v1/batch/{id}/retry: a new job of the finished job's
+// targets that did not finish done (see [batch.Runner.Retry]), answered as
+// a submit is. The request body is not read. The targets passed the
+// pre-check when they were submitted, and the fetcher's connect-time guard
+// holds for them again.
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request, req *request) error {
+	id := r.PathValue("id")
+	if !validID(id) {
+		return notFound
+	}
+	req.jobID = id
+	job, reused, err := h.runner.Retry(r.Context(), req.caller, id)
+	if err != nil {
+		return err
+	}
+	req.targets, req.reused, req.jobStatus = job.TargetsTotal, &reused, job.Status
+	writeJSON(w, http.StatusAccepted, SubmitResponse{
+		Success: true, JobID: job.ID, Status: job.Status, Targets: job.TargetsTotal, Reused: reused, RetryOf: job.RetryOf,
+	})
+	return nil
+}
+
 // cancel serves DELETE /v1/batch/{id}.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, req *request) error {
 	id := r.PathValue("id")

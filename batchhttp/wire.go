@@ -25,6 +25,8 @@ type SubmitResponse struct {
 	Status  batch.JobStatus `json:"status"`
 	Targets int             `json:"targets"`
 	Reused  bool            `json:"reused"`
+	// RetryOf is, in the answer to a retry, the id of the job retried.
+	RetryOf string `json:"retry_of,omitempty"`
 }
 
 // StatusResponse is the 200 answer to GET /v1/batch/{id}: the job summary.
@@ -36,7 +38,9 @@ type StatusResponse struct {
 	TargetsDone  int             `json:"targets_done"`
 	CreatedAt    time.Time       `json:"created_at"`
 	ExpiresAt    time.Time       `json:"expires_at"`
-	Targets      []TargetStatus  `json:"targets"`
+	// RetryOf is the id of the job this one retries, if it is a retry.
+	RetryOf string         `json:"retry_of,omitempty"`
+	Targets []TargetStatus `json:"targets"`
 }
 
 // TargetStatus is one target in a [StatusResponse]. Result, the stored
@@ -49,25 +53,28 @@ type TargetStatus struct {
 	// Outcome and Retryable are set once the target finished: how it ended
 	// (a [batch.Outcome]; "ok" for a done target) and whether a retry can
 	// help (see [batch.Outcome.Retryable]).
-	Outcome   batch.Outcome   `json:"outcome,omitempty"`
-	Retryable *bool           `json:"retryable,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Hint      string          `json:"hint,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
+	Outcome   batch.Outcome `json:"outcome,omitempty"`
+	Retryable *bool         `json:"retryable,omitempty"`
+	// RetryOfIdx is, in a retry, the target's idx in the job retried.
+	RetryOfIdx *int            `json:"retry_of_idx,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Hint       string          `json:"hint,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
 }
 
 // ResultResponse is the 200 answer to GET /v1/batch/{id}/{idx}.
 type ResultResponse struct {
-	JobID     string             `json:"job_id"`
-	Idx       int                `json:"idx"`
-	URL       string             `json:"url"`
-	Status    batch.TargetStatus `json:"status"`
-	Outcome   batch.Outcome      `json:"outcome,omitempty"`   // as in [TargetStatus]
-	Retryable *bool              `json:"retryable,omitempty"` // as in [TargetStatus]
-	Result    json.RawMessage    `json:"result,omitempty"`
-	Error     string             `json:"error,omitempty"`
-	Hint      string             `json:"hint,omitempty"`
-	ExpiresAt time.Time          `json:"expires_at"`
+	JobID      string             `json:"job_id"`
+	Idx        int                `json:"idx"`
+	URL        string             `json:"url"`
+	Status     batch.TargetStatus `json:"status"`
+	Outcome    batch.Outcome      `json:"outcome,omitempty"`      // as in [TargetStatus]
+	Retryable  *bool              `json:"retryable,omitempty"`    // as in [TargetStatus]
+	RetryOfIdx *int               `json:"retry_of_idx,omitempty"` // as in [TargetStatus]
+	Result     json.RawMessage    `json:"result,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	Hint       string             `json:"hint,omitempty"`
+	ExpiresAt  time.Time          `json:"expires_at"`
 }
 
 // CancelResponse is the 200 answer to DELETE /v1/batch/{id}.
@@ -90,6 +97,7 @@ type JobSummary struct {
 	TargetsDone  int             `json:"targets_done"`
 	CreatedAt    time.Time       `json:"created_at"`
 	ExpiresAt    time.Time       `json:"expires_at"`
+	RetryOf      string          `json:"retry_of,omitempty"` // as in [StatusResponse]
 }
 
 // ErrorResponse is the body of every error answer.
@@ -116,6 +124,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		TargetsDone:  info.TargetsDone,
 		CreatedAt:    wireTime(info.CreatedAt),
 		ExpiresAt:    wireTime(info.ExpiresAt),
+		RetryOf:      info.RetryOf,
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	for i, t := range info.Targets {
@@ -129,7 +138,7 @@ func targetStatus(t batch.TargetInfo) TargetStatus {
 	outcome, retryable := wireOutcome(t)
 	return TargetStatus{
 		Idx: t.Idx, URL: t.URL, Status: t.Status, Outcome: outcome, Retryable: retryable,
-		Error: t.Error, Hint: t.Hint, Result: envelope(t),
+		RetryOfIdx: t.RetryOfIdx, Error: t.Error, Hint: t.Hint, Result: envelope(t),
 	}
 }
 
@@ -137,7 +146,7 @@ func resultResponse(tr batch.TargetResult) ResultResponse {
 	outcome, retryable := wireOutcome(tr.TargetInfo)
 	return ResultResponse{
 		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status,
-		Outcome: outcome, Retryable: retryable,
+		Outcome: outcome, Retryable: retryable, RetryOfIdx: tr.RetryOfIdx,
 		Result: envelope(tr.TargetInfo), Error: tr.Error, Hint: tr.Hint,
 		ExpiresAt: wireTime(tr.ExpiresAt),
 	}
@@ -172,7 +181,7 @@ func listResponse(jobs []batch.JobInfo) ListResponse {
 	for i, j := range jobs {
 		resp.Jobs[i] = JobSummary{
 			JobID: j.ID, Status: j.Status, TargetsTotal: j.TargetsTotal, TargetsDone: j.TargetsDone,
-			CreatedAt: wireTime(j.CreatedAt), ExpiresAt: wireTime(j.ExpiresAt),
+			CreatedAt: wireTime(j.CreatedAt), ExpiresAt: wireTime(j.ExpiresAt), RetryOf: j.RetryOf,
 		}
 	}
 	return resp

@@ -3,6 +3,7 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
@@ -79,10 +80,11 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 
 	// 3. The insert.
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
-		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)`, &sqlitex.ExecOptions{
+		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
+		 retry_of, retry_idx)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
-			len(nj.Targets), now, now},
+			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx)},
 	})
 	if err != nil {
 		return batch.Job{}, false, fmt.Errorf("insert job: %w", err)
@@ -107,6 +109,8 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 		TargetsTotal: len(nj.Targets),
 		CreatedAt:    nj.Now.UTC(),
 		Lease:        nj.Now.UTC(),
+		RetryOf:      nj.RetryOf,
+		RetryIdx:     slices.Clone(nj.RetryIdx),
 	}, false, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -31,7 +33,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 		WHERE d.job_seq = j.seq AND d.status IN ('done', 'failed'))),
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
-	j.runner`
+	j.runner, j.retry_of, j.retry_idx`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -82,8 +84,41 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
 		FinishedAt:   timeAt(stmt, 12),
 		Bytes:        stmt.ColumnInt64(13),
 		Runner:       stmt.ColumnText(14),
+		RetryOf:      stmt.ColumnText(15),
+		RetryIdx:     decodeIdx(stmt.ColumnText(16)),
 	}
 	return seq, j
+}
+
+// encodeIdx is the retry_idx form of idx: decimal numbers joined by commas.
+func encodeIdx(idx []int) string {
+	var b strings.Builder
+	for i, n := range idx {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
+}
+
+// decodeIdx reads the retry_idx form; "" (no retry) is nil. The column is
+// written by encodeIdx only, so a number that does not parse cannot occur;
+// it would read as -1.
+func decodeIdx(s string) []int {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	idx := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			n = -1
+		}
+		idx[i] = n
+	}
+	return idx
 }
 
 // scanTarget reads targetCols, then the body if withBody.

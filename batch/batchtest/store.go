@@ -170,6 +170,8 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			TargetsTotal: len(p.Targets),
 			CreatedAt:    p.Now,
 			Lease:        p.Now,
+			RetryOf:      p.RetryOf,
+			RetryIdx:     slices.Clone(p.RetryIdx),
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batch.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})

@@ -3,6 +3,7 @@ package batchtest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -223,7 +224,7 @@ func storeFinishFenced(t *testing.T, s batch.Store) {
 	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(0, "intruder"), Now: t0.Add(time.Hour)})
 	wantErr(t, "finish by a runner that does not hold the job", err, batch.ErrNotHeld)
 	after, afterTs := getJob(t, s, "alice", p.ID)
-	if after != before || statuses(afterTs)[0] != statuses(beforeTs)[0] || afterTs[0].Result != nil {
+	if !reflect.DeepEqual(after, before) || statuses(afterTs)[0] != statuses(beforeTs)[0] || afterTs[0].Result != nil {
 		t.Fatalf("a refused write changed the job: %+v → %+v, %+v", before, after, afterTs[0])
 	}
 	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0)

@@ -1,6 +1,7 @@
 package batchtest
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func wantReaped(t *testing.T, s batch.Store, caller, id string, status batch.Job
 func wantUntouched(t *testing.T, s batch.Store, caller, id string, before batch.Job, beforeTs []batch.TargetRecord) {
 	t.Helper()
 	j, ts := getJob(t, s, caller, id)
-	if j != before {
+	if !reflect.DeepEqual(j, before) {
 		t.Fatalf("job changed: %+v → %+v", before, j)
 	}
 	for i := range ts {

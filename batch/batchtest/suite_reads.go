@@ -2,6 +2,7 @@ package batchtest
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -115,7 +116,7 @@ func storeGetJobOnly(t *testing.T, s batch.Store) {
 		t.Helper()
 		full, _ := getJob(t, s, "alice", p.ID)
 		j, ts, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: p.ID, JobOnly: true})
-		if err != nil || ts != nil || j != full {
+		if err != nil || ts != nil || !reflect.DeepEqual(j, full) {
 			t.Fatalf("%s: job-only read = %+v, %d targets, %v; want %+v and none", what, j, len(ts), err, full)
 		}
 	}

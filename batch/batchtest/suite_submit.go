@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +19,53 @@ var submitCases = map[string]func(*testing.T, batch.Store){
 	"ConcurrentCallersCapped":   storeConcurrentCallers,
 	"ConcurrentIdenticalSubmit": storeConcurrentIdentical,
 	"CreateRoundTrip":           storeRoundTrip,
+	"CreateRetryLineage":        storeRetryLineage,
 	"ReuseNotAfterCancelOrFail": storeNoReuseAfterCancel,
 	"ReuseScopedByCaller":       storeReuseScoped,
 	"ReuseWithinLease":          storeReuseWithinLease,
+}
+
+// storeRetryLineage: a retry's RetryOf and RetryIdx are stored as given
+// and read back by every read of the job; a plain job has neither.
+func storeRetryLineage(t *testing.T, s batch.Store) {
+	plain := mustCreate(t, s, jobSpec("alice", "plain", 2, t0))
+	p := jobSpec("alice", "retry", 3, t0.Add(time.Second))
+	p.RetryOf, p.RetryIdx = plain.ID, []int{1, 4, 17}
+	if j := mustCreate(t, s, p); j.RetryOf != plain.ID || !slices.Equal(j.RetryIdx, p.RetryIdx) {
+		t.Fatalf("created retry = %+v, want RetryOf %s and RetryIdx %v", j, plain.ID, p.RetryIdx)
+	}
+	check := func(what string, j batch.Job, wantOf string, wantIdx []int) {
+		t.Helper()
+		if j.RetryOf != wantOf || !slices.Equal(j.RetryIdx, wantIdx) {
+			t.Errorf("%s: RetryOf %q RetryIdx %v, want %q %v", what, j.RetryOf, j.RetryIdx, wantOf, wantIdx)
+		}
+	}
+	j, _ := getJob(t, s, "alice", p.ID)
+	check("Get", j, plain.ID, p.RetryIdx)
+	j, _ = getJob(t, s, "alice", plain.ID)
+	check("Get of the plain job", j, "", nil)
+	j, _, err := s.GetTarget(t.Context(), batch.GetTargetParams{Caller: "alice", JobID: p.ID, Idx: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GetTarget", j, plain.ID, p.RetryIdx)
+	jobs, err := s.List(t.Context(), batch.ListParams{Caller: "alice", Limit: 10})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("List = %d jobs, %v", len(jobs), err)
+	}
+	check("List", jobs[0], plain.ID, p.RetryIdx)
+	// The same retry again is reused, lineage and all.
+	again := p
+	again.ID = p.ID + "-again"
+	j, reused, err := s.Create(t.Context(), again)
+	if err != nil || !reused || j.ID != p.ID {
+		t.Fatalf("the same retry again = %s reused %v, %v; want %s reused", j.ID, reused, err, p.ID)
+	}
+	check("reused retry", j, plain.ID, p.RetryIdx)
+	c := mustClaim(t, s, runnerA, t0.Add(2*time.Second))
+	if c.Job.ID == p.ID {
+		check("Claim", c.Job, plain.ID, p.RetryIdx)
+	}
 }
 
 func storeRoundTrip(t *testing.T, s batch.Store) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -115,7 +116,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 	b = &pgx.Batch{}
 	b.Queue(s.q.lockXact, s.globalKey)
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-		p.IdemKey, len(p.Targets), now, urls, opts)
+		p.IdemKey, len(p.Targets), now, urls, opts, p.RetryOf, retryIdx(p))
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -142,7 +143,21 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		TargetsTotal: len(p.Targets),
 		CreatedAt:    job.CreatedAt.UTC(),
 		Lease:        job.Lease.UTC(),
+		RetryOf:      p.RetryOf,
+		RetryIdx:     slices.Clone(p.RetryIdx),
 	}, false, nil
+}
+
+// retryIdx is the retry_idx of p: NULL for a job that is no retry.
+func retryIdx(p batch.CreateParams) []int32 {
+	if p.RetryOf == "" {
+		return nil
+	}
+	idx := make([]int32, len(p.RetryIdx))
+	for i, n := range p.RetryIdx {
+		idx[i] = int32(n)
+	}
+	return idx
 }
 
 // encodeTargets returns the stored forms of the targets: the URLs as

@@ -19,11 +19,13 @@ type jobRow struct {
 	created, lease                                   time.Time
 	finished                                         *time.Time
 	bytes                                            int64
+	retryOf                                          string
+	retryIdx                                         []int32
 }
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
-		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner}
+		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx}
 }
 
 func (r *jobRow) job() batch.Job {
@@ -39,6 +41,13 @@ func (r *jobRow) job() batch.Job {
 		Lease:        r.lease.UTC(),
 		Bytes:        r.bytes,
 		Runner:       r.runner,
+		RetryOf:      r.retryOf,
+	}
+	if r.retryIdx != nil {
+		j.RetryIdx = make([]int, len(r.retryIdx))
+		for i, n := range r.retryIdx {
+			j.RetryIdx[i] = int(n)
+		}
 	}
 	if r.finished != nil {
 		j.FinishedAt = r.finished.UTC()

@@ -25,7 +25,7 @@ const (
 // jobCols are the columns scanJob reads, in order, from job j.
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
-	j.created_at, j.lease, j.finished_at, j.bytes, j.runner`
+	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -56,8 +56,9 @@ var sqlTemplates = queries{
 	insert: `WITH live AS (
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
-			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease)
-			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `
+			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
+				retry_of, retry_idx)
+			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12::integer[]
 			FROM live WHERE live.n < $1
 			RETURNING seq, created_at, lease
 		), t AS (
