@@ -17,29 +17,61 @@
 // # Routes
 //
 //	POST   /v1/batch                 submit        202 {"success":true,"job_id","status","targets","reused"}
-//	GET    /v1/batch/{id}            status        200 {"job_id","status","error"?,"targets_total","targets_done",
-//	                                                    "created_at","expires_at","targets":[{"idx","url","status","error"?,"hint"?}]}
+//	GET    /v1/batch/{id}            status        200 {"job_id","status","error"?,"retry_of"?,"targets_total","targets_done",
+//	                                                    "created_at","expires_at","targets":[TargetStatus…]}
 //	GET    /v1/batch/{id}?results=1  with results  each done target also has "result", its stored envelope
-//	GET    /v1/batch/{id}/{idx}      one result    200 {"job_id","idx","url","status","result"?,"error"?,"hint"?,"expires_at"}
+//	GET    /v1/batch/{id}/{idx}      one result    200 {"job_id","idx","url","status","outcome"?,"retryable"?,"retry_of_idx"?,
+//	                                                    "result"?,"error"?,"hint"?,"expires_at"}
+//	GET    /v1/batch/{id}/results    stream        200 application/x-ndjson, one TargetStatus with its result per line
+//	POST   /v1/batch/{id}/retry      retry         202 as a submit, with "retry_of"
 //	DELETE /v1/batch/{id}            cancel        200 {"success":true,"status":"cancelled"}
-//	GET    /v1/batch[?limit=n]       list          200 {"jobs":[{"job_id","status","targets_total","targets_done","created_at","expires_at"}]}
+//	GET    /v1/batch[?limit=n]       list          200 {"jobs":[{"job_id","status","retry_of"?,"targets_total","targets_done",
+//	                                                    "created_at","expires_at"}]}
 //
-// The shapes are the types of wire.go ([SubmitResponse], [StatusResponse],
-// [ResultResponse], [CancelResponse], [ListResponse]). Every error has one
-// shape, [ErrorResponse]: {"success":false,"error":"…","hint"?}. Times are
-// RFC 3339 in UTC, to the second. Every response is JSON and carries
-// Cache-Control: no-store.
+// A TargetStatus is {"idx","url","status","outcome"?,"retryable"?,
+// "retry_of_idx"?,"error"?,"hint"?,"result"?}. The shapes are the types of
+// wire.go ([SubmitResponse], [StatusResponse], [TargetStatus],
+// [ResultResponse], [CancelResponse], [ListResponse]). Times are RFC 3339
+// in UTC, to the second. Every JSON response carries Cache-Control:
+// no-store, and every response an X-Request-Id (see [RequestIDHeader]).
 //
-// Errors, as SPEC §6 has them: 400 "invalid batch: …" (bad body);
-// 422 "blocked: target <idx>: <reason>" (the pre-check; no job is created);
-// 422 "too many targets (max N)"; 429 "busy: a batch of yours is still
-// running" with Retry-After: 30; 429 "batch jobs busy" with Retry-After: 60;
-// 413 for a body over [MaxBodyBytes]; 404 "not found"; 409 "job already
-// finished". Besides: 400 "invalid request: …" for a bad query parameter;
-// 401 from the authenticator; 405 "method not allowed" with an Allow header;
-// 503 "batch jobs unavailable" with Retry-After: 5 while the runner is not
-// started, closing, or its store timed out; 500 "internal error" for
-// anything else, whose text is never sent.
+// Outcomes. Every finished target carries "outcome", a [batch.Outcome], and
+// "retryable", [batch.Outcome.Retryable]: an agent tells a failure worth
+// retrying from a permanent one without parsing "error".
+//
+// Errors. Every error has one shape, [ErrorResponse]:
+// {"success":false,"code":"…","error":"…","hint"?,"request_id":"…"}. code
+// is one of the Code constants, stable across releases; error is English
+// for a person. SPEC §6 has the seeds' statuses and messages: 400
+// "invalid batch: …" ([CodeInvalidBatch]); 422 "blocked: target <idx>:
+// <reason>" ([CodeBlocked]; no job is created); 422 "too many targets (max
+// N)" ([CodeTooManyTargets]); 429 "busy: a batch of yours is still running"
+// with Retry-After: 30 ([CodeCallerBusy]); 429 "batch jobs busy" with
+// Retry-After: 60 ([CodeJobsBusy]); 413 for a body over [MaxBodyBytes]
+// ([CodeBodyTooLarge]); 404 "not found" ([CodeNotFound]); 409 "job already
+// finished" ([CodeJobFinished]). Besides: 400 "invalid request: …" for a
+// bad query parameter ([CodeInvalidRequest]); 401 from the authenticator
+// ([CodeUnauthorized]); 405 "method not allowed" with an Allow header; 409
+// [CodeJobLive] and [CodeNothingToRetry] for a retry; 503 "batch jobs
+// unavailable" with Retry-After: 5 while the runner is not started,
+// closing, or its store timed out ([CodeUnavailable]); 500 "internal
+// error" for anything else, whose text is never sent.
+//
+// Retry. POST /v1/batch/{id}/retry makes a new job of the finished job's
+// targets that did not end done, as [batch.Runner.Retry] describes; the
+// answer is a submit's, with "retry_of". Its targets passed the pre-check
+// when they were submitted and are not checked again; the fetcher's
+// connect-time guard holds for them as for any target.
+//
+// Results stream. GET /v1/batch/{id}/results writes one NDJSON line per
+// finished target, in idx order, holding one result in memory at a time.
+// ?follow=1 keeps the stream open, writing each target as it finishes,
+// until the job ends or [batch.MaxWait] has passed; ?after=N starts after
+// target N. The stream ends with the [StatusTrailer] trailer, the job's
+// status then: a live status means the cap ended it, and the client
+// resumes with ?after= the last idx it read ([Client.Results] does). A
+// stream that fails after its header (the job swept mid-stream, a store
+// error) is cut short, without the trailer.
 //
 // Every request is authenticated first, whatever its path. A job of another
 // caller, an unknown id, an id that cannot be a job id and an idx outside
