@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -17,9 +18,19 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchstore"
 )
 
 func openTest(t *testing.T, cfg Config) *httptest.Server {
+	t.Helper()
+	_, srv := openDaemon(t, cfg)
+	return srv
+}
+
+// openDaemon opens a daemon on cfg (a new SQLite file and alice's key by
+// default) and serves it; the cleanup closes both. An error of Close fails
+// the test unless the test closed the store itself.
+func openDaemon(t *testing.T, cfg Config) (*Daemon, *httptest.Server) {
 	t.Helper()
 	if cfg.DB == "" {
 		cfg.DB = filepath.Join(t.TempDir(), "d.db")
@@ -36,11 +47,11 @@ func openTest(t *testing.T, cfg Config) *httptest.Server {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := d.Close(ctx); err != nil {
+		if err := d.Close(ctx); err != nil && !errors.Is(err, batchstore.ErrClosed) {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return srv
+	return d, srv
 }
 
 func get(t *testing.T, url, key string) (int, string) {
@@ -251,19 +262,7 @@ func TestDescribeDB(t *testing.T) {
 
 func TestDaemon_Readyz(t *testing.T) {
 	t.Parallel()
-	d, err := Open(t.Context(), Config{
-		DB: filepath.Join(t.TempDir(), "r.db"), Keys: []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Close(ctx) // the store is closed already
-	})
+	d, srv := openDaemon(t, Config{})
 	probe := func(path string) *http.Response {
 		t.Helper()
 		resp, err := http.Get(srv.URL + path)

@@ -300,51 +300,19 @@ func TestFetcher_Fetch(t *testing.T) {
 
 	t.Run("ConnectionReset", func(t *testing.T) {
 		t.Parallel()
-		// A server that reads the request and closes without answering.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Read(make([]byte, 4096))
-				c.Close()
-			}
-		}()
-		b := setup(t, nil, ln.Addr().String())
-		u := "http://" + ln.Addr().String() + "/c-reset"
-		_, err = b.fetch(t, u, batch.Options{})
+		addr := rawServer(t, nil) // reads the request, closes without answering
+		b := setup(t, nil, addr)
+		u := "http://" + addr + "/c-reset"
+		_, err := b.fetch(t, u, batch.Options{})
 		b.wantErr(t, err, u, batch.OutcomeUpstream5xx, "fetch: connection closed by upstream")
 	})
 
 	t.Run("TLSHandshakeFailed", func(t *testing.T) {
 		t.Parallel()
-		// A server that answers the ClientHello with bytes that are no TLS
-		// record.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Read(make([]byte, 4096))
-				_, _ = c.Write([]byte("\x00\x01\x02\x03\x04 not tls at all"))
-				c.Close()
-			}
-		}()
-		b := setup(t, nil, ln.Addr().String())
-		u := "https://" + ln.Addr().String() + "/c-handshake"
-		_, err = b.fetch(t, u, batch.Options{})
+		addr := rawServer(t, []byte("\x00\x01\x02\x03\x04 not tls at all")) // no TLS record
+		b := setup(t, nil, addr)
+		u := "https://" + addr + "/c-handshake"
+		_, err := b.fetch(t, u, batch.Options{})
 		b.wantErr(t, err, u, batch.OutcomeUnsupported, "tls: handshake failed")
 	})
 

@@ -238,3 +238,29 @@ func (b *testBundle) wantErr(t *testing.T, err error, u string, outcome batch.Ou
 	}
 	assertNoLeak(t, err, b.secrets(u)...)
 }
+
+// rawServer listens on loopback and answers every connection by reading
+// what the client sends first, writing reply (nothing if nil) and closing.
+// It returns its address.
+func rawServer(t *testing.T, reply []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 4096))
+			if reply != nil {
+				_, _ = c.Write(reply)
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
