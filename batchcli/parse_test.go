@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchcli"
 )
 
@@ -70,47 +69,4 @@ func TestParse(t *testing.T) {
 	bad("list --limit 0", "from 1 to 100")
 	bad("list --limit 101", "from 1 to 100")
 	bad("submit --wait x", "unknown flag")
-}
-
-func TestParseTargets(t *testing.T) {
-	t.Parallel()
-	ok := func(in string, want ...string) {
-		t.Helper()
-		ts, err := batchcli.ParseTargets(strings.NewReader(in))
-		if err != nil {
-			t.Fatalf("ParseTargets(%q): %v", in, err)
-		}
-		var urls []string
-		for _, tg := range ts {
-			urls = append(urls, tg.URL)
-		}
-		if strings.Join(urls, " ") != strings.Join(want, " ") {
-			t.Errorf("ParseTargets(%q) = %v, want %v", in, urls, want)
-		}
-	}
-	ok(`{"targets":[{"url":"https://a.test/","mode":"clean"},{"url":"https://b.test/"}]}`, "https://a.test/", "https://b.test/")
-	ok(` [{"url":"https://a.test/"}] `, "https://a.test/")
-	ok("https://a.test/\n\n# a comment\n  https://b.test/x  \n", "https://a.test/", "https://b.test/x")
-
-	ts, _ := batchcli.ParseTargets(strings.NewReader(`[{"url":"u","mode":"raw","context":false}]`))
-	if ts[0].Mode != batch.ModeRaw || ts[0].Context == nil || *ts[0].Context {
-		t.Errorf("options lost: %+v", ts[0])
-	}
-
-	bad := func(in, wantInErr string) {
-		t.Helper()
-		_, err := batchcli.ParseTargets(strings.NewReader(in))
-		if err == nil || !strings.Contains(err.Error(), wantInErr) {
-			t.Errorf("ParseTargets(%q) error = %v, want one containing %q", in, err, wantInErr)
-		}
-	}
-	bad("", "no targets")
-	bad("  \n# only a comment\n", "no targets")
-	bad(`{"targets":[]}`, "no targets")
-	bad(`[]`, "no targets")
-	bad(`{"targets":[{"url":"u","bogus":1}]}`, "unknown field")
-	bad(`[{"url":"u"}] [1]`, "trailing data")
-	bad(`{"targets":[{"url":5}]}`, "invalid targets JSON")
-	bad("https://a.test/ https://b.test/", "not a single URL")
-	bad(strings.Repeat("x", 2<<20), "over")
 }
