@@ -87,8 +87,10 @@ func (c *CLI) Run(ctx context.Context, args []string) error {
 	var ue *UsageError
 	var ae *batchhttp.APIError
 	switch {
+	case errors.As(err, &ue) && ue.Verb != "":
+		fmt.Fprintf(c.cfg.Stderr, "batch: %s\n%s\nRun \"batch %s --help\" for details.\n", ue, verbs[ue.Verb].synopsis(), ue.Verb)
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.cfg.Stderr, "batch: %s\n\n%s", ue.Msg, Usage)
+		fmt.Fprintf(c.cfg.Stderr, "batch: %s\n\n%s", ue, Usage)
 	case errors.As(err, &ae):
 		fmt.Fprintf(c.cfg.Stderr, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
 		if ae.Hint != "" {
@@ -109,7 +111,7 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 		return err
 	}
 	if cmd.Verb == VerbHelp {
-		_, err := io.WriteString(c.cfg.Stdout, Usage)
+		_, err := io.WriteString(c.cfg.Stdout, helpText(cmd.Topic))
 		return err
 	}
 	if c.cfg.Client == nil {
@@ -139,7 +141,7 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 		}
 		return c.print(resp)
 	}
-	return usagef("unknown command %q", cmd.Verb)
+	return usagef("", "unknown command %q", cmd.Verb)
 }
 
 // print writes v as indented JSON to Stdout.
@@ -148,21 +150,6 @@ func (c *CLI) print(v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// ExitCode maps the error of [CLI.Run] to a process exit code: 0 for nil, 2
-// for a usage error, 1 for anything else (the server said no, or it could
-// not be reached).
-func ExitCode(err error) int {
-	var ue *UsageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	default:
-		return 1
-	}
 }
 
 func isTerminal(w io.Writer) bool {

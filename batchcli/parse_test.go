@@ -35,6 +35,16 @@ func TestParse(t *testing.T) {
 	ok("help", batchcli.Command{Verb: "help"})
 	ok("--help", batchcli.Command{Verb: "help"})
 	ok("status -- --weird-id", batchcli.Command{Verb: "status", ID: "--weird-id"})
+	ok("help status", batchcli.Command{Verb: "help", Topic: "status"})
+	ok("help help", batchcli.Command{Verb: "help", Topic: "help"})
+	// --help wins over whatever else the line holds, before "--".
+	for _, verb := range []string{"submit", "status", "result", "cancel", "list"} {
+		ok(verb+" --help", batchcli.Command{Verb: "help", Topic: verb})
+		ok(verb+" -h", batchcli.Command{Verb: "help", Topic: verb})
+	}
+	ok("status abc --bogus -help", batchcli.Command{Verb: "help", Topic: "status"})
+	ok("result --help 1 2 3", batchcli.Command{Verb: "help", Topic: "result"})
+	ok("status -- --help", batchcli.Command{Verb: "status", ID: "--help"})
 
 	bad := func(args, wantInMsg string) {
 		t.Helper()
@@ -43,8 +53,8 @@ func TestParse(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Fatalf("Parse(%q) error = %v, want a UsageError", args, err)
 		}
-		if !strings.Contains(ue.Msg, wantInMsg) {
-			t.Errorf("Parse(%q) error %q does not mention %q", args, ue.Msg, wantInMsg)
+		if !strings.Contains(ue.Error(), wantInMsg) {
+			t.Errorf("Parse(%q) error %q does not mention %q", args, ue, wantInMsg)
 		}
 		if batchcli.ExitCode(err) != 2 {
 			t.Errorf("ExitCode(%v) = %d, want 2", err, batchcli.ExitCode(err))
@@ -52,21 +62,26 @@ func TestParse(t *testing.T) {
 	}
 	bad("", "missing command")
 	bad("frobnicate", `unknown command "frobnicate"`)
-	bad("submit", "want 1 argument(s), got 0")
-	bad("submit a.json b.json", "want 1 argument(s), got 2")
-	bad("status", "want 1 argument(s), got 0")
-	bad("status a b", "got 2")
+	bad("submit", "submit: missing <targets.json|->")
+	bad("submit a.json b.json", `submit: unexpected argument "b.json"`)
+	bad("status", "status: missing <id>")
+	bad("status a b", `unexpected argument "b"`)
 	bad("status abc --bogus", `unknown flag "--bogus"`)
 	bad("status abc --wait --wait", "given twice")
 	bad("status abc --wait=maybe", "takes no value")
-	bad("result abc", "want 2 argument(s), got 1")
+	bad("result abc", "result: missing <idx>")
 	bad("result abc x", "non-negative integer")
 	bad("result abc -1", `unknown flag "-1"`)
-	bad("cancel", "want 1 argument(s)")
+	bad("cancel", "cancel: missing <id>")
 	bad("cancel a --results", "unknown flag")
-	bad("list extra", "want 0 argument(s)")
+	bad("list extra", `list: unexpected argument "extra"`)
 	bad("list --limit", "needs a value")
 	bad("list --limit 0", "from 1 to 100")
 	bad("list --limit 101", "from 1 to 100")
 	bad("submit --wait x", "unknown flag")
+	bad("help bogus", `unknown command "bogus"`)
+	bad("help status list", `help: unexpected argument "list"`)
+	if _, err := batchcli.Parse([]string{"status", ""}); err == nil || !strings.Contains(err.Error(), "empty job id") {
+		t.Errorf(`Parse("status", "") error = %v, want "empty job id"`, err)
+	}
 }
