@@ -1,14 +1,3 @@
-// Package batchcli is the batch command set a host CLI mounts: submit,
-// status, result, cancel and list, spoken over HTTP through a
-// [batchhttp.Client]. It never exits the process: [CLI.Run] returns an error
-// and the host's main picks the exit code with [ExitCode] (0 ok, 1 the server
-// said no, 2 usage).
-//
-// Output is the server's JSON body, indented, so that an agent can parse it;
-// errors go to standard error with the server's message and hint. status
-// --wait follows the job with the long-poll until it is finished; on a
-// terminal it redraws one progress line (12/32 done · 1 failed · 00:41), and
-// elsewhere it prints one line per change.
 package batchcli
 
 import (
@@ -17,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"time"
 
@@ -78,38 +68,75 @@ var ErrReported = errors.New("batchcli: error reported")
 
 // Run parses args (the arguments after the command name, e.g.
 // ["status", id, "--wait"]) and runs the command. It writes the error to
-// Stderr itself and returns it; see [ExitCode].
+// Stderr itself and returns it wrapped in [ErrReported]; [ExitCode] maps
+// it to the exit code. If ctx is cancelled (the host's Ctrl-C), Run ends
+// with a short note of what became of the request, and ExitCode gives
+// [ExitInterrupted].
 func (c *CLI) Run(ctx context.Context, args []string) error {
-	err := c.run(ctx, args)
+	cmd, err := Parse(args)
+	if err == nil {
+		err = c.run(ctx, cmd)
+	}
 	if err == nil {
 		return nil
 	}
-	var ue *UsageError
-	var ae *batchhttp.APIError
-	switch {
-	case errors.As(err, &ue) && ue.Verb != "":
-		fmt.Fprintf(c.cfg.Stderr, "batch: %s\n%s\nRun \"batch %s --help\" for details.\n", ue, verbs[ue.Verb].synopsis(), ue.Verb)
-	case errors.As(err, &ue):
-		fmt.Fprintf(c.cfg.Stderr, "batch: %s\n\n%s", ue, Usage)
-	case errors.As(err, &ae):
-		fmt.Fprintf(c.cfg.Stderr, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
-		if ae.Hint != "" {
-			fmt.Fprintf(c.cfg.Stderr, "hint: %s\n", ae.Hint)
-		}
-		if ae.RetryAfter > 0 {
-			fmt.Fprintf(c.cfg.Stderr, "retry after: %s\n", ae.RetryAfter)
-		}
-	default:
-		fmt.Fprintf(c.cfg.Stderr, "batch: %v\n", err)
+	_, usage := errors.AsType[*UsageError](err)
+	_, ended := errors.AsType[*jobError](err)
+	if errors.Is(ctx.Err(), context.Canceled) && !usage && !ended {
+		err = &interruptedError{err: err, note: interruptNote(cmd)}
 	}
+	c.report(err)
 	return fmt.Errorf("%w: %w", ErrReported, err)
 }
 
-func (c *CLI) run(ctx context.Context, args []string) error {
-	cmd, err := Parse(args)
-	if err != nil {
-		return err
+// report writes err to Stderr for a person: the server's message and hint,
+// or what went wrong on the way, never a raw "context canceled".
+func (c *CLI) report(err error) {
+	w := c.cfg.Stderr
+	if ie, ok := errors.AsType[*interruptedError](err); ok {
+		if ie.note != "" {
+			fmt.Fprintf(w, "batch: interrupted; %s\n", ie.note)
+		} else {
+			fmt.Fprintln(w, "batch: interrupted")
+		}
+		return
 	}
+	if ue, ok := errors.AsType[*UsageError](err); ok {
+		if ue.Verb != "" {
+			fmt.Fprintf(w, "batch: %s\n%s\nRun \"batch %s --help\" for details.\n", ue, verbs[ue.Verb].synopsis(), ue.Verb)
+		} else {
+			fmt.Fprintf(w, "batch: %s\n\n%s", ue, Usage)
+		}
+		return
+	}
+	if ae, ok := errors.AsType[*batchhttp.APIError](err); ok {
+		fmt.Fprintf(w, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
+		if ae.Hint != "" {
+			fmt.Fprintf(w, "hint: %s\n", ae.Hint)
+		}
+		if ae.RetryAfter > 0 {
+			fmt.Fprintf(w, "retry after: %s\n", ae.RetryAfter)
+		}
+		return
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		// The request's URL holds a job id and a query; the server's
+		// origin is what the user gave.
+		origin := "the server"
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			origin = u.Scheme + "://" + u.Host
+		}
+		if ue.Timeout() {
+			fmt.Fprintf(w, "batch: no answer from %s in time: %v\n", origin, ue.Err)
+		} else {
+			fmt.Fprintf(w, "batch: no answer from %s: %v\n", origin, ue.Err)
+		}
+		return
+	}
+	fmt.Fprintf(w, "batch: %v\n", err)
+}
+
+func (c *CLI) run(ctx context.Context, cmd Command) error {
 	if cmd.Verb == VerbHelp {
 		_, err := io.WriteString(c.cfg.Stdout, helpText(cmd.Topic))
 		return err
@@ -125,19 +152,19 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	case VerbResult:
 		resp, err := c.cfg.Client.Result(ctx, cmd.ID, cmd.Idx)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	case VerbCancel:
 		resp, err := c.cfg.Client.Cancel(ctx, cmd.ID)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	case VerbList:
 		resp, err := c.cfg.Client.List(ctx, cmd.Limit)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	}

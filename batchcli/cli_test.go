@@ -34,7 +34,18 @@ type testBundle struct {
 func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 	t.Helper()
 	fetch := batchtest.NewBlockingFetcher()
-	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch.Fetch, PollInterval: 10 * time.Millisecond})
+	b := &testBundle{fetch: fetch, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	b.runner, b.url = serve(t, fetch.Fetch)
+	b.cli = b.newCLI(t, "alice-key", stdin, terminal)
+	return b
+}
+
+// serve serves the real handler over an in-memory runner with fetch, for
+// the keys alice-key and bob-key, and returns the runner and the server's
+// URL.
+func serve(t *testing.T, fetch batch.FetchFunc) (*batch.Runner, string) {
+	t.Helper()
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: 10 * time.Millisecond})
 	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +59,7 @@ func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 	mux.Handle("/v1/batch/", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	b := &testBundle{runner: r, fetch: fetch, url: srv.URL, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
-	b.cli = b.newCLI(t, "alice-key", stdin, terminal)
-	return b
+	return r, srv.URL
 }
 
 func (b *testBundle) newCLI(t *testing.T, key, stdin string, terminal bool) *batchcli.CLI {
@@ -169,40 +178,6 @@ func TestCLI_CancelAndList(t *testing.T) {
 	err := bob.Run(t.Context(), []string{"status", id})
 	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "not found (HTTP 404)") {
 		t.Fatalf("bob's status: %v, stderr %q", err, b.stderr)
-	}
-}
-
-func TestCLI_Errors(t *testing.T) {
-	t.Parallel()
-	b := setup(t, "not a url list\n", false)
-	err := b.run(t, "status")
-	if batchcli.ExitCode(err) != 2 || !strings.Contains(b.stderr.String(), "usage: batch") {
-		t.Errorf("usage error: %v, stderr %q", err, b.stderr)
-	}
-	err = b.run(t, "submit", "-")
-	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "not a single URL") {
-		t.Errorf("bad input: %v, stderr %q", err, b.stderr)
-	}
-	err = b.run(t, "submit", filepath.Join(t.TempDir(), "missing.json"))
-	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "read targets") {
-		t.Errorf("missing file: %v, stderr %q", err, b.stderr)
-	}
-	ts := make([]string, 33)
-	for i := range ts {
-		ts[i] = "https://a.test/" + strings.Repeat("x", i+1)
-	}
-	b2 := setup(t, strings.Join(ts, "\n"), false)
-	err = b2.run(t, "submit", "-")
-	if batchcli.ExitCode(err) != 1 || !strings.Contains(b2.stderr.String(), "too many targets (max 32) (HTTP 422)") {
-		t.Errorf("33 targets: %v, stderr %q", err, b2.stderr)
-	}
-	bad := b.newCLI(t, "wrong-key", "", false)
-	b.stderr.Reset()
-	if err := bad.Run(t.Context(), []string{"list"}); batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "HTTP 401") {
-		t.Errorf("wrong key: %v, stderr %q", err, b.stderr)
-	}
-	if err := b.run(t, "help"); err != nil || !strings.Contains(b.stdout.String(), "usage: batch") {
-		t.Errorf("help: %v, %q", err, b.stdout)
 	}
 }
 

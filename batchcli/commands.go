@@ -3,8 +3,10 @@ package batchcli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -15,8 +17,11 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 	var in io.Reader = c.cfg.Stdin
 	if cmd.File != "-" {
 		data, err := c.cfg.ReadFile(cmd.File)
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			return usagef(VerbSubmit, "cannot read %s: %v", pe.Path, pe.Err)
+		}
 		if err != nil {
-			return fmt.Errorf("read targets: %w", err)
+			return usagef(VerbSubmit, "cannot read %s: %v", cmd.File, err)
 		}
 		in = bytes.NewReader(data)
 	}
@@ -26,7 +31,7 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 	}
 	resp, err := c.cfg.Client.Submit(ctx, targets)
 	if err != nil {
-		return err
+		return fromClient(err)
 	}
 	return c.print(resp)
 }
@@ -36,7 +41,7 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 	if !cmd.Wait {
 		resp, err := c.cfg.Client.Status(ctx, cmd.ID, q)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	}
@@ -58,7 +63,7 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 			if term && last != "" {
 				fmt.Fprintln(c.cfg.Stderr)
 			}
-			return err
+			return fromClient(err)
 		}
 		since = resp.TargetsDone
 		line := progressLine(resp, time.Since(start))
@@ -78,20 +83,35 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 	}
 	resp, err := c.cfg.Client.Status(ctx, cmd.ID, q)
 	if err != nil {
+		return fromClient(err)
+	}
+	if err := c.print(resp); err != nil {
 		return err
 	}
-	return c.print(resp)
+	if resp.Status != batch.JobDone {
+		return &jobError{s: resp}
+	}
+	return nil
 }
 
 // progressLine renders "12/32 done · 1 failed · 00:41 · running".
 func progressLine(s batchhttp.StatusResponse, elapsed time.Duration) string {
-	failed := 0
-	for _, t := range s.Targets {
-		if t.Status == batch.TargetFailed {
-			failed++
-		}
-	}
+	_, failed := counts(s)
 	secs := int(elapsed.Seconds())
 	return fmt.Sprintf("%d/%d done · %d failed · %02d:%02d · %s",
 		s.TargetsDone, s.TargetsTotal, failed, secs/60, secs%60, s.Status)
+}
+
+// counts returns how many of the job's targets are done and how many
+// failed.
+func counts(s batchhttp.StatusResponse) (ok, failed int) {
+	for _, t := range s.Targets {
+		switch t.Status {
+		case batch.TargetDone:
+			ok++
+		case batch.TargetFailed:
+			failed++
+		}
+	}
+	return ok, failed
 }

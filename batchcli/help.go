@@ -15,6 +15,14 @@ commands:
 
 Run "batch <command> --help" for the details of a command. Answers are the
 server's JSON bodies on standard output; errors go to standard error.
+
+exit status:
+  0    ok; for status --wait, the job ended done
+  1    refused: the server answered 4xx, or the targets input is invalid
+  2    usage: a wrong command line, or a targets file that cannot be read
+  3    the server or the network failed: a 5xx answer, no connection, a timeout
+  4    status --wait: the job ended partial, failed or cancelled
+  130  interrupted (Ctrl-C)
 `
 
 // verb describes one command: its arguments, its flags and its help.
