@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"time"
@@ -32,7 +33,15 @@ type Config struct {
 	PollWait time.Duration
 	// ReadFile reads submit's input file. Defaults to os.ReadFile.
 	ReadFile func(name string) ([]byte, error)
+	// KeyHint is the hint printed with a 401 answer: how to pass the key
+	// to this CLI. Defaults to [DefaultKeyHint]; a host that takes the key
+	// another way says so here.
+	KeyHint string
 }
+
+// DefaultKeyHint is the [Config.KeyHint] of a CLI that takes its key as
+// the example CLI does.
+const DefaultKeyHint = "pass the key with --key KEY or in the BATCH_KEY environment variable"
 
 // CLI runs batch commands. Create one with [New].
 type CLI struct {
@@ -58,6 +67,9 @@ func New(cfg Config) *CLI {
 	}
 	if cfg.ReadFile == nil {
 		cfg.ReadFile = os.ReadFile
+	}
+	if cfg.KeyHint == "" {
+		cfg.KeyHint = DefaultKeyHint
 	}
 	return &CLI{cfg: cfg}
 }
@@ -111,8 +123,14 @@ func (c *CLI) report(err error) {
 	}
 	if ae, ok := errors.AsType[*batchhttp.APIError](err); ok {
 		fmt.Fprintf(w, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
-		if ae.Hint != "" {
-			fmt.Fprintf(w, "hint: %s\n", ae.Hint)
+		hint := ae.Hint
+		if ae.StatusCode == http.StatusUnauthorized {
+			// The server's hint speaks HTTP ("send Authorization: Bearer");
+			// the user needs this CLI's way of passing the key.
+			hint = c.cfg.KeyHint
+		}
+		if hint != "" {
+			fmt.Fprintf(w, "hint: %s\n", hint)
 		}
 		if ae.RetryAfter > 0 {
 			fmt.Fprintf(w, "retry after: %s\n", ae.RetryAfter)

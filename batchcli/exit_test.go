@@ -141,7 +141,9 @@ func TestCLI_ExitCodes(t *testing.T) {
 		runCLI(t, t.Context(), b.url, "bob-key", nil, "", "status", id).
 			check(t, "another caller's job", batchcli.ExitRefused, "batch: not found (HTTP 404)")
 		runCLI(t, t.Context(), b.url, "wrong-key", nil, "", "list").
-			check(t, "wrong key", batchcli.ExitRefused, "batch: unauthorized (HTTP 401)")
+			check(t, "wrong key", batchcli.ExitRefused, "batch: unauthorized (HTTP 401)\nhint: "+batchcli.DefaultKeyHint+"\n")
+		runCLI(t, t.Context(), b.url, "", nil, "", "list").
+			check(t, "no key", batchcli.ExitRefused, "batch: unauthorized (HTTP 401)\nhint: "+batchcli.DefaultKeyHint+"\n")
 		many := make([]string, 33)
 		for i := range many {
 			many[i] = "https://a.test/" + strings.Repeat("x", i+1)
@@ -221,4 +223,21 @@ func (w *firstWrite) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// A 401 tells the user how to pass the key to this CLI (the host's words),
+// not how to send an HTTP header.
+func TestCLI_KeyHint(t *testing.T) {
+	t.Parallel()
+	_, url := serve(t, nil)
+	client, err := batchhttp.NewClient(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cli := batchcli.New(batchcli.Config{Client: client, Stdout: io.Discard, Stderr: &stderr, KeyHint: "run: sift login"})
+	err = cli.Run(t.Context(), []string{"list"})
+	if want := "batch: unauthorized (HTTP 401)\nhint: run: sift login\n"; batchcli.ExitCode(err) != batchcli.ExitRefused || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want 1, %q", batchcli.ExitCode(err), stderr.String(), want)
+	}
 }
