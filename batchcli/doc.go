@@ -5,9 +5,14 @@
 //
 // Output is the server's JSON body, indented, so that an agent can parse it;
 // errors go to standard error with the server's message and hint. status
-// --wait follows the job with the long-poll until it is finished; on a
-// terminal it redraws one progress line (12/32 done · 1 failed · 00:41), and
-// elsewhere it prints one line per change.
+// --wait follows the job with the long-poll until it is finished. On a
+// terminal (Stdout and Stderr both) it keeps one progress line on Stderr,
+// redrawn on every change and every second, so that its clock runs while
+// a slow target holds the counts still:
+//
+//	12 ok / 1 failed / 32 total · 00:41 · running
+//
+// Elsewhere it prints that line once per change of the counts.
 //
 // # Exit codes
 //
