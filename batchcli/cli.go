@@ -2,7 +2,6 @@ package batchcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -187,14 +186,6 @@ func (c *CLI) run(ctx context.Context, cmd Command) error {
 		return c.print(resp)
 	}
 	return usagef("", "unknown command %q", cmd.Verb)
-}
-
-// print writes v as indented JSON to Stdout.
-func (c *CLI) print(v any) error {
-	enc := json.NewEncoder(c.cfg.Stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }
 
 func isTerminal(w io.Writer) bool {
