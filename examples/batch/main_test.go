@@ -156,3 +156,21 @@ func TestRun_KeyHint(t *testing.T) {
 	f("wrong $BATCH_KEY", "the server did not accept the key in $BATCH_KEY; pass another with --key KEY or in BATCH_KEY", "list")
 	f("empty --key", "no key was given: pass one with --key KEY or in the BATCH_KEY environment variable", "--key=", "list")
 }
+
+// The sample the daemon's start-up hint names is a valid submit: the CLI's
+// strict parse takes it, and the server takes every target.
+func TestTargetsSample(t *testing.T) {
+	t.Parallel()
+	url := serve(t, nil)
+	code, stdout, stderr := runBatch(t, "", "--server", url, "--key", "s3cret", "submit", "../targets.json")
+	if code != batchcli.ExitOK {
+		t.Fatalf("submit ../targets.json: exit %d, %s", code, stderr)
+	}
+	if sub := decodeJSON[batchhttp.SubmitResponse](t, stdout); sub.Targets != 3 || sub.JobID == "" {
+		t.Errorf("submit printed %+v", sub)
+	}
+	code, _, stderr = runBatch(t, "", "--server", url, "--key", "s3cret", "status", decodeJSON[batchhttp.SubmitResponse](t, stdout).JobID, "--wait")
+	if code != batchcli.ExitOK {
+		t.Errorf("status --wait: exit %d, %s", code, stderr)
+	}
+}
