@@ -15,7 +15,7 @@ import (
 
 // Config configures a [CLI].
 type Config struct {
-	// Client talks to the server. Required.
+	// Client talks to the server. Required by every command but help.
 	Client *batchhttp.Client
 	// Stdin is read by "submit -". Defaults to os.Stdin.
 	Stdin io.Reader

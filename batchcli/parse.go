@@ -18,6 +18,7 @@ const (
 
 // Command is one parsed command line.
 type Command struct {
+	// Verb is the command: one of the Verb constants.
 	Verb string
 	// Topic is the verb whose help VerbHelp prints ("batch help status",
 	// "batch status --help"); empty for the overview ("batch help",
@@ -44,7 +45,8 @@ type UsageError struct {
 	// Verb is the command the error is about; empty if the command itself
 	// is missing or unknown.
 	Verb string
-	Msg  string
+	// Msg says what is wrong, e.g. "missing <id>".
+	Msg string
 }
 
 // Error returns the message, prefixed with the verb if there is one.
