@@ -173,10 +173,11 @@ func TestCLI_ExitCodes(t *testing.T) {
 		t.Cleanup(garbled.Close)
 		runCLI(t, t.Context(), garbled.URL, "k", nil, "", "list").check(t, "not JSON", batchcli.ExitServerError, "decode answer")
 
-		gone := httptest.NewServer(http.NotFoundHandler())
-		gone.Close()
-		r := runCLI(t, t.Context(), gone.URL, "k", nil, "", "status", "job-1")
-		r.check(t, "connection refused", batchcli.ExitServerError, "batch: no answer from "+gone.URL+": ", "connection refused")
+		// Nothing listens on port 1 (a port just closed could be taken by
+		// another test's listener).
+		const gone = "http://127.0.0.1:1"
+		r := runCLI(t, t.Context(), gone, "k", nil, "", "status", "job-1")
+		r.check(t, "connection refused", batchcli.ExitServerError, "batch: no answer from "+gone+": ", "connection refused")
 		if strings.Contains(r.stderr, "job-1") || strings.Contains(r.stderr, "/v1/batch") {
 			t.Errorf("connection refused: stderr %q carries the request's path", r.stderr)
 		}

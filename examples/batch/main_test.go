@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
@@ -134,9 +133,7 @@ func TestRun_ExitCodes(t *testing.T) {
 	f("not found", batchcli.ExitRefused, "batch: not found (HTTP 404)", "--server", url, "--key", "s3cret", "result", sub.JobID, "7")
 	f("usage", batchcli.ExitUsage, "batch: result: missing <idx>", "--server", url, "--key", "s3cret", "result", sub.JobID)
 	f("bad server URL", batchcli.ExitUsage, `batch: --server "127.0.0.1:8080": `, "--server", "127.0.0.1:8080", "list")
-	gone := httptest.NewServer(http.NotFoundHandler())
-	gone.Close()
-	f("no server", batchcli.ExitServerError, "batch: no answer from "+gone.URL, "--server", gone.URL, "--key", "s3cret", "list")
+	f("no server", batchcli.ExitServerError, "batch: no answer from http://127.0.0.1:1: ", "--server", "http://127.0.0.1:1", "--key", "s3cret", "list")
 }
 
 // A 401 says how to pass the key, in terms of where this key came from.
