@@ -161,7 +161,11 @@ func TestCLI_ExitCodes(t *testing.T) {
 	t.Run("ServerError", func(t *testing.T) {
 		t.Parallel()
 		unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			batchhttp.WriteError(w, http.StatusServiceUnavailable, "store unavailable", "")
+			// The wire's error shape, written by hand: what the CLI reads of
+			// it does not depend on the server's helper.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"success":false,"error":"store unavailable"}`)
 		}))
 		t.Cleanup(unavailable.Close)
 		runCLI(t, t.Context(), unavailable.URL, "k", nil, "", "status", "x").
