@@ -1,22 +1,12 @@
-// Package batchcli is the batch command set a host CLI mounts: submit,
-// status, result, cancel and list, spoken over HTTP through a
-// [batchhttp.Client]. It never exits the process: [CLI.Run] returns an error
-// and the host's main picks the exit code with [ExitCode] (0 ok, 1 the server
-// said no, 2 usage).
-//
-// Output is the server's JSON body, indented, so that an agent can parse it;
-// errors go to standard error with the server's message and hint. status
-// --wait follows the job with the long-poll until it is finished; on a
-// terminal it redraws one progress line (12/32 done · 1 failed · 00:41), and
-// elsewhere it prints one line per change.
 package batchcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -25,7 +15,7 @@ import (
 
 // Config configures a [CLI].
 type Config struct {
-	// Client talks to the server. Required.
+	// Client talks to the server. Required by every command but help.
 	Client *batchhttp.Client
 	// Stdin is read by "submit -". Defaults to os.Stdin.
 	Stdin io.Reader
@@ -42,7 +32,15 @@ type Config struct {
 	PollWait time.Duration
 	// ReadFile reads submit's input file. Defaults to os.ReadFile.
 	ReadFile func(name string) ([]byte, error)
+	// KeyHint is the hint printed with a 401 answer: how to pass the key
+	// to this CLI. Defaults to [DefaultKeyHint]; a host that takes the key
+	// another way says so here.
+	KeyHint string
 }
+
+// DefaultKeyHint is the [Config.KeyHint] of a CLI that takes its key as
+// the example CLI does.
+const DefaultKeyHint = "pass the key with --key KEY or in the BATCH_KEY environment variable"
 
 // CLI runs batch commands. Create one with [New].
 type CLI struct {
@@ -69,6 +67,9 @@ func New(cfg Config) *CLI {
 	if cfg.ReadFile == nil {
 		cfg.ReadFile = os.ReadFile
 	}
+	if cfg.KeyHint == "" {
+		cfg.KeyHint = DefaultKeyHint
+	}
 	return &CLI{cfg: cfg}
 }
 
@@ -78,38 +79,83 @@ var ErrReported = errors.New("batchcli: error reported")
 
 // Run parses args (the arguments after the command name, e.g.
 // ["status", id, "--wait"]) and runs the command. It writes the error to
-// Stderr itself and returns it; see [ExitCode].
+// Stderr itself and returns it wrapped in [ErrReported]; [ExitCode] maps
+// it to the exit code. If ctx is cancelled (the host's Ctrl-C), Run ends
+// with a short note of what became of the request, and ExitCode gives
+// [ExitInterrupted].
 func (c *CLI) Run(ctx context.Context, args []string) error {
-	err := c.run(ctx, args)
+	cmd, err := Parse(args)
+	if err == nil {
+		err = c.run(ctx, cmd)
+	}
 	if err == nil {
 		return nil
 	}
-	var ue *UsageError
-	var ae *batchhttp.APIError
-	switch {
-	case errors.As(err, &ue):
-		fmt.Fprintf(c.cfg.Stderr, "batch: %s\n\n%s", ue.Msg, Usage)
-	case errors.As(err, &ae):
-		fmt.Fprintf(c.cfg.Stderr, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
-		if ae.Hint != "" {
-			fmt.Fprintf(c.cfg.Stderr, "hint: %s\n", ae.Hint)
-		}
-		if ae.RetryAfter > 0 {
-			fmt.Fprintf(c.cfg.Stderr, "retry after: %s\n", ae.RetryAfter)
-		}
-	default:
-		fmt.Fprintf(c.cfg.Stderr, "batch: %v\n", err)
+	_, usage := errors.AsType[*UsageError](err)
+	_, ended := errors.AsType[*jobError](err)
+	if errors.Is(ctx.Err(), context.Canceled) && !usage && !ended {
+		err = &interruptedError{err: err, note: interruptNote(cmd)}
 	}
+	c.report(err)
 	return fmt.Errorf("%w: %w", ErrReported, err)
 }
 
-func (c *CLI) run(ctx context.Context, args []string) error {
-	cmd, err := Parse(args)
-	if err != nil {
-		return err
+// report writes err to Stderr for a person: the server's message and hint,
+// or what went wrong on the way, never a raw "context canceled".
+func (c *CLI) report(err error) {
+	w := c.cfg.Stderr
+	if ie, ok := errors.AsType[*interruptedError](err); ok {
+		if ie.note != "" {
+			fmt.Fprintf(w, "batch: interrupted; %s\n", ie.note)
+		} else {
+			fmt.Fprintln(w, "batch: interrupted")
+		}
+		return
 	}
+	if ue, ok := errors.AsType[*UsageError](err); ok {
+		if ue.Verb != "" {
+			fmt.Fprintf(w, "batch: %s\n%s\nRun \"batch %s --help\" for details.\n", ue, verbs[ue.Verb].synopsis(), ue.Verb)
+		} else {
+			fmt.Fprintf(w, "batch: %s\n\n%s", ue, Usage)
+		}
+		return
+	}
+	if ae, ok := errors.AsType[*batchhttp.APIError](err); ok {
+		fmt.Fprintf(w, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
+		hint := ae.Hint
+		if ae.StatusCode == http.StatusUnauthorized {
+			// The server's hint speaks HTTP ("send Authorization: Bearer");
+			// the user needs this CLI's way of passing the key.
+			hint = c.cfg.KeyHint
+		}
+		if hint != "" {
+			fmt.Fprintf(w, "hint: %s\n", hint)
+		}
+		if ae.RetryAfter > 0 {
+			fmt.Fprintf(w, "retry after: %s\n", ae.RetryAfter)
+		}
+		return
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		// The request's URL holds a job id and a query; the server's
+		// origin is what the user gave.
+		origin := "the server"
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			origin = u.Scheme + "://" + u.Host
+		}
+		if ue.Timeout() {
+			fmt.Fprintf(w, "batch: no answer from %s in time: %v\n", origin, ue.Err)
+		} else {
+			fmt.Fprintf(w, "batch: no answer from %s: %v\n", origin, ue.Err)
+		}
+		return
+	}
+	fmt.Fprintf(w, "batch: %v\n", err)
+}
+
+func (c *CLI) run(ctx context.Context, cmd Command) error {
 	if cmd.Verb == VerbHelp {
-		_, err := io.WriteString(c.cfg.Stdout, Usage)
+		_, err := io.WriteString(c.cfg.Stdout, helpText(cmd.Topic))
 		return err
 	}
 	if c.cfg.Client == nil {
@@ -123,46 +169,23 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	case VerbResult:
 		resp, err := c.cfg.Client.Result(ctx, cmd.ID, cmd.Idx)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	case VerbCancel:
 		resp, err := c.cfg.Client.Cancel(ctx, cmd.ID)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	case VerbList:
 		resp, err := c.cfg.Client.List(ctx, cmd.Limit)
 		if err != nil {
-			return err
+			return fromClient(err)
 		}
 		return c.print(resp)
 	}
-	return usagef("unknown command %q", cmd.Verb)
-}
-
-// print writes v as indented JSON to Stdout.
-func (c *CLI) print(v any) error {
-	enc := json.NewEncoder(c.cfg.Stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// ExitCode maps the error of [CLI.Run] to a process exit code: 0 for nil, 2
-// for a usage error, 1 for anything else (the server said no, or it could
-// not be reached).
-func ExitCode(err error) int {
-	var ue *UsageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	default:
-		return 1
-	}
+	return usagef("", "unknown command %q", cmd.Verb)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -34,7 +34,18 @@ type testBundle struct {
 func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 	t.Helper()
 	fetch := batchtest.NewBlockingFetcher()
-	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch.Fetch, PollInterval: 10 * time.Millisecond})
+	b := &testBundle{fetch: fetch, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	b.runner, b.url = serve(t, fetch.Fetch)
+	b.cli = b.newCLI(t, "alice-key", stdin, terminal)
+	return b
+}
+
+// serve serves the real handler over an in-memory runner with fetch, for
+// the keys alice-key and bob-key, and returns the runner and the server's
+// URL.
+func serve(t *testing.T, fetch batch.FetchFunc) (*batch.Runner, string) {
+	t.Helper()
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: 10 * time.Millisecond})
 	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +59,7 @@ func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 	mux.Handle("/v1/batch/", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	b := &testBundle{runner: r, fetch: fetch, url: srv.URL, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
-	b.cli = b.newCLI(t, "alice-key", stdin, terminal)
-	return b
+	return r, srv.URL
 }
 
 func (b *testBundle) newCLI(t *testing.T, key, stdin string, terminal bool) *batchcli.CLI {
@@ -114,7 +123,7 @@ func TestCLI_SubmitStatusResultCancel(t *testing.T) {
 	if st.Status != batch.JobDone || len(st.Targets) != 2 || st.Targets[1].Result == nil {
 		t.Fatalf("status --wait printed %+v", st)
 	}
-	if !strings.Contains(b.stderr.String(), "2/2 done · 0 failed") || strings.Contains(b.stderr.String(), "\r") {
+	if !strings.Contains(b.stderr.String(), "2 ok / 0 failed / 2 total · 00:") || strings.Contains(b.stderr.String(), "\r") {
 		t.Errorf("plain progress lines expected, got %q", b.stderr)
 	}
 
@@ -172,40 +181,6 @@ func TestCLI_CancelAndList(t *testing.T) {
 	}
 }
 
-func TestCLI_Errors(t *testing.T) {
-	t.Parallel()
-	b := setup(t, "not a url list\n", false)
-	err := b.run(t, "status")
-	if batchcli.ExitCode(err) != 2 || !strings.Contains(b.stderr.String(), "usage: batch") {
-		t.Errorf("usage error: %v, stderr %q", err, b.stderr)
-	}
-	err = b.run(t, "submit", "-")
-	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "not a single URL") {
-		t.Errorf("bad input: %v, stderr %q", err, b.stderr)
-	}
-	err = b.run(t, "submit", filepath.Join(t.TempDir(), "missing.json"))
-	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "read targets") {
-		t.Errorf("missing file: %v, stderr %q", err, b.stderr)
-	}
-	ts := make([]string, 33)
-	for i := range ts {
-		ts[i] = "https://a.test/" + strings.Repeat("x", i+1)
-	}
-	b2 := setup(t, strings.Join(ts, "\n"), false)
-	err = b2.run(t, "submit", "-")
-	if batchcli.ExitCode(err) != 1 || !strings.Contains(b2.stderr.String(), "too many targets (max 32) (HTTP 422)") {
-		t.Errorf("33 targets: %v, stderr %q", err, b2.stderr)
-	}
-	bad := b.newCLI(t, "wrong-key", "", false)
-	b.stderr.Reset()
-	if err := bad.Run(t.Context(), []string{"list"}); batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "HTTP 401") {
-		t.Errorf("wrong key: %v, stderr %q", err, b.stderr)
-	}
-	if err := b.run(t, "help"); err != nil || !strings.Contains(b.stdout.String(), "usage: batch") {
-		t.Errorf("help: %v, %q", err, b.stdout)
-	}
-}
-
 func TestCLI_WaitProgressOnTerminal(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "https://a.test/1\nhttps://a.test/2\nhttps://a.test/3\n", true)
@@ -228,10 +203,79 @@ func TestCLI_WaitProgressOnTerminal(t *testing.T) {
 		t.Fatalf("status --wait: %v", err)
 	}
 	progress := b.stderr.String()
-	if !strings.Contains(progress, "\r\033[K") || !strings.Contains(progress, "3/3 done · 0 failed · 00:0") || !strings.HasSuffix(progress, "done\n") {
+	if !strings.Contains(progress, "\r\033[K") || !strings.Contains(progress, "3 ok / 0 failed / 3 total · 00:0") || !strings.HasSuffix(progress, "done\n") {
 		t.Errorf("terminal progress = %q", progress)
 	}
 	if st := decode[batchhttp.StatusResponse](t, b.stdout.Bytes()); st.Status != batch.JobDone || st.Targets[0].Result != nil {
 		t.Errorf("final body = %+v (no results were asked for)", st)
+	}
+}
+
+// frames passes each write to it on a channel: one frame of the live line.
+type frames chan string
+
+func (f frames) Write(p []byte) (int, error) {
+	f <- string(p)
+	return len(p), nil
+}
+
+// On a terminal the live line's clock ticks while nothing changes. The
+// server answers the first read at once and holds every long-poll until the
+// client goes, so a second, different frame can only come from the tick.
+// (Frames come once a second; the test bounds their number, not the time.)
+func TestCLI_WaitProgressTicks(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "" {
+			<-r.Context().Done() // no change, ever
+			return
+		}
+		json.NewEncoder(w).Encode(batchhttp.StatusResponse{
+			JobID: "j", Status: batch.JobRunning, TargetsTotal: 3, TargetsDone: 1,
+			Targets: []batchhttp.TargetStatus{{Idx: 0, Status: batch.TargetDone}, {Idx: 1, Status: batch.TargetRunning}, {Idx: 2, Status: batch.TargetPending}},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	client, err := batchhttp.NewClient(srv.URL, "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(frames, 64)
+	cli := batchcli.New(batchcli.Config{
+		Client: client, Stdout: io.Discard, Stderr: out,
+		IsTerminal: func(io.Writer) bool { return true }, PollWait: time.Minute,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- cli.Run(ctx, []string{"status", "j", "--wait"}) }()
+
+	guard := time.NewTimer(30 * time.Second) // a stuck clock fails here instead of at the test timeout
+	defer guard.Stop()
+	var seen []string
+	for len(seen) < 10 && (len(seen) < 2 || seen[len(seen)-1] == seen[0]) {
+		select {
+		case f := <-out:
+			seen = append(seen, f)
+		case <-guard.C:
+			t.Fatalf("no new frame in 30s; frames so far: %q", seen)
+		}
+	}
+	cancel()
+	go func() {
+		for range out { // the newline and the interrupt message
+		}
+	}()
+	err = <-done
+	close(out)
+	if len(seen) < 2 || seen[0] == seen[len(seen)-1] {
+		t.Fatalf("the line did not change over %d frames: %q", len(seen), seen)
+	}
+	for _, f := range seen {
+		if !strings.HasPrefix(f, "\r\033[K1 ok / 0 failed / 3 total · 00:") || !strings.HasSuffix(f, " · running") {
+			t.Errorf("frame %q, want a redraw of the same counts with only the clock moving", f)
+		}
+	}
+	if batchcli.ExitCode(err) != batchcli.ExitInterrupted {
+		t.Errorf("exit code %d after the cancel, want %d", batchcli.ExitCode(err), batchcli.ExitInterrupted)
 	}
 }

@@ -46,17 +46,8 @@ func ExampleCLI_Run() {
 	fmt.Println("exit code:", batchcli.ExitCode(err))
 	// Output:
 	// submit: 0 queued 2 targets, reused: false
-	// batch: result: want 2 argument(s), got 1
-	//
-	// usage: batch <command> [arguments]
-	//
-	// commands:
-	//   submit <targets.json|->          submit a list of targets as one job; prints job_id and reused.
-	//                                    Input is {"targets":[…]}, a JSON array of targets, or one URL per line.
-	//   status <id> [--results] [--wait] print the job's status; --results adds each result,
-	//                                    --wait follows the job until it is finished
-	//   result <id> <idx>                print one target's result
-	//   cancel <id>                      cancel the job
-	//   list [--limit N]                 list your jobs, newest first
+	// batch: result: missing <idx>
+	// usage: batch result <id> <idx>
+	// Run "batch result --help" for details.
 	// exit code: 2
 }

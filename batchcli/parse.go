@@ -18,7 +18,12 @@ const (
 
 // Command is one parsed command line.
 type Command struct {
+	// Verb is the command: one of the Verb constants.
 	Verb string
+	// Topic is the verb whose help VerbHelp prints ("batch help status",
+	// "batch status --help"); empty for the overview ("batch help",
+	// "batch --help").
+	Topic string
 	// File is submit's input: a path, or "-" for standard input.
 	File string
 	// ID is the job id of status, result and cancel.
@@ -34,68 +39,59 @@ type Command struct {
 	Limit int
 }
 
-// UsageError is a command line the CLI cannot run. Hosts exit with status 2
-// for it (see [ExitCode]).
+// UsageError is a command line the CLI cannot run. Hosts exit with status
+// [ExitUsage] for it (see [ExitCode]).
 type UsageError struct {
+	// Verb is the command the error is about; empty if the command itself
+	// is missing or unknown.
+	Verb string
+	// Msg says what is wrong, e.g. "missing <id>".
 	Msg string
 }
 
-// Error returns the message.
-func (e *UsageError) Error() string { return e.Msg }
-
-func usagef(format string, args ...any) error {
-	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+// Error returns the message, prefixed with the verb if there is one.
+func (e *UsageError) Error() string {
+	if e.Verb == "" {
+		return e.Msg
+	}
+	return e.Verb + ": " + e.Msg
 }
 
-// Usage is the help text of the batch command.
-const Usage = `usage: batch <command> [arguments]
-
-commands:
-  submit <targets.json|->          submit a list of targets as one job; prints job_id and reused.
-                                   Input is {"targets":[…]}, a JSON array of targets, or one URL per line.
-  status <id> [--results] [--wait] print the job's status; --results adds each result,
-                                   --wait follows the job until it is finished
-  result <id> <idx>                print one target's result
-  cancel <id>                      cancel the job
-  list [--limit N]                 list your jobs, newest first
-`
-
-// flagSpec says which flags a verb takes and whether each takes a value.
-var flagSpec = map[string]map[string]bool{
-	VerbSubmit: {},
-	VerbStatus: {"results": false, "wait": false},
-	VerbResult: {},
-	VerbCancel: {},
-	VerbList:   {"limit": true},
-	VerbHelp:   {},
-}
-
-// positionals is how many positional arguments each verb takes.
-var positionals = map[string]int{
-	VerbSubmit: 1, VerbStatus: 1, VerbResult: 2, VerbCancel: 1, VerbList: 0, VerbHelp: 0,
+func usagef(verb, format string, args ...any) error {
+	return &UsageError{Verb: verb, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Parse parses the arguments of the batch command (without the program
 // name): a verb, then its positional arguments and flags in any order. Flags
 // take one or two dashes; a flag's value follows it or an "=". A lone "-" is
-// a positional argument (standard input), and "--" ends the flags. Every
+// a positional argument (standard input), and "--" ends the flags. -h or
+// --help anywhere before "--" asks for the verb's help: the result is
+// VerbHelp with the verb as Topic, whatever else the line holds. Every
 // error is a *[UsageError].
 func Parse(args []string) (Command, error) {
 	if len(args) == 0 {
-		return Command{}, usagef("missing command")
+		return Command{}, usagef("", "missing command")
 	}
-	verb := args[0]
-	if verb == "-h" || verb == "--help" {
-		verb = VerbHelp
+	name := args[0]
+	if isHelpFlag(name) {
+		name = VerbHelp
 	}
-	spec, ok := flagSpec[verb]
+	v, ok := verbs[name]
 	if !ok {
-		return Command{}, usagef("unknown command %q", verb)
+		return Command{}, usagef("", "unknown command %q", name)
 	}
-	cmd := Command{Verb: verb}
+	rest := args[1:]
+	for _, a := range rest {
+		if a == "--" {
+			break
+		}
+		if isHelpFlag(a) {
+			return Command{Verb: VerbHelp, Topic: name}, nil
+		}
+	}
+	cmd := Command{Verb: name}
 	var pos []string
 	flags := map[string]string{}
-	rest := args[1:]
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if a == "--" {
@@ -106,36 +102,46 @@ func Parse(args []string) (Command, error) {
 			pos = append(pos, a)
 			continue
 		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		takesValue, known := spec[name]
+		fname, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takesValue, known := v.flags[fname]
 		if !known {
-			return Command{}, usagef("%s: unknown flag %q", verb, a)
+			return Command{}, usagef(name, "unknown flag %q", a)
 		}
-		if _, dup := flags[name]; dup {
-			return Command{}, usagef("%s: flag --%s given twice", verb, name)
+		if _, dup := flags[fname]; dup {
+			return Command{}, usagef(name, "flag --%s given twice", fname)
 		}
 		switch {
 		case takesValue && !hasValue:
 			if i+1 >= len(rest) {
-				return Command{}, usagef("%s: flag --%s needs a value", verb, name)
+				return Command{}, usagef(name, "flag --%s needs a value", fname)
 			}
 			i++
 			value = rest[i]
 		case !takesValue && hasValue:
 			b, err := strconv.ParseBool(value)
 			if err != nil {
-				return Command{}, usagef("%s: flag --%s takes no value", verb, name)
+				return Command{}, usagef(name, "flag --%s takes no value", fname)
 			}
 			value = strconv.FormatBool(b)
 		case !takesValue:
 			value = "true"
 		}
-		flags[name] = value
+		flags[fname] = value
 	}
-	if want := positionals[verb]; len(pos) != want {
-		return Command{}, usagef("%s: want %d argument(s), got %d", verb, want, len(pos))
+	if len(pos) > len(v.args) {
+		return Command{}, usagef(name, "unexpected argument %q", pos[len(v.args)])
 	}
-	switch verb {
+	if len(pos) < len(v.args)-v.optional {
+		return Command{}, usagef(name, "missing %s", v.args[len(pos)])
+	}
+	switch name {
+	case VerbHelp:
+		if len(pos) == 1 {
+			if _, ok := verbs[pos[0]]; !ok {
+				return Command{}, usagef("", "unknown command %q", pos[0])
+			}
+			cmd.Topic = pos[0]
+		}
 	case VerbSubmit:
 		cmd.File = pos[0]
 	case VerbStatus, VerbCancel:
@@ -144,21 +150,23 @@ func Parse(args []string) (Command, error) {
 		cmd.ID = pos[0]
 		idx, err := strconv.Atoi(pos[1])
 		if err != nil || idx < 0 {
-			return Command{}, usagef("result: index must be a non-negative integer, got %q", pos[1])
+			return Command{}, usagef(name, "<idx> must be a non-negative integer, got %q", pos[1])
 		}
 		cmd.Idx = idx
 	}
-	if cmd.ID == "" && (verb == VerbStatus || verb == VerbCancel || verb == VerbResult) {
-		return Command{}, usagef("%s: empty job id", verb)
+	if cmd.ID == "" && (name == VerbStatus || name == VerbCancel || name == VerbResult) {
+		return Command{}, usagef(name, "empty job id")
 	}
 	cmd.Results = flags["results"] == "true"
 	cmd.Wait = flags["wait"] == "true"
-	if v, ok := flags["limit"]; ok {
-		n, err := strconv.Atoi(v)
+	if s, ok := flags["limit"]; ok {
+		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {
-			return Command{}, usagef("list: --limit must be an integer from 1 to 100, got %q", v)
+			return Command{}, usagef(name, "--limit must be an integer from 1 to 100, got %q", s)
 		}
 		cmd.Limit = n
 	}
 	return cmd, nil
 }
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "--help" || a == "-help" }

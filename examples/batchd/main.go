@@ -194,7 +194,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"batchd: pass your own keys in a file (-key-file, one NAME=SECRET[:restricted] per line) or in $"+keysEnv+"\n",
 			server, generated)
 	}
-	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
+	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)
 }
 

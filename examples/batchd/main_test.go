@@ -105,6 +105,7 @@ func startPages(t *testing.T) *pageServer {
 type daemonProc struct {
 	cmd    *exec.Cmd
 	server string
+	hint   string // the start-up line that says what to try
 	stderr *batchtest.Buffer
 	done   chan error
 }
@@ -139,6 +140,9 @@ func startDaemon(t *testing.T, bin string, args ...string) *daemonProc {
 	for sc.Scan() {
 		if _, rest, ok := strings.Cut(sc.Text(), "serving the batch API on "); ok {
 			d.server, _, _ = strings.Cut(rest, " ")
+		}
+		if strings.HasPrefix(sc.Text(), "batchd: try: ") {
+			d.hint = sc.Text()
 			break
 		}
 	}
@@ -189,6 +193,16 @@ func cli(t *testing.T, server, key string, stdin string, args ...string) string 
 	return stdout.String()
 }
 
+func mustOpen(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func decodeJSON[T any](t *testing.T, s string) T {
 	t.Helper()
 	var v T
@@ -209,6 +223,15 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	args := []string{"-db", db, "-key", "alice=alice-secret", "-allow", pages.addr, "-jobs-per-caller", "3"}
 	d := startDaemon(t, bin, args...)
 	base := "http://" + pages.addr
+
+	// The start-up hint names the sample targets file, which exists (the
+	// test runs in examples/batchd; the hint is for the repository root).
+	if !strings.Contains(d.hint, "go run ./examples/batch submit examples/targets.json") {
+		t.Errorf("start-up hint %q does not name examples/targets.json", d.hint)
+	}
+	if _, err := batchcli.ParseTargets(mustOpen(t, "../targets.json")); err != nil {
+		t.Errorf("examples/targets.json: %v", err)
+	}
 
 	// Job 1 runs to the end.
 	sub := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/page/1\n"+base+"/page/2\n", "submit", "-"))

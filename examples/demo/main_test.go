@@ -17,7 +17,7 @@ func TestDemo(t *testing.T) {
 		`Why batch?`,
 		`"error": "upstream: status 404"`,
 		`unsupported: jq is not available`,
-		`5/5 done · 2 failed`,
+		`3 ok / 2 failed / 5 total`,
 		`"reused": false`,
 		`budgets evict the oldest jobs`,
 	} {

@@ -1,0 +1,112 @@
+package batchcli
+
+import "strings"
+
+// Usage is the overview that "batch help" and "batch --help" print.
+const Usage = `usage: batch <command> [arguments]
+
+commands:
+  submit <targets.json|->          submit a list of targets as one job
+  status <id> [--results] [--wait] print the job's status; --wait follows it until it is finished
+  result <id> <idx>                print one target's result
+  cancel <id>                      cancel the job
+  list [--limit N]                 list your jobs, newest first
+  help [command]                   print this help, or a command's
+
+Run "batch <command> --help" for the details of a command. Answers are the
+server's JSON bodies on standard output; errors go to standard error.
+
+exit status:
+  0    ok; for status --wait, the job ended done
+  1    refused: the server answered 4xx, or the targets input is invalid
+  2    usage: a wrong command line, or a targets file that cannot be read
+  3    the server or the network failed: a 5xx answer, no connection, a timeout
+  4    status --wait: the job ended partial, failed or cancelled
+  130  interrupted (Ctrl-C)
+`
+
+// verb describes one command: its arguments, its flags and its help.
+type verb struct {
+	// args name the positional arguments, as the help shows them.
+	args []string
+	// optional is how many of the last args may be left out.
+	optional int
+	// flags maps each flag's name to whether it takes a value.
+	flags map[string]bool
+	// help is what "batch <verb> --help" prints; its first line is the
+	// synopsis a usage error repeats.
+	help string
+}
+
+// synopsis is the first line of the verb's help.
+func (v verb) synopsis() string {
+	line, _, _ := strings.Cut(v.help, "\n")
+	return line
+}
+
+// verbs are the commands. Adding one means an entry here, a line in
+// [Usage], and a case in [CLI.Run].
+var verbs = map[string]verb{
+	VerbSubmit: {args: []string{"<targets.json|->"}, help: `usage: batch submit <targets.json|->
+
+Submit a list of targets as one job, and print the answer: job_id, status,
+targets and reused. Submitting the same list again while the job is kept
+returns that job ("reused": true) instead of making a new one.
+
+The input is a file, or - for standard input, in one of three forms:
+
+  {"targets": [{"url": "https://example.com/", "mode": "clean"}, …]}
+  [{"url": "https://example.com/"}, {"url": "https://go.dev/", "grep": "Go"}]
+  one URL per line; blank lines and lines starting with # are skipped
+
+A target's fields are url, mode ("", clean, raw or digest), question, pages,
+grep, jq (strings), context and recover (booleans). JSON is read as strictly
+as the server reads it: field names are exact ("URL" is not "url"), and an
+unknown or repeated field, a wrong type or data after the value is refused
+before anything is sent (exit 1).
+`},
+	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false}, help: `usage: batch status <id> [--results] [--wait]
+
+Print the job's status: its counts and each target's status, error and hint.
+
+flags:
+  --results  add each done target's result (its content and metadata)
+  --wait     follow the job until it is finished, then print its status.
+             On a terminal a progress line on standard error shows the
+             counts and the time taken, every second:
+               12 ok / 1 failed / 32 total · 00:41 · running
+             Elsewhere a line is printed per change. Exit status 4 if the
+             job ends partial, failed or cancelled. Ctrl-C stops waiting
+             (exit 130); the job goes on.
+`},
+	VerbResult: {args: []string{"<id>", "<idx>"}, help: `usage: batch result <id> <idx>
+
+Print target <idx> of the job (counting from 0) with its result, or its
+error and hint if it failed.
+`},
+	VerbCancel: {args: []string{"<id>"}, help: `usage: batch cancel <id>
+
+Cancel the job: the target in flight finishes and is kept, no later target
+starts. A finished job cannot be cancelled (exit 1).
+`},
+	VerbList: {flags: map[string]bool{"limit": true}, help: `usage: batch list [--limit N]
+
+List your jobs, newest first: id, status, counts and when each expires.
+
+flags:
+  --limit N  list at most N jobs, 1 to 100 (default 20)
+`},
+	VerbHelp: {args: []string{"[command]"}, optional: 1, help: `usage: batch help [command]
+
+Print the list of commands, or the help of one command (the same as
+"batch <command> --help").
+`},
+}
+
+// helpText is what "batch help [topic]" prints.
+func helpText(topic string) string {
+	if topic == "" {
+		return Usage
+	}
+	return verbs[topic].help
+}

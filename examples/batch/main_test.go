@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchcli"
+	"github.com/siftfetch/batchkit/batchhttp"
+)
+
+// raceEnabled is set when the test binary is built with -race, so that the
+// CLI binary is built the same way and reuses the build cache.
+var raceEnabled bool
+
+func buildBatch(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "batch")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func decodeJSON[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return v
+}
+
+// serve serves the batch API over an in-memory runner with fetch for the
+// key "s3cret" and returns its URL.
+func serve(t *testing.T, fetch batch.FetchFunc) string {
+	t.Helper()
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: 10 * time.Millisecond})
+	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// runBatch runs the command line args in process, and returns its exit
+// code, stdout and stderr.
+func runBatch(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	code := run(ctx, args, strings.NewReader(stdin), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestRun_Version(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runBatch(t, "", "--version")
+	if code != 0 || !regexp.MustCompile(`^batch \S+\n$`).MatchString(stdout) || stderr != "" {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if want := "batch " + batchcli.Version() + "\n"; stdout != want {
+		t.Errorf("--version printed %q, want %q", stdout, want)
+	}
+}
+
+// --help is asked for: it goes to stdout with exit 0, and names the global
+// flags and the commands; a wrong flag goes to stderr with exit 2.
+func TestRun_Help(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"--help", "-h", "-help"} {
+		code, stdout, stderr := runBatch(t, "", flag)
+		if code != batchcli.ExitOK || stderr != "" || !strings.HasPrefix(stdout, "usage: batch [--server URL] [--key KEY] <command>") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", flag, code, stdout, stderr)
+		}
+		for _, want := range []string{"-server URL", "-key key", "-version", "BATCH_SERVER", "BATCH_KEY", batchcli.Usage} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s: help lacks %q:\n%s", flag, want, stdout)
+			}
+		}
+	}
+	code, stdout, stderr := runBatch(t, "", "--bogus", "list")
+	if code != batchcli.ExitUsage || stdout != "" || !strings.Contains(stderr, "flag provided but not defined: -bogus") || !strings.Contains(stderr, "usage: batch") {
+		t.Errorf("--bogus: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A verb's help needs no server.
+	for _, verb := range []string{"submit", "status", "result", "cancel", "list"} {
+		code, stdout, stderr := runBatch(t, "", "--server", "http://127.0.0.1:1", verb, "--help")
+		if code != batchcli.ExitOK || stderr != "" || !strings.HasPrefix(stdout, "usage: batch "+verb) {
+			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", verb, code, stdout, stderr)
+		}
+	}
+}
+
+// The exit codes of the program are batchcli's, end to end.
+func TestRun_ExitCodes(t *testing.T) {
+	t.Parallel()
+	url := serve(t, batchtest.ScriptFetcher(map[string]batchtest.Step{"https://a.test/bad": {Err: batchtest.ErrScripted}}))
+	code, stdout, stderr := runBatch(t, "https://a.test/ok\nhttps://a.test/bad\n", "--server", url, "--key", "s3cret", "submit", "-")
+	var sub batchhttp.SubmitResponse
+	if err := json.Unmarshal([]byte(stdout), &sub); code != batchcli.ExitOK || err != nil {
+		t.Fatalf("submit: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	f := func(name string, want int, wantInStderr string, args ...string) {
+		t.Helper()
+		code, _, stderr := runBatch(t, "", args...)
+		if code != want || !strings.Contains(stderr, wantInStderr) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", name, code, stderr, want, wantInStderr)
+		}
+	}
+	f("partial", batchcli.ExitJobNotDone, "batch: job ended partial: 1 of 2 targets failed", "--server", url, "--key", "s3cret", "status", sub.JobID, "--wait")
+	f("status", batchcli.ExitOK, "", "--server", url, "--key", "s3cret", "status", sub.JobID)
+	f("not found", batchcli.ExitRefused, "batch: not found (HTTP 404)", "--server", url, "--key", "s3cret", "result", sub.JobID, "7")
+	f("usage", batchcli.ExitUsage, "batch: result: missing <idx>", "--server", url, "--key", "s3cret", "result", sub.JobID)
+	f("bad server URL", batchcli.ExitUsage, `batch: --server "127.0.0.1:8080": `, "--server", "127.0.0.1:8080", "list")
+	f("no server", batchcli.ExitServerError, "batch: no answer from http://127.0.0.1:1: ", "--server", "http://127.0.0.1:1", "--key", "s3cret", "list")
+}
+
+// A 401 says how to pass the key, in terms of where this key came from.
+func TestRun_KeyHint(t *testing.T) {
+	url := serve(t, nil)
+	f := func(name, want string, args ...string) {
+		t.Helper()
+		code, _, stderr := runBatch(t, "", append([]string{"--server", url}, args...)...)
+		if code != batchcli.ExitRefused || !strings.Contains(stderr, "batch: unauthorized (HTTP 401)\nhint: "+want+"\n") {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and the hint %q", name, code, stderr, want)
+		}
+	}
+	t.Setenv("BATCH_KEY", "")
+	f("no key", "no key was given: pass one with --key KEY or in the BATCH_KEY environment variable", "list")
+	f("wrong --key", "the server did not accept the key given with --key", "--key", "wrong", "list")
+	t.Setenv("BATCH_KEY", "wrong")
+	f("wrong $BATCH_KEY", "the server did not accept the key in $BATCH_KEY; pass another with --key KEY or in BATCH_KEY", "list")
+	f("empty --key", "no key was given: pass one with --key KEY or in the BATCH_KEY environment variable", "--key=", "list")
+}
+
+// The sample the daemon's start-up hint names is a valid submit: the CLI's
+// strict parse takes it, and the server takes every target.
+func TestTargetsSample(t *testing.T) {
+	t.Parallel()
+	url := serve(t, nil)
+	code, stdout, stderr := runBatch(t, "", "--server", url, "--key", "s3cret", "submit", "../targets.json")
+	if code != batchcli.ExitOK {
+		t.Fatalf("submit ../targets.json: exit %d, %s", code, stderr)
+	}
+	if sub := decodeJSON[batchhttp.SubmitResponse](t, stdout); sub.Targets != 3 || sub.JobID == "" {
+		t.Errorf("submit printed %+v", sub)
+	}
+	code, _, stderr = runBatch(t, "", "--server", url, "--key", "s3cret", "status", decodeJSON[batchhttp.SubmitResponse](t, stdout).JobID, "--wait")
+	if code != batchcli.ExitOK {
+		t.Errorf("status --wait: exit %d, %s", code, stderr)
+	}
+}
