@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -65,12 +67,13 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 // decodeSubmit decodes a submit body, {"targets": [{…}, …]}, strictly. It
 // refuses, as 400 "invalid batch: …":
 //
-//   - invalid UTF-8, malformed JSON, and anything after the object but
-//     white space;
+//   - invalid UTF-8, malformed JSON (named by line and column), and
+//     anything after the object but white space;
 //   - a body that is not an object, "targets" missing, null, not a list or
 //     empty, and a target that is not an object;
 //   - unknown fields, and keys that differ from the field names only in case
-//     ("URL" is not "url"): keys are matched exactly;
+//     ("URL" is not "url"; the message says which was meant): keys are
+//     matched exactly;
 //   - duplicate keys, in the body or in a target (encoding/json would keep the
 //     last one silently);
 //   - a value of the wrong type: the option fields and "url" take a string,
@@ -83,27 +86,75 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 // the same targets with encoding/json and DisallowUnknownFields (the fuzz
 // test checks this).
 func decodeSubmit(body []byte) ([]batch.Target, error) {
-	if !utf8.Valid(body) {
-		return nil, invalidBatch("body is not valid UTF-8")
-	}
-	d := submitDecoder{dec: json.NewDecoder(bytes.NewReader(body))}
-	d.dec.UseNumber()
-	return d.body()
+	return decodeTargets(body, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
 }
 
-type submitDecoder struct{ dec *json.Decoder }
+// DecodeTargets decodes targets by the rules and with the messages of the
+// submit decoder of [Handler] (see the package documentation), from the
+// body of a submit, {"targets": […]}, or from a bare list of targets, […].
+// A client or a CLI checks its input with it before it sends any, so that
+// it refuses exactly what the server would. Errors read "invalid targets:
+// …".
+func DecodeTargets(data []byte) ([]batch.Target, error) {
+	return decodeTargets(data, true, func(format string, args ...any) error {
+		return fmt.Errorf("invalid targets: "+format, args...)
+	})
+}
 
-func (d *submitDecoder) body() ([]batch.Target, error) {
+// decodeTargets is the one decoder of targets: list allows a bare list,
+// fail makes the errors.
+func decodeTargets(data []byte, list bool, fail func(format string, args ...any) error) ([]batch.Target, error) {
+	if !utf8.Valid(data) {
+		return nil, fail("body is not valid UTF-8")
+	}
+	d := submitDecoder{dec: json.NewDecoder(bytes.NewReader(data)), data: data, fail: fail}
+	d.dec.UseNumber()
+	return d.body(list)
+}
+
+// targetFields are the field names of a target.
+var targetFields = []string{"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}
+
+type submitDecoder struct {
+	dec  *json.Decoder
+	data []byte
+	fail func(format string, args ...any) error
+}
+
+func (d *submitDecoder) body(list bool) ([]batch.Target, error) {
 	tok, err := d.dec.Token()
 	if err == io.EOF {
-		return nil, invalidBatch("empty body")
+		return nil, d.fail("empty body")
 	}
 	if err != nil {
-		return nil, syntaxErr(err)
+		return nil, d.syntaxErr(err)
 	}
-	if tok != json.Delim('{') {
-		return nil, invalidBatch("body must be a JSON object")
+	var targets []batch.Target
+	switch {
+	case list && tok == json.Delim('['):
+		if targets, err = d.list(); err != nil {
+			return nil, err
+		}
+	case tok == json.Delim('{'):
+		if targets, err = d.object(); err != nil {
+			return nil, err
+		}
+	case list:
+		return nil, d.fail(`input must be a JSON object {"targets": […]} or a list of targets`)
+	default:
+		return nil, d.fail("body must be a JSON object")
 	}
+	if _, err := d.dec.Token(); err != io.EOF {
+		return nil, d.fail("data after the JSON value")
+	}
+	if len(targets) == 0 {
+		return nil, d.fail("no targets")
+	}
+	return targets, nil
+}
+
+// object reads the rest of {"targets": […]} after its opening brace.
+func (d *submitDecoder) object() ([]batch.Target, error) {
 	var (
 		targets []batch.Target
 		seen    bool
@@ -115,9 +166,9 @@ func (d *submitDecoder) body() ([]batch.Target, error) {
 		}
 		switch k := key.(string); {
 		case k != "targets":
-			return nil, invalidBatch("unknown field %s", quoteField(k))
+			return nil, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, "targets"))
 		case seen:
-			return nil, invalidBatch(`duplicate field "targets"`)
+			return nil, d.fail(`duplicate field "targets"`)
 		}
 		seen = true
 		if targets, err = d.targets(); err != nil {
@@ -127,16 +178,11 @@ func (d *submitDecoder) body() ([]batch.Target, error) {
 	if _, err := d.token(); err != nil { // the closing brace
 		return nil, err
 	}
-	if _, err := d.dec.Token(); err != io.EOF {
-		return nil, invalidBatch("data after the JSON object")
-	}
 	switch {
 	case !seen:
-		return nil, invalidBatch(`missing field "targets"`)
+		return nil, d.fail(`missing field "targets"`)
 	case targets == nil:
-		return nil, invalidBatch(`"targets" must be a list, not null`)
-	case len(targets) == 0:
-		return nil, invalidBatch("no targets")
+		return nil, d.fail(`"targets" must be a list, not null`)
 	}
 	return targets, nil
 }
@@ -152,8 +198,13 @@ func (d *submitDecoder) targets() ([]batch.Target, error) {
 		return nil, nil
 	case json.Delim('['):
 	default:
-		return nil, invalidBatch(`"targets" must be a list`)
+		return nil, d.fail(`"targets" must be a list`)
 	}
+	return d.list()
+}
+
+// list reads the targets of a list after its opening bracket.
+func (d *submitDecoder) list() ([]batch.Target, error) {
 	targets := []batch.Target{}
 	for i := 0; d.dec.More(); i++ {
 		t, err := d.target(i)
@@ -176,7 +227,7 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 		return t, err
 	}
 	if tok != json.Delim('{') {
-		return t, invalidBatch("target %d must be an object", i)
+		return t, d.fail(`target %d must be an object, such as {"url": "https://example.com/"}`, i)
 	}
 	seen := make(map[string]bool, 8)
 	for d.dec.More() {
@@ -186,7 +237,7 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 		}
 		k := key.(string)
 		if seen[k] {
-			return t, invalidBatch("target %d: duplicate field %s", i, quoteField(k))
+			return t, d.fail("target %d: duplicate field %s", i, quoteField(k))
 		}
 		seen[k] = true
 		var (
@@ -213,7 +264,7 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 			t.Context = new(bool)
 			b = t.Context
 		default:
-			return t, invalidBatch("target %d: unknown field %s", i, quoteField(k))
+			return t, d.fail("target %d: unknown field %s%s", i, quoteField(k), didYouMean(k, targetFields...))
 		}
 		v, err := d.token()
 		if err != nil {
@@ -224,19 +275,19 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 			null = true
 		case string:
 			if s == nil {
-				return t, invalidBatch("target %d: %q must be a boolean", i, k)
+				return t, d.fail("target %d: %q must be a boolean", i, k)
 			}
 			*s = v
 		case bool:
 			if b == nil {
-				return t, invalidBatch("target %d: %q must be a string", i, k)
+				return t, d.fail("target %d: %q must be a string", i, k)
 			}
 			*b = v
 		default:
 			if s != nil {
-				return t, invalidBatch("target %d: %q must be a string", i, k)
+				return t, d.fail("target %d: %q must be a string", i, k)
 			}
-			return t, invalidBatch("target %d: %q must be a boolean", i, k)
+			return t, d.fail("target %d: %q must be a boolean", i, k)
 		}
 		if null && k == "context" {
 			t.Context = nil // absent, as encoding/json has it
@@ -247,20 +298,39 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 }
 
 // token reads the next token, turning the end of input and syntax errors
-// into 400 answers.
+// into refusals.
 func (d *submitDecoder) token() (json.Token, error) {
 	tok, err := d.dec.Token()
 	if err != nil {
-		return nil, syntaxErr(err)
+		return nil, d.syntaxErr(err)
 	}
 	return tok, nil
 }
 
-func syntaxErr(err error) error {
+func (d *submitDecoder) syntaxErr(err error) error {
 	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return invalidBatch("malformed JSON at byte %d", se.Offset)
+		line, col := position(d.data, se.Offset)
+		return d.fail("malformed JSON at line %d, column %d", line, col)
 	}
-	return invalidBatch("malformed JSON: unexpected end of input")
+	return d.fail("malformed JSON: unexpected end of input")
+}
+
+// position turns a byte offset into a 1-based line and column (in runes).
+func position(data []byte, offset int64) (line, col int) {
+	before := data[:min(max(offset, 0), int64(len(data)))]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	col = 1 + utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return line, col
+}
+
+// didYouMean names the field k differs from only in case, if any.
+func didYouMean(k string, fields ...string) string {
+	for _, f := range fields {
+		if strings.EqualFold(k, f) {
+			return fmt.Sprintf(" (field names are case-sensitive: did you mean %q?)", f)
+		}
+	}
+	return ""
 }
 
 // quoteField quotes a client-supplied key for an error message, cut to 64

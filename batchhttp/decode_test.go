@@ -46,10 +46,10 @@ func TestDecodeSubmit(t *testing.T) {
 	bad(``, "invalid batch: empty body")
 	bad("  \n", "invalid batch: empty body")
 	bad(`{"targets":[{"url":"u"}]`, "invalid batch: malformed JSON: unexpected end of input")
-	bad(`{"targets":[{"url":"u"},]}`, "invalid batch: malformed JSON at byte 24")
-	bad(`{"targets":[{"url":"u"}]}{}`, "invalid batch: data after the JSON object")
-	bad(`{"targets":[{"url":"u"}]} x`, "invalid batch: data after the JSON object")
-	bad(`{"targets":[{"url":"u"}]}]`, "invalid batch: data after the JSON object")
+	bad(`{"targets":[{"url":"u"},]}`, "invalid batch: malformed JSON at line 1, column 25")
+	bad(`{"targets":[{"url":"u"}]}{}`, "invalid batch: data after the JSON value")
+	bad(`{"targets":[{"url":"u"}]} x`, "invalid batch: data after the JSON value")
+	bad(`{"targets":[{"url":"u"}]}]`, "invalid batch: data after the JSON value")
 	bad("{\"targets\":[{\"url\":\"\xff\"}]}", "invalid batch: body is not valid UTF-8")
 	// Shape.
 	bad(`null`, "invalid batch: body must be a JSON object")
@@ -60,15 +60,15 @@ func TestDecodeSubmit(t *testing.T) {
 	bad(`{"targets":[]}`, "invalid batch: no targets")
 	bad(`{"targets":{"url":"u"}}`, `invalid batch: "targets" must be a list`)
 	bad(`{"targets":"u"}`, `invalid batch: "targets" must be a list`)
-	bad(`{"targets":[null]}`, "invalid batch: target 0 must be an object")
-	bad(`{"targets":[{"url":"u"},"v"]}`, "invalid batch: target 1 must be an object")
-	bad(`{"targets":[[{"url":"u"}]]}`, "invalid batch: target 0 must be an object")
+	bad(`{"targets":[null]}`, `invalid batch: target 0 must be an object, such as {"url": "https://example.com/"}`)
+	bad(`{"targets":[{"url":"u"},"v"]}`, `invalid batch: target 1 must be an object, such as {"url": "https://example.com/"}`)
+	bad(`{"targets":[[{"url":"u"}]]}`, `invalid batch: target 0 must be an object, such as {"url": "https://example.com/"}`)
 	// Unknown, case-variant and duplicate keys.
 	bad(`{"targets":[{"url":"u"}],"idempotency_key":"k"}`, `invalid batch: unknown field "idempotency_key"`)
-	bad(`{"TARGETS":[{"url":"u"}]}`, `invalid batch: unknown field "TARGETS"`)
-	bad(`{"Targets":[{"url":"u"}]}`, `invalid batch: unknown field "Targets"`)
-	bad(`{"targets":[{"URL":"u"}]}`, `invalid batch: target 0: unknown field "URL"`)
-	bad(`{"targets":[{"url":"u","Mode":"raw"}]}`, `invalid batch: target 0: unknown field "Mode"`)
+	bad(`{"TARGETS":[{"url":"u"}]}`, `invalid batch: unknown field "TARGETS" (field names are case-sensitive: did you mean "targets"?)`)
+	bad(`{"Targets":[{"url":"u"}]}`, `invalid batch: unknown field "Targets" (field names are case-sensitive: did you mean "targets"?)`)
+	bad(`{"targets":[{"URL":"u"}]}`, `invalid batch: target 0: unknown field "URL" (field names are case-sensitive: did you mean "url"?)`)
+	bad(`{"targets":[{"url":"u","Mode":"raw"}]}`, `invalid batch: target 0: unknown field "Mode" (field names are case-sensitive: did you mean "mode"?)`)
 	bad(`{"targets":[{"url":"u","options":{}}]}`, `invalid batch: target 0: unknown field "options"`)
 	bad(`{"targets":[{"url":"u"}],"targets":[{"url":"v"}]}`, `invalid batch: duplicate field "targets"`)
 	bad(`{"targets":[{"url":"u","url":"v"}]}`, `invalid batch: target 0: duplicate field "url"`)
@@ -84,4 +84,29 @@ func TestDecodeSubmit(t *testing.T) {
 	bad(`{"targets":[{"url":"u","context":"yes"}]}`, `invalid batch: target 0: "context" must be a boolean`)
 	bad(`{"targets":[{"url":"u","recover":1}]}`, `invalid batch: target 0: "recover" must be a boolean`)
 	bad(`{"targets":[{"url":"u","recover":[]}]}`, `invalid batch: target 0: "recover" must be a boolean`)
+}
+
+func TestDecodeTargets(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`{"targets":[{"url":"u","mode":"raw"}]}`, ` [{"url":"u","mode":"raw"}] `} {
+		ts, err := DecodeTargets([]byte(in))
+		if err != nil || len(ts) != 1 || ts[0].URL != "u" || ts[0].Mode != "raw" {
+			t.Errorf("DecodeTargets(%q) = %+v, %v", in, ts, err)
+		}
+	}
+	for in, want := range map[string]string{
+		`[{"URL":"u"}]`:           `invalid targets: target 0: unknown field "URL" (field names are case-sensitive: did you mean "url"?)`,
+		`[]`:                      "invalid targets: no targets",
+		`"u"`:                     `invalid targets: input must be a JSON object {"targets": […]} or a list of targets`,
+		"[\n{\"url\" \"u\"}]":     "invalid targets: malformed JSON at line 2, column 8",
+		`{"targets":[{"url":1}]}`: `invalid targets: target 0: "url" must be a string`,
+	} {
+		if _, err := DecodeTargets([]byte(in)); err == nil || err.Error() != want {
+			t.Errorf("DecodeTargets(%q) error = %v, want %q", in, err, want)
+		}
+	}
+	// The server's own form refuses a bare list.
+	if _, err := decodeSubmit([]byte(`[{"url":"u"}]`)); err == nil || err.Error() != "invalid batch: body must be a JSON object" {
+		t.Errorf("decodeSubmit of a list: %v", err)
+	}
 }
