@@ -172,6 +172,14 @@ func (c *CLI) run(ctx context.Context, cmd Command) error {
 			return fromClient(err)
 		}
 		return c.print(resp)
+	case VerbRetry:
+		resp, err := c.cfg.Client.Retry(ctx, cmd.ID)
+		if err != nil {
+			return fromClient(err)
+		}
+		return c.print(resp)
+	case VerbResults:
+		return c.results(ctx, cmd)
 	case VerbCancel:
 		resp, err := c.cfg.Client.Cancel(ctx, cmd.ID)
 		if err != nil {

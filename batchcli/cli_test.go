@@ -279,3 +279,111 @@ func TestCLI_WaitProgressTicks(t *testing.T) {
 		t.Errorf("exit code %d after the cancel, want %d", batchcli.ExitCode(err), batchcli.ExitInterrupted)
 	}
 }
+
+func TestCLI_ResultsAndRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "https://a.test/1\nhttps://a.test/2\n", false)
+	if err := b.run(t, "submit", "-"); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b.stderr)
+	}
+	id := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes()).JobID
+
+	// results --follow prints each target as it finishes, a line each, and
+	// ends with the job.
+	out := &batchtest.Buffer{}
+	client, err := batchhttp.NewClient(b.url, "alice-key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := batchcli.New(batchcli.Config{Client: client, Stdout: out, Stderr: io.Discard})
+	done := make(chan error, 1)
+	go func() { done <- follow.Run(t.Context(), []string{"results", id, "--follow"}) }()
+	<-b.fetch.Started
+	b.fetch.Release()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "\n") {
+		if time.Now().After(deadline) {
+			t.Fatal("the first target never reached results --follow")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The first line is out while the second target is still in flight.
+	<-b.fetch.Started
+	if err := b.run(t, "cancel", id); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, b.stderr)
+	}
+	b.fetch.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("results --follow: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("results --follow printed %d lines: %q", len(lines), out)
+	}
+	for i, l := range lines {
+		ts := decode[batchhttp.TargetStatus](t, []byte(l))
+		if ts.Idx != i || ts.Status != batch.TargetDone || ts.Outcome != batch.OutcomeOK || ts.Result == nil {
+			t.Errorf("line %d: %s", i, l)
+		}
+	}
+
+	// results --after 0 prints the rest.
+	if err := b.run(t, "results", id, "--after", "0"); err != nil {
+		t.Fatalf("results --after: %v\n%s", err, b.stderr)
+	}
+	if got := decode[batchhttp.TargetStatus](t, b.stdout.Bytes()); got.Idx != 1 || strings.Count(b.stdout.String(), "\n") != 1 {
+		t.Errorf("results --after 0 printed %q", b.stdout)
+	}
+
+	// Every target done: nothing to retry, the server says no (exit 1).
+	err = b.run(t, "retry", id)
+	if batchcli.ExitCode(err) != batchcli.ExitRefused || !strings.Contains(b.stderr.String(), "nothing to retry") {
+		t.Fatalf("retry of a done job: %v, stderr %q", err, b.stderr)
+	}
+	if err := b.run(t, "retry", "--after", "1", id); batchcli.ExitCode(err) != batchcli.ExitUsage {
+		t.Errorf("retry --after: exit %d, want usage", batchcli.ExitCode(err))
+	}
+}
+
+func TestCLI_RetryCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "https://a.test/1\nhttps://a.test/2\nhttps://a.test/3\n", false)
+	if err := b.run(t, "submit", "-"); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b.stderr)
+	}
+	id := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes()).JobID
+	<-b.fetch.Started
+	if err := b.run(t, "cancel", id); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	b.fetch.Release()
+	if err := b.run(t, "status", id, "--wait"); batchcli.ExitCode(err) != batchcli.ExitJobNotDone {
+		t.Fatalf("status --wait of a cancelled job: %v", err)
+	}
+	// Until the target in flight at the cancel is stored the job is held;
+	// then the retry takes the two that never ran.
+	var sub batchhttp.SubmitResponse
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		err := b.run(t, "retry", id)
+		if err == nil {
+			sub = decode[batchhttp.SubmitResponse](t, b.stdout.Bytes())
+			break
+		}
+		if !strings.Contains(b.stderr.String(), "job still live") || time.Now().After(deadline) {
+			t.Fatalf("retry: %v, stderr %q", err, b.stderr)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if sub.RetryOf != id || sub.Targets != 2 || sub.JobID == id {
+		t.Fatalf("retry printed %+v", sub)
+	}
+	b.fetch.Release()
+	b.fetch.Release()
+	if err := b.run(t, "status", sub.JobID, "--wait"); err != nil {
+		t.Fatalf("status --wait of the retry: %v\n%s", err, b.stderr)
+	}
+	st := decode[batchhttp.StatusResponse](t, b.stdout.Bytes())
+	if st.RetryOf != id || len(st.Targets) != 2 || *st.Targets[0].RetryOfIdx != 1 || *st.Targets[1].RetryOfIdx != 2 {
+		t.Fatalf("the retry's status: %+v", st)
+	}
+}

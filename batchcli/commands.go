@@ -61,3 +61,18 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 	}
 	return nil
 }
+
+// results prints the results stream a line at a time, each line written as
+// it arrives.
+func (c *CLI) results(ctx context.Context, cmd Command) error {
+	q := batchhttp.ResultsQuery{Follow: cmd.Follow, After: cmd.After}
+	for t, err := range c.cfg.Client.Results(ctx, cmd.ID, q) {
+		if err != nil {
+			return fromClient(err)
+		}
+		if err := c.printLine(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

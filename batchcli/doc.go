@@ -1,6 +1,6 @@
 // Package batchcli is the batch command set a host CLI mounts: submit,
-// status, result, cancel and list, spoken over HTTP through a
-// [batchhttp.Client]. It never exits the process: [CLI.Run] returns an error
+// status, result, results, retry, cancel and list, spoken over HTTP through
+// a [batchhttp.Client]. It never exits the process: [CLI.Run] returns an error
 // and the host's main picks the exit code with [ExitCode].
 //
 // Output is the server's JSON body, indented, so that an agent can parse it;
@@ -13,6 +13,11 @@
 //	12 ok / 1 failed / 32 total · 00:41 · running
 //
 // Elsewhere it prints that line once per change of the counts.
+//
+// results prints the results stream instead, one JSON line per finished
+// target (NDJSON), as each arrives; with --follow it reads on until the job
+// is finished. retry makes a new job of a finished job's targets that did
+// not end done and prints the answer as submit does.
 //
 // # Exit codes
 //

@@ -120,6 +120,10 @@ func interruptNote(cmd Command) string {
 	switch {
 	case cmd.Verb == VerbStatus && cmd.Wait:
 		return fmt.Sprintf("stopped waiting; the job goes on (batch cancel %s stops it)", cmd.ID)
+	case cmd.Verb == VerbResults && cmd.Follow:
+		return "stopped following; the job goes on"
+	case cmd.Verb == VerbRetry:
+		return "the retry may have been made; the same retry again returns it rather than making another"
 	case cmd.Verb == VerbSubmit:
 		return "the job may have been created; the same submit again returns it rather than making another"
 	}

@@ -9,6 +9,8 @@ commands:
   submit <targets.json|->          submit a list of targets as one job
   status <id> [--results] [--wait] print the job's status; --wait follows it until it is finished
   result <id> <idx>                print one target's result
+  results <id> [--follow]          print each finished target with its result, a JSON line each
+  retry <id>                       make a new job of the finished job's targets that did not end done
   cancel <id>                      cancel the job
   list [--limit N]                 list your jobs, newest first
   help [command]                   print this help, or a command's
@@ -83,6 +85,27 @@ flags:
 
 Print target <idx> of the job (counting from 0) with its result, or its
 error and hint if it failed.
+`},
+	VerbResults: {args: []string{"<id>"}, flags: map[string]bool{"follow": false, "after": true}, help: `usage: batch results <id> [--follow] [--after N]
+
+Print the job's finished targets in idx order, one JSON object per line
+(NDJSON): idx, url, status, outcome, retryable, then result, or error and
+hint. One result is held in memory at a time, however large the job.
+
+flags:
+  --follow   keep reading as targets finish, until the job is finished
+             (reconnecting by itself when the server ends a stream at its
+             one-minute cap). Ctrl-C stops (exit 130); the job goes on.
+  --after N  start after target N
+`},
+	VerbRetry: {args: []string{"<id>"}, help: `usage: batch retry <id>
+
+Make a new job of the finished job's targets that did not end done: its
+failed targets and, of a cancelled job or one failed by a restart, those
+that never finished, with the same options and in the same order. Print the
+answer as submit does, with retry_of. Retrying the same job again while the
+first retry is kept returns that retry. A job still running, or one with
+every target done, is refused (exit 1).
 `},
 	VerbCancel: {args: []string{"<id>"}, help: `usage: batch cancel <id>
 

@@ -8,10 +8,16 @@ import (
 // print writes v as indented JSON to Stdout, with <, > and & as they are:
 // a person reads HTML in a result more easily than \u003cp\u003e, and a
 // program decodes both the same.
-func (c *CLI) print(v any) error {
+func (c *CLI) print(v any) error { return c.write(v, "  ") }
+
+// printLine writes v as one line of JSON to Stdout (NDJSON), with <, > and
+// & as they are.
+func (c *CLI) printLine(v any) error { return c.write(v, "") }
+
+func (c *CLI) write(v any, indent string) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
+	enc.SetIndent("", indent)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return err

@@ -8,12 +8,14 @@ import (
 
 // Verbs of the batch command.
 const (
-	VerbSubmit = "submit"
-	VerbStatus = "status"
-	VerbResult = "result"
-	VerbCancel = "cancel"
-	VerbList   = "list"
-	VerbHelp   = "help"
+	VerbSubmit  = "submit"
+	VerbStatus  = "status"
+	VerbResult  = "result"
+	VerbCancel  = "cancel"
+	VerbRetry   = "retry"
+	VerbResults = "results"
+	VerbList    = "list"
+	VerbHelp    = "help"
 )
 
 // Command is one parsed command line.
@@ -34,6 +36,11 @@ type Command struct {
 	Results bool
 	// Wait (status --wait) follows the job until it is finished.
 	Wait bool
+	// Follow (results --follow) keeps the stream open until the job is
+	// finished.
+	Follow bool
+	// After (results --after N), if not nil, starts after target N.
+	After *int
 	// Limit (list --limit N) caps the jobs listed; 0 means the server's
 	// default.
 	Limit int
@@ -144,7 +151,7 @@ func Parse(args []string) (Command, error) {
 		}
 	case VerbSubmit:
 		cmd.File = pos[0]
-	case VerbStatus, VerbCancel:
+	case VerbStatus, VerbCancel, VerbRetry, VerbResults:
 		cmd.ID = pos[0]
 	case VerbResult:
 		cmd.ID = pos[0]
@@ -154,11 +161,19 @@ func Parse(args []string) (Command, error) {
 		}
 		cmd.Idx = idx
 	}
-	if cmd.ID == "" && (name == VerbStatus || name == VerbCancel || name == VerbResult) {
+	if cmd.ID == "" && name != VerbHelp && name != VerbSubmit && name != VerbList {
 		return Command{}, usagef(name, "empty job id")
 	}
 	cmd.Results = flags["results"] == "true"
 	cmd.Wait = flags["wait"] == "true"
+	cmd.Follow = flags["follow"] == "true"
+	if s, ok := flags["after"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return Command{}, usagef(name, "--after must be a non-negative integer, got %q", s)
+		}
+		cmd.After = &n
+	}
 	if s, ok := flags["limit"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {

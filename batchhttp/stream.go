@@ -14,7 +14,9 @@ const NDJSONType = "application/x-ndjson"
 // StatusTrailer is the trailer that ends a results stream: the job's status
 // when the stream ended. A stream that ends while the job is still queued
 // or running (a follow that reached its cap of [batch.MaxWait]) is resumed
-// with ?after=<the last idx received>.
+// with ?after=<the last idx received>. A cancelled job's target in flight
+// at the cancel is still to come: a followed stream waits for it, and a
+// stream that ends before it is stored says "running".
 const StatusTrailer = "X-Batch-Status"
 
 // results serves GET /v1/batch/{id}/results: one NDJSON line per finished
@@ -64,7 +66,7 @@ func (h *Handler) results(w http.ResponseWriter, r *http.Request, req *request) 
 	rc := http.NewResponseController(w)
 	deadline := time.Now().Add(batch.MaxWait)
 	for {
-		final := !info.Status.Live()
+		final := settled(info)
 		for ; next < len(info.Targets); next++ {
 			t := info.Targets[next]
 			if !t.Status.Finished() {
@@ -94,8 +96,27 @@ func (h *Handler) results(w http.ResponseWriter, r *http.Request, req *request) 
 		}
 		req.jobStatus = info.Status
 	}
-	hd.Set(StatusTrailer, string(info.Status))
+	status := info.Status
+	if !settled(info) && !status.Live() {
+		status = batch.JobRunning // its last target is still in flight: resume
+	}
+	hd.Set(StatusTrailer, string(status))
 	return nil
+}
+
+// settled reports whether nothing in the job will change any more: it is
+// finished, and no target is in flight (a cancelled job's last target
+// finishes and is stored after the cancel).
+func settled(info batch.JobInfo) bool {
+	if info.Status.Live() {
+		return false
+	}
+	for _, t := range info.Targets {
+		if t.Status == batch.TargetRunning {
+			return false
+		}
+	}
+	return true
 }
 
 // writeLine writes finished target t as one line, with its result read on
