@@ -69,12 +69,13 @@ func TestParseFlags(t *testing.T) {
 type pageServer struct {
 	addr    string
 	slowHit chan struct{}
-	release chan struct{}
+	next    chan struct{} // lets one slow answer go
+	release chan struct{} // closed at the end: lets every slow answer go
 }
 
 func startPages(t *testing.T) *pageServer {
 	t.Helper()
-	p := &pageServer{slowHit: make(chan struct{}, 16), release: make(chan struct{})}
+	p := &pageServer{slowHit: make(chan struct{}, 16), next: make(chan struct{}, 16), release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /page/{n}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "page %s body", r.PathValue("n"))
@@ -82,6 +83,7 @@ func startPages(t *testing.T) *pageServer {
 	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, r *http.Request) {
 		p.slowHit <- struct{}{}
 		select {
+		case <-p.next:
 		case <-p.release:
 		case <-r.Context().Done():
 		}
@@ -179,18 +181,26 @@ func (d *daemonProc) stop(t *testing.T) {
 // cli runs one batch command against the daemon and returns its stdout.
 func cli(t *testing.T, server, key string, stdin string, args ...string) string {
 	t.Helper()
+	stdout, stderr, err := runCLI(t.Context(), server, key, stdin, args...)
+	if err != nil {
+		t.Fatalf("batch %v: %v\n%s", args, err, stderr)
+	}
+	return stdout
+}
+
+// runCLI runs one batch command against the daemon, for at most a minute;
+// safe to call from any goroutine.
+func runCLI(ctx context.Context, server, key string, stdin string, args ...string) (stdout, stderr string, err error) {
 	client, err := batchhttp.NewClient(server, key, nil)
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
-	var stdout, stderr bytes.Buffer
-	c := batchcli.New(batchcli.Config{Client: client, Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, PollWait: 2 * time.Second})
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	var out, errOut bytes.Buffer
+	c := batchcli.New(batchcli.Config{Client: client, Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, PollWait: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := c.Run(ctx, args); err != nil {
-		t.Fatalf("batch %v: %v\n%s", args, err, stderr.String())
-	}
-	return stdout.String()
+	err = c.Run(ctx, args)
+	return out.String(), errOut.String(), err
 }
 
 func mustOpen(t *testing.T, name string) *os.File {
@@ -271,6 +281,38 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	st2 := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub2.JobID))
 	if st2.Status != batch.JobCancelled || st2.Targets[0].Status != batch.TargetFailed || st2.Targets[1].Status != batch.TargetPending {
 		t.Fatalf("cancelled job after restart = %+v", st2)
+	}
+
+	// The job the stop failed is retried, and followed to its end through
+	// the results stream: a line per target, each as it finishes.
+	retry := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", "", "retry", sub3.JobID))
+	if retry.RetryOf != sub3.JobID || retry.Targets != 2 || retry.JobID == sub3.JobID {
+		t.Fatalf("retry = %+v", retry)
+	}
+	type result struct {
+		stdout, stderr string
+		err            error
+	}
+	followed := make(chan result, 1)
+	go func() {
+		out, errOut, err := runCLI(t.Context(), d.server, "alice-secret", "", "results", retry.JobID, "--follow")
+		followed <- result{out, errOut, err}
+	}()
+	<-pages.slowHit // the retried slow target is in flight
+	pages.next <- struct{}{}
+	r := <-followed
+	if r.err != nil {
+		t.Fatalf("results --follow: %v\n%s", r.err, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("results --follow printed %q, want 2 lines", r.stdout)
+	}
+	for i, l := range lines {
+		ts := decodeJSON[batchhttp.TargetStatus](t, l)
+		if ts.Idx != i || ts.Status != batch.TargetDone || ts.Outcome != batch.OutcomeOK || ts.RetryOfIdx == nil || *ts.RetryOfIdx != i {
+			t.Errorf("results line %d = %s", i, l)
+		}
 	}
 	d.stop(t)
 	logs += d.stderr.String()
