@@ -1,6 +1,10 @@
 // Package migrations reads the numbered SQL migrations that batchkit's
 // stores embed: files named NNN_<name>.sql in one directory, numbered from
-// 001 without a gap. Each store applies them its own way.
+// 001 up, each number once. A number may be missing for a while: when two
+// changes add migrations at once, each takes its own number, and the one
+// that lands second must not wait for the other. So each store applies
+// every migration whose version it has not recorded, in version order,
+// rather than every version above the highest it has.
 package migrations
 
 import (
@@ -19,7 +23,9 @@ type Migration struct {
 }
 
 // Load returns the migrations in dir of fsys in version order, or an error
-// naming a file that breaks the naming rule.
+// naming a file that breaks the naming rule: a name that does not start
+// with a number and "_", a first number other than 1, or a number that is
+// not above the one before.
 func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql")) // sorted
 	if err != nil {
@@ -30,8 +36,13 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		base := path.Base(n)
 		num, _, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != len(out)+1 {
-			return nil, fmt.Errorf("migration %s: name must be %03d_<name>.sql", base, len(out)+1)
+		switch {
+		case !ok || err != nil:
+			return nil, fmt.Errorf("migration %s: name must be NNN_<name>.sql", base)
+		case len(out) == 0 && v != 1:
+			return nil, fmt.Errorf("migration %s: name must be 001_<name>.sql", base)
+		case len(out) > 0 && v <= out[len(out)-1].Version:
+			return nil, fmt.Errorf("migration %s: name must be numbered above %03d", base, out[len(out)-1].Version)
 		}
 		b, err := fs.ReadFile(fsys, n)
 		if err != nil {

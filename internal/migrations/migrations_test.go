@@ -26,8 +26,13 @@ func TestLoad(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Load = %+v, want %+v", got, want)
 	}
+	// A gap is allowed: another change's migration may land later.
+	gap := fstest.MapFS{"m/001_a.sql": {Data: []byte("A")}, "m/003_c.sql": {Data: []byte("C")}}
+	if got, err := Load(gap, "m"); err != nil || len(got) != 2 || got[1].Version != 3 {
+		t.Errorf("Load with a gap = %+v, %v; want versions 1 and 3", got, err)
+	}
 	for name, fsys := range map[string]fstest.MapFS{
-		"gap":       {"m/001_a.sql": {}, "m/003_c.sql": {}},
+		"twice":     {"m/001_a.sql": {}, "m/001_b.sql": {}},
 		"no number": {"m/init.sql": {}},
 		"not first": {"m/002_b.sql": {}},
 	} {
