@@ -78,11 +78,15 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 	}
 
 	// 3. The insert.
+	var webhook any // NULL for none
+	if nj.WebhookURL != "" {
+		webhook = nj.WebhookURL
+	}
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
-		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)`, &sqlitex.ExecOptions{
+		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease, webhook)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
-			len(nj.Targets), now, now},
+			len(nj.Targets), now, now, webhook},
 	})
 	if err != nil {
 		return batch.Job{}, false, fmt.Errorf("insert job: %w", err)
@@ -107,6 +111,7 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 		TargetsTotal: len(nj.Targets),
 		CreatedAt:    nj.Now.UTC(),
 		Lease:        nj.Now.UTC(),
+		WebhookURL:   nj.WebhookURL,
 	}, false, nil
 }
 

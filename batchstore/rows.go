@@ -31,7 +31,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 		WHERE d.job_seq = j.seq AND d.status IN ('done', 'failed'))),
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
-	j.runner`
+	j.runner, coalesce(j.webhook, '')`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -82,6 +82,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
 		FinishedAt:   timeAt(stmt, 12),
 		Bytes:        stmt.ColumnInt64(13),
 		Runner:       stmt.ColumnText(14),
+		WebhookURL:   stmt.ColumnText(15),
 	}
 	return seq, j
 }

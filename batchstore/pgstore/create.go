@@ -114,8 +114,12 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 
 	b = &pgx.Batch{}
 	b.Queue(s.q.lockXact, s.globalKey)
+	var webhook *string // NULL for none
+	if p.WebhookURL != "" {
+		webhook = &p.WebhookURL
+	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-		p.IdemKey, len(p.Targets), now, urls, opts)
+		p.IdemKey, len(p.Targets), now, urls, opts, webhook)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -142,6 +146,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		TargetsTotal: len(p.Targets),
 		CreatedAt:    job.CreatedAt.UTC(),
 		Lease:        job.Lease.UTC(),
+		WebhookURL:   p.WebhookURL,
 	}, false, nil
 }
 

@@ -14,6 +14,7 @@ type scanner interface{ Scan(dest ...any) error }
 // jobRow receives jobCols.
 type jobRow struct {
 	id, caller, class, idem, status, errText, runner string
+	webhook                                          string
 	restricted                                       bool
 	total, done                                      int
 	created, lease                                   time.Time
@@ -23,7 +24,7 @@ type jobRow struct {
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
-		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner}
+		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.webhook}
 }
 
 func (r *jobRow) job() batch.Job {
@@ -39,6 +40,7 @@ func (r *jobRow) job() batch.Job {
 		Lease:        r.lease.UTC(),
 		Bytes:        r.bytes,
 		Runner:       r.runner,
+		WebhookURL:   r.webhook,
 	}
 	if r.finished != nil {
 		j.FinishedAt = r.finished.UTC()
