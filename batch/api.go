@@ -23,6 +23,9 @@ type JobInfo struct {
 	// Bytes are the stored result and error bytes of the job: what an
 	// answer with every result would carry.
 	Bytes int64
+	// WebhookURL is the job's webhook (see [SubmitOptions]), "" for none:
+	// for its owner's eyes only.
+	WebhookURL string
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -79,9 +82,21 @@ type WaitOptions struct {
 // [ErrInvalidCaller], [ErrNoTargets], [ErrTooManyTargets] or
 // [ErrInvalidTarget] (a *[TargetError]); the caps give [ErrCallerBusy] or
 // [ErrBusy]. Before [Runner.Start] it returns [ErrNotStarted], after
-// [Runner.Close] [ErrClosed].
+// [Runner.Close] [ErrClosed]. It is [Runner.SubmitWith] without options.
 func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (job JobInfo, reused bool, err error) {
+	return r.SubmitWith(ctx, caller, targets, SubmitOptions{})
+}
+
+// SubmitWith is [Runner.Submit] with options. A webhook (opts.WebhookURL)
+// needs Config.Deliver ([ErrWebhooksDisabled] without it) and an absolute
+// http or https URL ([ErrInvalidWebhook]); it joins the idempotency key,
+// so that a resubmit of the same list reuses the job only with the same
+// webhook (see [IdemKeyWith]).
+func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
 	if err := r.validateSubmit(caller, targets); err != nil {
+		return JobInfo{}, false, err
+	}
+	if err := r.validateWebhook(opts.WebhookURL); err != nil {
 		return JobInfo{}, false, err
 	}
 	r.accepting.RLock()
@@ -94,12 +109,13 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 		return JobInfo{}, false, fmt.Errorf("batch: job id: %w", err)
 	}
 	j, reused, err := r.store.Create(ctx, CreateParams{
-		ID:      u.String(),
-		Caller:  caller,
-		IdemKey: IdemKey(caller.Name, targets),
-		Targets: targets,
-		Limits:  Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL},
-		Now:     r.cfg.Now(),
+		ID:         u.String(),
+		Caller:     caller,
+		IdemKey:    IdemKeyWith(caller.Name, targets, opts),
+		Targets:    targets,
+		WebhookURL: opts.WebhookURL,
+		Limits:     Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL},
+		Now:        r.cfg.Now(),
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
@@ -117,6 +133,7 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job submitted",
 		slog.String("caller", caller.Name), slog.String("job_id", j.ID),
 		slog.Int("targets", j.TargetsTotal), slog.Bool("reused", reused),
+		slog.Bool("webhook", opts.WebhookURL != ""),
 		slog.String("status", string(j.Status)))
 	return r.jobInfo(j), reused, nil
 }
@@ -193,6 +210,7 @@ func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
 	}
 	r.metrics.job(string(JobCancelled))
 	r.waiters.notify(id)
+	r.wakeWebhooks() // a queued job gets its event at once
 	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job cancelled",
 		slog.String("caller", caller.Name), slog.String("job_id", id))
 	return nil
@@ -278,6 +296,7 @@ func (r *Runner) jobInfo(j Job) JobInfo {
 		CreatedAt:    j.CreatedAt.UTC(),
 		ExpiresAt:    r.expiresAt(j),
 		Bytes:        j.Bytes,
+		WebhookURL:   j.WebhookURL,
 	}
 }
 

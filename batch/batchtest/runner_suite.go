@@ -50,8 +50,10 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"UnstorableResultFails":    runnerUnstorable,
 		"SubmitValidation":         runnerValidation,
 	}
-	for name, fn := range runnerClusterCases {
-		tests[name] = fn
+	for _, group := range []map[string]func(*testing.T, batch.Store){runnerClusterCases, runnerWebhookCases} {
+		for name, fn := range group {
+			tests[name] = fn
+		}
 	}
 	runParallel(t, tests, newStore)
 	// Not parallel: it counts the runner goroutines of the whole process.
