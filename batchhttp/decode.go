@@ -62,7 +62,8 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	return b, nil
 }
 
-// decodeSubmit decodes a submit body, {"targets": [{…}, …]}, strictly. It
+// decodeSubmit decodes a submit body, {"targets": [{…}, …], "webhook":
+// {"url": "…"}}, strictly; "webhook" is optional (null is absent). It
 // refuses, as 400 "invalid batch: …":
 //
 //   - invalid UTF-8, malformed JSON, and anything after the object but
@@ -75,16 +76,18 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 //     last one silently);
 //   - a value of the wrong type: the option fields and "url" take a string,
 //     "context" and "recover" a boolean. null counts as absent for every
-//     target field, as it does in encoding/json.
+//     target field, as it does in encoding/json;
+//   - a webhook that is not an object, has a field other than "url", or no
+//     url or an empty one.
 //
 // It walks the tokens itself rather than decoding into a struct, which is
 // how it sees duplicate and case-variant keys, and why its messages name the
 // target and the field instead of Go types. Whatever it accepts decodes to
 // the same targets with encoding/json and DisallowUnknownFields (the fuzz
 // test checks this).
-func decodeSubmit(body []byte) ([]batch.Target, error) {
+func decodeSubmit(body []byte) (SubmitRequest, error) {
 	if !utf8.Valid(body) {
-		return nil, invalidBatch("body is not valid UTF-8")
+		return SubmitRequest{}, invalidBatch("body is not valid UTF-8")
 	}
 	d := submitDecoder{dec: json.NewDecoder(bytes.NewReader(body))}
 	d.dec.UseNumber()
@@ -93,52 +96,105 @@ func decodeSubmit(body []byte) ([]batch.Target, error) {
 
 type submitDecoder struct{ dec *json.Decoder }
 
-func (d *submitDecoder) body() ([]batch.Target, error) {
+func (d *submitDecoder) body() (SubmitRequest, error) {
+	var req SubmitRequest
 	tok, err := d.dec.Token()
 	if err == io.EOF {
-		return nil, invalidBatch("empty body")
+		return req, invalidBatch("empty body")
 	}
 	if err != nil {
-		return nil, syntaxErr(err)
+		return req, syntaxErr(err)
 	}
 	if tok != json.Delim('{') {
-		return nil, invalidBatch("body must be a JSON object")
+		return req, invalidBatch("body must be a JSON object")
 	}
-	var (
-		targets []batch.Target
-		seen    bool
-	)
+	var seen, seenHook bool
+	for d.dec.More() {
+		key, err := d.token()
+		if err != nil {
+			return req, err
+		}
+		switch k := key.(string); {
+		case k == "webhook" && seenHook:
+			return req, invalidBatch(`duplicate field "webhook"`)
+		case k == "webhook":
+			seenHook = true
+			if req.Webhook, err = d.webhook(); err != nil {
+				return req, err
+			}
+			continue
+		case k != "targets":
+			return req, invalidBatch("unknown field %s", quoteField(k))
+		case seen:
+			return req, invalidBatch(`duplicate field "targets"`)
+		}
+		seen = true
+		if req.Targets, err = d.targets(); err != nil {
+			return req, err
+		}
+	}
+	if _, err := d.token(); err != nil { // the closing brace
+		return req, err
+	}
+	if _, err := d.dec.Token(); err != io.EOF {
+		return req, invalidBatch("data after the JSON object")
+	}
+	switch {
+	case !seen:
+		return req, invalidBatch(`missing field "targets"`)
+	case req.Targets == nil:
+		return req, invalidBatch(`"targets" must be a list, not null`)
+	case len(req.Targets) == 0:
+		return req, invalidBatch("no targets")
+	}
+	return req, nil
+}
+
+// webhook reads the value of "webhook": nil for null, else {"url": "…"}
+// with a non-empty url.
+func (d *submitDecoder) webhook() (*Webhook, error) {
+	tok, err := d.token()
+	switch {
+	case err != nil:
+		return nil, err
+	case tok == nil:
+		return nil, nil
+	case tok != json.Delim('{'):
+		return nil, invalidBatch(`"webhook" must be an object`)
+	}
+	var w Webhook
+	seen := false
 	for d.dec.More() {
 		key, err := d.token()
 		if err != nil {
 			return nil, err
 		}
 		switch k := key.(string); {
-		case k != "targets":
-			return nil, invalidBatch("unknown field %s", quoteField(k))
+		case k != "url":
+			return nil, invalidBatch("webhook: unknown field %s", quoteField(k))
 		case seen:
-			return nil, invalidBatch(`duplicate field "targets"`)
+			return nil, invalidBatch(`webhook: duplicate field "url"`)
 		}
 		seen = true
-		if targets, err = d.targets(); err != nil {
+		v, err := d.token()
+		if err != nil {
 			return nil, err
+		}
+		switch v := v.(type) {
+		case nil:
+		case string:
+			w.URL = v
+		default:
+			return nil, invalidBatch(`webhook: "url" must be a string`)
 		}
 	}
 	if _, err := d.token(); err != nil { // the closing brace
 		return nil, err
 	}
-	if _, err := d.dec.Token(); err != io.EOF {
-		return nil, invalidBatch("data after the JSON object")
+	if w.URL == "" {
+		return nil, invalidBatch("webhook: empty url")
 	}
-	switch {
-	case !seen:
-		return nil, invalidBatch(`missing field "targets"`)
-	case targets == nil:
-		return nil, invalidBatch(`"targets" must be a list, not null`)
-	case len(targets) == 0:
-		return nil, invalidBatch("no targets")
-	}
-	return targets, nil
+	return &w, nil
 }
 
 // targets reads the value of "targets": nil for null, else a non-nil list.

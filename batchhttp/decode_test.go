@@ -19,8 +19,15 @@ func TestDecodeSubmit(t *testing.T) {
 			t.Errorf("decodeSubmit(%s): %v", body, err)
 			return
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !reflect.DeepEqual(got.Targets, want) || got.Webhook != nil {
 			t.Errorf("decodeSubmit(%s) = %+v, want %+v", body, got, want)
+		}
+	}
+	hook := func(body, wantURL string) {
+		t.Helper()
+		got, err := decodeSubmit([]byte(body))
+		if err != nil || got.Webhook == nil || got.Webhook.URL != wantURL || len(got.Targets) != 1 {
+			t.Errorf("decodeSubmit(%s) = %+v, %v; want one target and webhook %q", body, got, err, wantURL)
 		}
 	}
 	bad := func(body, wantMsg string) {
@@ -41,6 +48,22 @@ func TestDecodeSubmit(t *testing.T) {
 	ok(`{"targets":[{"url":"u","mode":null,"recover":null}]}`, batch.Target{URL: "u"})
 	ok(`{"targets":[{"url":"\u0068ttps://a.test/\u00e9"}]}`, batch.Target{URL: "https://a.test/é"})
 	ok(`{"targets":[{}]}`, batch.Target{}) // the runner refuses the empty url
+
+	// Webhooks.
+	hook(`{"targets":[{"url":"u"}],"webhook":{"url":"https://hooks.test/in?t=1"}}`, "https://hooks.test/in?t=1")
+	hook(`{"webhook":{"url":"w"},"targets":[{"url":"u"}]}`, "w")
+	ok(`{"targets":[{"url":"u"}],"webhook":null}`, batch.Target{URL: "u"})
+	bad(`{"targets":[{"url":"u"}],"webhook":"https://a/"}`, `invalid batch: "webhook" must be an object`)
+	bad(`{"targets":[{"url":"u"}],"webhook":[]}`, `invalid batch: "webhook" must be an object`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{}}`, "invalid batch: webhook: empty url")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":""}}`, "invalid batch: webhook: empty url")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":null}}`, "invalid batch: webhook: empty url")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":7}}`, `invalid batch: webhook: "url" must be a string`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"URL":"a"}}`, `invalid batch: webhook: unknown field "URL"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"a","secret":"s"}}`, `invalid batch: webhook: unknown field "secret"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"a","url":"b"}}`, `invalid batch: webhook: duplicate field "url"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":null,"webhook":{"url":"a"}}`, `invalid batch: duplicate field "webhook"`)
+	bad(`{"targets":[{"url":"u"}],"Webhook":{"url":"a"}}`, `invalid batch: unknown field "Webhook"`)
 
 	// Syntax, trailing data, encoding.
 	bad(``, "invalid batch: empty body")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/siftfetch/batchkit/batch"
 )
@@ -43,6 +44,7 @@ const (
 	codeTimeout     = "timeout"
 	codeResultsBig  = "results_too_large"
 	codeResultsBusy = "results_busy"
+	codeNoWebhooks  = "webhooks_disabled"
 )
 
 // errorTable maps the core's sentinels to answers: the one place where a
@@ -65,6 +67,9 @@ var errorTable = []struct {
 	{batch.ErrTooManyTargets, httpError{status: http.StatusUnprocessableEntity, msg: "too many targets", code: codeTooMany}},
 	// The message gets the *batch.TargetError's index and reason.
 	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: codeInvalid}},
+	// The message gets the core's reason: "invalid batch: webhook: …".
+	{batch.ErrInvalidWebhook, httpError{status: http.StatusBadRequest, msg: "invalid batch: webhook", code: codeInvalid}},
+	{batch.ErrWebhooksDisabled, httpError{status: http.StatusUnprocessableEntity, msg: "webhooks are not enabled on this server", code: codeNoWebhooks}},
 	{batch.ErrClosed, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
 	{batch.ErrNotStarted, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
 	{batch.ErrUnavailable, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: codeUnavailable, retryAfter: 5}},
@@ -90,6 +95,10 @@ func answerFor(err error, maxTargets int) *httpError {
 		case batch.ErrInvalidTarget:
 			if te, ok := errors.AsType[*batch.TargetError](err); ok {
 				ans.msg = fmt.Sprintf("invalid batch: target %d: %s", te.Index, te.Reason)
+			}
+		case batch.ErrInvalidWebhook:
+			if _, reason, ok := strings.Cut(err.Error(), batch.ErrInvalidWebhook.Error()+": "); ok {
+				ans.msg = "invalid batch: webhook: " + reason
 			}
 		}
 		return &ans

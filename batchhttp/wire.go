@@ -13,8 +13,11 @@ import (
 
 // SubmitRequest is the body of POST /v1/batch. Each target is flat:
 // {"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}.
+// Webhook, if set, receives the job's batch.finished event (see
+// [NewWebhookSender]).
 type SubmitRequest struct {
 	Targets []batch.Target `json:"targets"`
+	Webhook *Webhook       `json:"webhook,omitempty"`
 }
 
 // SubmitResponse is the 202 answer to POST /v1/batch. Status is "queued"
@@ -36,7 +39,10 @@ type StatusResponse struct {
 	TargetsDone  int             `json:"targets_done"`
 	CreatedAt    time.Time       `json:"created_at"`
 	ExpiresAt    time.Time       `json:"expires_at"`
-	Targets      []TargetStatus  `json:"targets"`
+	// Webhook is the job's webhook, shown to its owner (every read is the
+	// owner's); absent for none.
+	Webhook *Webhook       `json:"webhook,omitempty"`
+	Targets []TargetStatus `json:"targets"`
 }
 
 // TargetStatus is one target in a [StatusResponse]. Result, the stored
@@ -105,6 +111,9 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		CreatedAt:    wireTime(info.CreatedAt),
 		ExpiresAt:    wireTime(info.ExpiresAt),
 		Targets:      make([]TargetStatus, len(info.Targets)),
+	}
+	if info.WebhookURL != "" {
+		resp.Webhook = &Webhook{URL: info.WebhookURL}
 	}
 	for i, t := range info.Targets {
 		resp.Targets[i] = TargetStatus{
