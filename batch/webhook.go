@@ -200,17 +200,15 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 	log := r.log.With(slog.String("job_id", d.JobID), slog.Int("attempt", d.Attempt))
 	start := time.Now()
 	err := r.callDeliver(r.event(d))
+	if err != nil && errors.Is(context.Cause(r.fetchCtx), ErrClosed) {
+		return 0 // cut short: not an attempt's outcome
+	}
 	r.metrics.webhookSecs.Update(time.Since(start).Seconds())
 	fin := FinishWebhookParams{JobID: d.JobID, Runner: r.cfg.RunnerID, Attempt: d.Attempt}
-	var outcome, msg string
-	level := slog.LevelInfo
-	switch {
-	case err == nil:
-		outcome, msg = webhookDelivered, "batch webhook delivered"
-	case errors.Is(context.Cause(r.fetchCtx), ErrClosed):
-		return 0
-	default:
+	outcome, msg, level := webhookDelivered, "batch webhook delivered", slog.LevelInfo
+	if err != nil {
 		r.metrics.webhook(webhookFailed)
+		outcome, level = "", slog.LevelWarn
 		retryIn = r.webhookBackoff(d.Attempt)
 		if d.Age+retryIn > r.cfg.WebhookRetryFor {
 			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: still not delivered after the retry bound", 0
@@ -218,7 +216,6 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 			fin.Retry, fin.RetryIn = true, retryIn
 			msg = "batch webhook attempt failed; will retry"
 		}
-		level = slog.LevelWarn
 	}
 	ctx, cancel := storeCtx()
 	fin.Now = r.cfg.Now()
