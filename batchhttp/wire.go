@@ -41,7 +41,9 @@ type StatusResponse struct {
 	ExpiresAt    time.Time       `json:"expires_at"`
 	// Webhook is the job's webhook, shown to its owner (every read is the
 	// owner's); absent for none.
-	Webhook *Webhook       `json:"webhook,omitempty"`
+	Webhook *Webhook `json:"webhook,omitempty"`
+	// Targets must stay the last field: a ?results=1 answer writes the
+	// rest, then streams the targets one at a time (see writeResults).
 	Targets []TargetStatus `json:"targets"`
 }
 
