@@ -26,6 +26,9 @@ type JobInfo struct {
 	// RetryOf is the id of the job this one retries (see [Runner.Retry]),
 	// or "".
 	RetryOf string
+	// WebhookURL is the job's webhook (see [SubmitOptions]), "" for none:
+	// for its owner's eyes only.
+	WebhookURL string
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -85,12 +88,27 @@ type WaitOptions struct {
 // [ErrInvalidCaller], [ErrNoTargets], [ErrTooManyTargets] or
 // [ErrInvalidTarget] (a *[TargetError]); the caps give [ErrCallerBusy] or
 // [ErrBusy]. Before [Runner.Start] it returns [ErrNotStarted], after
-// [Runner.Close] [ErrClosed].
+// [Runner.Close] [ErrClosed]. It is [Runner.SubmitWith] without options.
 func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (job JobInfo, reused bool, err error) {
+	return r.SubmitWith(ctx, caller, targets, SubmitOptions{})
+}
+
+// SubmitWith is [Runner.Submit] with options. A webhook (opts.WebhookURL)
+// needs Config.Deliver ([ErrWebhooksDisabled] without it) and an absolute
+// http or https URL ([ErrInvalidWebhook]); it joins the idempotency key,
+// so that a resubmit of the same list reuses the job only with the same
+// webhook (see [IdemKeyWith]).
+func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
 	if err := r.validateSubmit(caller, targets); err != nil {
 		return JobInfo{}, false, err
 	}
-	job, reused, err = r.create(ctx, CreateParams{Caller: caller, IdemKey: IdemKey(caller.Name, targets), Targets: targets})
+	if err := r.validateWebhook(opts.WebhookURL); err != nil {
+		return JobInfo{}, false, err
+	}
+	job, reused, err = r.create(ctx, CreateParams{
+		Caller: caller, IdemKey: IdemKeyWith(caller.Name, targets, opts), Targets: targets,
+		WebhookURL: opts.WebhookURL,
+	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
 	}
@@ -100,7 +118,7 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // Retry makes a new job of the caller's finished job id: its targets that
 // did not finish done, that is the failed ones and, of a cancelled job or
 // one failed by a restart, the ones that never finished, in idx order and
-// with their options. The new job's RetryOf is id, and each of its targets
+// with their options and the job's webhook. The new job's RetryOf is id, and each of its targets
 // carries its idx in the old job (TargetInfo.RetryOfIdx). Caps and
 // idempotency apply as for [Runner.Submit]: a retry of the same job with
 // the same targets while the first retry's lease is unexpired (and it was
@@ -130,9 +148,12 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	if len(targets) == 0 {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", ErrNothingToRetry)
 	}
+	if err := r.validateWebhook(old.WebhookURL); err != nil {
+		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
+	}
 	job, reused, err = r.create(ctx, CreateParams{
 		Caller: caller, IdemKey: retryKey(caller.Name, id, targets), Targets: targets,
-		RetryOf: id, RetryIdx: from,
+		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
@@ -172,6 +193,7 @@ func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, err
 	attrs := []slog.Attr{
 		slog.String("caller", p.Caller.Name), slog.String("job_id", j.ID),
 		slog.Int("targets", j.TargetsTotal), slog.Bool("reused", reused),
+		slog.Bool("webhook", p.WebhookURL != ""),
 		slog.String("status", string(j.Status)),
 	}
 	msg := "batch job submitted"
@@ -255,6 +277,7 @@ func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
 	}
 	r.metrics.job(string(JobCancelled))
 	r.waiters.notify(id)
+	r.wakeWebhooks() // a queued job gets its event at once
 	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job cancelled",
 		slog.String("caller", caller.Name), slog.String("job_id", id))
 	return nil
@@ -359,6 +382,7 @@ func (r *Runner) jobInfo(j Job) JobInfo {
 		ExpiresAt:    r.expiresAt(j),
 		Bytes:        j.Bytes,
 		RetryOf:      j.RetryOf,
+		WebhookURL:   j.WebhookURL,
 	}
 }
 

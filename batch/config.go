@@ -34,6 +34,15 @@ const (
 	// one SweepInterval (two minutes with the defaults).
 	DefaultStaleAfter    = time.Minute
 	DefaultMetricsPrefix = "batch"
+	// DefaultWebhookTimeout: Standard Webhooks receivers answer at once
+	// and do their work later; ten seconds is generous.
+	DefaultWebhookTimeout = 10 * time.Second
+	// DefaultWebhookBackoff: the first retry 5s after a failed attempt,
+	// then 10s, 20s, … up to an hour between attempts.
+	DefaultWebhookBackoff = 5 * time.Second
+	// DefaultWebhookRetryFor: a day of retries (some 30 to 40 attempts), as
+	// long as a finished job is kept by default.
+	DefaultWebhookRetryFor = 24 * time.Hour
 )
 
 // Config configures a [Runner]. The zero value of every field but Store and
@@ -99,6 +108,25 @@ type Config struct {
 	// 1m.
 	StaleAfter time.Duration `json:"stale_after" toml:"stale_after"`
 
+	// Deliver delivers the webhook events of jobs submitted with a
+	// webhook (see [SubmitOptions]); batchhttp.NewWebhookSender makes one.
+	// A runner with Deliver claims the due events of the store, its own
+	// and those of other runners sharing it, and retries them with
+	// back-off (WebhookBackoff) for WebhookRetryFor. Defaults to nil: the
+	// runner delivers nothing and refuses a submit with a webhook
+	// ([ErrWebhooksDisabled]).
+	Deliver DeliverFunc `json:"-" toml:"-"`
+	// WebhookTimeout bounds one delivery attempt. Defaults to 10s.
+	WebhookTimeout time.Duration `json:"webhook_timeout" toml:"webhook_timeout"`
+	// WebhookBackoff is the wait after the first failed attempt; it
+	// doubles after each further one, up to an hour, and each wait is
+	// jittered down by up to half. Defaults to 5s.
+	WebhookBackoff time.Duration `json:"webhook_backoff" toml:"webhook_backoff"`
+	// WebhookRetryFor bounds the retries: an event not delivered when the
+	// next retry would start more than this after the job finished is
+	// dropped, and counted. Defaults to 24h.
+	WebhookRetryFor time.Duration `json:"webhook_retry_for" toml:"webhook_retry_for"`
+
 	// Logger receives the runner's structured logs. Defaults to discarding
 	// them.
 	Logger *slog.Logger `json:"-" toml:"-"`
@@ -123,6 +151,9 @@ func (cfg Config) withDefaults() Config {
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, DefaultStaleAfter)
 	cfg.MetricsPrefix = cmp.Or(cfg.MetricsPrefix, DefaultMetricsPrefix)
+	cfg.WebhookTimeout = cmp.Or(cfg.WebhookTimeout, DefaultWebhookTimeout)
+	cfg.WebhookBackoff = cmp.Or(cfg.WebhookBackoff, DefaultWebhookBackoff)
+	cfg.WebhookRetryFor = cmp.Or(cfg.WebhookRetryFor, DefaultWebhookRetryFor)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -156,6 +187,8 @@ func (cfg Config) validate() error {
 		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait, "store_wait": cfg.StoreWait,
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
 		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
+		"webhook_timeout": cfg.WebhookTimeout, "webhook_backoff": cfg.WebhookBackoff,
+		"webhook_retry_for": cfg.WebhookRetryFor,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", name, d))
@@ -193,6 +226,9 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 		PollInterval  jsonDuration `json:"poll_interval"`
 		Heartbeat     jsonDuration `json:"heartbeat_interval"`
 		StaleAfter    jsonDuration `json:"stale_after"`
+		HookTimeout   jsonDuration `json:"webhook_timeout"`
+		HookBackoff   jsonDuration `json:"webhook_backoff"`
+		HookRetryFor  jsonDuration `json:"webhook_retry_for"`
 	}{
 		plain:         (*plain)(cfg),
 		TTL:           jsonDuration(cfg.TTL),
@@ -203,6 +239,9 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 		PollInterval:  jsonDuration(cfg.PollInterval),
 		Heartbeat:     jsonDuration(cfg.HeartbeatInterval),
 		StaleAfter:    jsonDuration(cfg.StaleAfter),
+		HookTimeout:   jsonDuration(cfg.WebhookTimeout),
+		HookBackoff:   jsonDuration(cfg.WebhookBackoff),
+		HookRetryFor:  jsonDuration(cfg.WebhookRetryFor),
 	}
 	if err := json.Unmarshal(b, &aux); err != nil {
 		return err
@@ -215,6 +254,9 @@ func (cfg *Config) UnmarshalJSON(b []byte) error {
 	cfg.PollInterval = time.Duration(aux.PollInterval)
 	cfg.HeartbeatInterval = time.Duration(aux.Heartbeat)
 	cfg.StaleAfter = time.Duration(aux.StaleAfter)
+	cfg.WebhookTimeout = time.Duration(aux.HookTimeout)
+	cfg.WebhookBackoff = time.Duration(aux.HookBackoff)
+	cfg.WebhookRetryFor = time.Duration(aux.HookRetryFor)
 	return nil
 }
 

@@ -38,6 +38,9 @@ func TestNew_InvalidConfig(t *testing.T) {
 	f(func(c *batch.Config) { c.HeartbeatInterval = -time.Second }, "heartbeat_interval")
 	f(func(c *batch.Config) { c.StaleAfter = 15 * time.Second }, "stale_after (15s) must be at least twice heartbeat_interval (10s)")
 	f(func(c *batch.Config) { c.HeartbeatInterval, c.StaleAfter = time.Minute, 90*time.Second }, "stale_after")
+	f(func(c *batch.Config) { c.WebhookTimeout = -time.Second }, "webhook_timeout")
+	f(func(c *batch.Config) { c.WebhookBackoff = -time.Second }, "webhook_backoff")
+	f(func(c *batch.Config) { c.WebhookRetryFor = -time.Second }, "webhook_retry_for")
 
 	if _, err := batch.New(valid); err != nil {
 		t.Fatalf("New(valid) = %v", err)
@@ -73,14 +76,16 @@ func TestConfig_UnmarshalJSON(t *testing.T) {
 	var cfg batch.Config
 	err := json.Unmarshal([]byte(`{"targets_per_job":16,"jobs_per_caller":2,"jobs_total":4,"ttl":"36h","max_bytes":1048576,
 		"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":1000000000,
-		"heartbeat_interval":"5s","stale_after":"30s","runner_id":"node-1"}`), &cfg)
+		"heartbeat_interval":"5s","stale_after":"30s","runner_id":"node-1",
+		"webhook_timeout":"3s","webhook_backoff":"2s","webhook_retry_for":"6h"}`), &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.TargetsPerJob != 16 || cfg.JobsPerCaller != 2 || cfg.JobsTotal != 4 || cfg.TTL != 36*time.Hour ||
 		cfg.MaxBytes != 1<<20 || cfg.Workers != 3 || cfg.TargetTimeout != 90*time.Second ||
 		cfg.MaxResultBytes != 4096 || cfg.BusyWait != time.Second ||
-		cfg.HeartbeatInterval != 5*time.Second || cfg.StaleAfter != 30*time.Second || cfg.RunnerID != "node-1" {
+		cfg.HeartbeatInterval != 5*time.Second || cfg.StaleAfter != 30*time.Second || cfg.RunnerID != "node-1" ||
+		cfg.WebhookTimeout != 3*time.Second || cfg.WebhookBackoff != 2*time.Second || cfg.WebhookRetryFor != 6*time.Hour {
 		t.Errorf("decoded %+v", cfg)
 	}
 	if err := json.Unmarshal([]byte(`{"ttl":"forever"}`), &cfg); err == nil {

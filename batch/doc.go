@@ -101,6 +101,37 @@
 // exceed Config.MaxBytes. Live jobs are never swept or evicted. Owner reads
 // are scoped: another caller's job is [ErrNotFound], like an unknown id.
 //
+// # Webhooks
+//
+// A submit may name a webhook ([Runner.SubmitWith], [SubmitOptions]): when
+// the job finishes (done, partial, failed, a restart included, or
+// cancelled, queued or running) its URL receives one [EventJobFinished]
+// event ([WebhookEvent]: the job's id, final status, error, counts and
+// times, never a target URL). The core decides when an event is due and
+// stores it; the host delivers it through Config.Deliver, a [DeliverFunc]
+// (batchhttp.NewWebhookSender POSTs it signed as the Standard Webhooks
+// specification says). A runner without Deliver refuses a webhook
+// ([ErrWebhooksDisabled]).
+//
+// Delivery is at least once and survives a crash. The store writes the
+// pending event in the same atomic step that gives the job its final
+// status (see the Store's The webhook outbox): the FinishTarget of its last
+// target, the Cancel of a queued job, or the Reap of a restart. A runner
+// with Deliver claims due events, its own and those of every runner
+// sharing the store, under a lease (Config.WebhookTimeout plus a minute),
+// so that no two runners attempt one event at once, and a runner that
+// dies mid-attempt leaves the event to the next claim once the lease has
+// passed (a runner that restarts under the same id, or closes, releases
+// its claims at once). A failed attempt is retried after
+// Config.WebhookBackoff (5s), doubled for each attempt before (at most an
+// hour) and jittered; an event whose next retry would start more than
+// Config.WebhookRetryFor (24h) after the job finished is dropped, and
+// counted. Every attempt of an event carries the same id ("msg_" and the
+// job id), so a receiver can ignore a repeat. The webhook URL is part of
+// the idempotency key ([IdemKeyWith]), visible to the job's owner
+// ([JobInfo].WebhookURL) and never logged; neither is a delivery error,
+// which may name the URL or its host.
+//
 // # Logs and metrics
 //
 // Logs go to Config.Logger as structured records with job_id, caller, idx,
@@ -117,6 +148,8 @@
 //	<p>_job_seconds               histogram: claim to finish
 //	<p>_target_seconds            histogram: one target, busy waits included
 //	<p>_result_bytes              histogram: stored result envelope size
+//	<p>_webhooks_total{outcome}   delivered failed dropped (failed: an attempt; dropped: an event given up)
+//	<p>_webhook_seconds           histogram: one delivery attempt
 //
 // Every series exists from construction; an outcome outside its set counts as
 // other.

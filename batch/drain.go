@@ -126,6 +126,9 @@ func (r *Runner) drain(c Claimed) {
 	if final != JobCancelled { // a cancel is counted by the runner that took it
 		r.metrics.job(string(final))
 	}
+	if job.WebhookURL != "" {
+		r.wakeWebhooks() // the last write gave the job its event
+	}
 	r.metrics.jobSecs.Update(time.Since(start).Seconds())
 	log.LogAttrs(context.Background(), slog.LevelInfo, "batch job finished",
 		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))

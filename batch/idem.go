@@ -43,14 +43,29 @@ func CanonicalTargets(targets []Target) []byte {
 	return b
 }
 
-// IdemKey returns the idempotency key of a submit: the hex SHA-256 of the
-// caller name, a NUL byte, and [CanonicalTargets] of the list. It identifies
-// the request, not the caller's class or restriction.
+// IdemKey returns the idempotency key of a submit without options: the hex
+// SHA-256 of the caller name, a NUL byte, and [CanonicalTargets] of the
+// list. It identifies the request, not the caller's class or restriction.
 func IdemKey(callerName string, targets []Target) string {
+	return IdemKeyWith(callerName, targets, SubmitOptions{})
+}
+
+// IdemKeyWith returns the idempotency key of a submit with options. Without
+// a webhook it is [IdemKey]; with one, the hex SHA-256 of the caller name, a
+// NUL byte, [CanonicalTargets] of the list, a NUL byte and the webhook URL,
+// verbatim. The webhook is part of the request: the same list submitted
+// again with the same webhook reuses the job, and with another webhook (or
+// none) makes a new one, so that no submit silently loses the webhook it
+// asked for.
+func IdemKeyWith(callerName string, targets []Target, opts SubmitOptions) string {
 	h := sha256.New()
 	h.Write([]byte(callerName))
 	h.Write([]byte{0})
 	h.Write(CanonicalTargets(targets))
+	if opts.WebhookURL != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(opts.WebhookURL))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

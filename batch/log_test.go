@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,19 +40,41 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 				}
 				return scripted(ctx, c, tg)
 			}
+			// The webhook fails once, with an error that names it, panics
+			// once, then takes the event.
+			hook := "https://" + marker + "-hook.test/in?token=" + marker
+			var attempts atomic.Int32
+			delivered := make(chan struct{})
+			deliver := func(_ context.Context, ev batch.WebhookEvent) error {
+				switch attempts.Add(1) {
+				case 1:
+					return &url.Error{Op: "Post", URL: ev.URL, Err: errors.New("refused")}
+				case 2:
+					panic("deliver " + ev.URL)
+				}
+				close(delivered)
+				return nil
+			}
 			r := batchtest.NewRunner(t, batch.Config{
-				Fetch:  fetch,
+				Fetch:   fetch,
+				Deliver: deliver, WebhookBackoff: time.Millisecond, PollInterval: 10 * time.Millisecond,
 				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
-			idJob, _, err := r.Submit(t.Context(), caller, targets)
+			opts := batch.SubmitOptions{WebhookURL: hook}
+			idJob, _, err := r.SubmitWith(t.Context(), caller, targets, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			id := idJob.ID
-			if _, _, err := r.Submit(t.Context(), caller, targets); err != nil {
+			if _, _, err := r.SubmitWith(t.Context(), caller, targets, opts); err != nil {
 				t.Fatal(err)
 			}
 			info := batchtest.WaitFinished(t, r, caller, id, 10*time.Second)
+			select {
+			case <-delivered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the webhook event was not delivered")
+			}
 			if info.Status != batch.JobPartial {
 				t.Fatalf("job = %s, want partial", info.Status)
 			}
@@ -72,7 +95,10 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 			if !strings.Contains(out, id) || strings.Count(out, "\n") < 7 {
 				t.Fatalf("expected job logs, got:\n%s", out)
 			}
-			for _, secret := range []string{marker, "example.test", batch.IdemKey(caller.Name, targets)} {
+			if !strings.Contains(out, `"msg":"batch webhook delivered"`) || !strings.Contains(out, "will retry") {
+				t.Errorf("no webhook records:\n%s", out)
+			}
+			for _, secret := range []string{marker, "example.test", "hook.test", batch.IdemKeyWith(caller.Name, targets, opts)} {
 				if strings.Contains(out, secret) {
 					t.Errorf("log carries %q:\n%s", secret, out)
 				}

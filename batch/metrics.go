@@ -21,6 +21,18 @@ var jobOutcomes = []string{
 	string(JobCancelled), jobRestart, jobOther,
 }
 
+// Webhook outcomes, the label values of <prefix>_webhooks_total: an event
+// delivered, an attempt that failed (and is retried, unless the event is
+// dropped), an event given up after Config.WebhookRetryFor.
+const (
+	webhookDelivered = "delivered"
+	webhookFailed    = "failed"
+	webhookDropped   = "dropped"
+)
+
+// webhookOutcomes is the fixed label set of <prefix>_webhooks_total.
+var webhookOutcomes = []string{webhookDelivered, webhookFailed, webhookDropped}
+
 // Histogram bucket bounds (upper bounds; +Inf is implicit).
 var (
 	jobSecondsBuckets    = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
@@ -38,6 +50,9 @@ type runnerMetrics struct {
 	jobSecs    *metrics.PrometheusHistogram
 	targetSecs *metrics.PrometheusHistogram
 	resultSize *metrics.PrometheusHistogram
+	webhooks   map[string]*metrics.Counter
+	// webhookSecs: one delivery attempt, failed ones included.
+	webhookSecs *metrics.PrometheusHistogram
 }
 
 // newRunnerMetrics creates every series of the fixed vocabulary up front, so
@@ -53,6 +68,9 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 		jobSecs:    s.NewPrometheusHistogramExt(prefix+"_job_seconds", jobSecondsBuckets),
 		targetSecs: s.NewPrometheusHistogramExt(prefix+"_target_seconds", targetSecondsBuckets),
 		resultSize: s.NewPrometheusHistogramExt(prefix+"_result_bytes", resultBytesBuckets),
+		webhooks:   make(map[string]*metrics.Counter, len(webhookOutcomes)),
+
+		webhookSecs: s.NewPrometheusHistogramExt(prefix+"_webhook_seconds", targetSecondsBuckets),
 	}
 	for _, o := range jobOutcomes {
 		m.jobs[o] = s.NewCounter(fmt.Sprintf(`%s_jobs_total{outcome=%q}`, prefix, o))
@@ -60,8 +78,14 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 	for _, o := range targetOutcomes {
 		m.targets[o] = s.NewCounter(fmt.Sprintf(`%s_targets_total{outcome=%q}`, prefix, o))
 	}
+	for _, o := range webhookOutcomes {
+		m.webhooks[o] = s.NewCounter(fmt.Sprintf(`%s_webhooks_total{outcome=%q}`, prefix, o))
+	}
 	return m
 }
+
+// webhook counts one webhook outcome, one of webhookOutcomes.
+func (m *runnerMetrics) webhook(outcome string) { m.webhooks[outcome].Inc() }
 
 // job counts one job outcome; an unknown one counts as other.
 func (m *runnerMetrics) job(outcome string) {

@@ -79,8 +79,11 @@ func wantSeries(p string) []string {
 	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "other"} {
 		out = append(out, fmt.Sprintf(`%s_targets_total{outcome=%q}`, p, o))
 	}
+	for _, o := range []string{"delivered", "failed", "dropped"} {
+		out = append(out, fmt.Sprintf(`%s_webhooks_total{outcome=%q}`, p, o))
+	}
 	out = append(out, p+"_queue_depth", p+"_targets_inflight")
-	for _, h := range []string{"job_seconds", "target_seconds", "result_bytes"} {
+	for _, h := range []string{"job_seconds", "target_seconds", "result_bytes", "webhook_seconds"} {
 		out = append(out, p+"_"+h+"_sum", p+"_"+h+"_count", p+"_"+h+`_bucket{le="+Inf"}`)
 	}
 	slices.Sort(out)

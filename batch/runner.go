@@ -31,8 +31,9 @@ type Runner struct {
 	metrics *runnerMetrics
 	waiters waiters
 
-	wake  chan struct{} // a token wakes one idle worker
-	slots chan struct{} // one token per running fetch goroutine: at most Workers
+	wake     chan struct{} // a token wakes one idle worker
+	slots    chan struct{} // one token per running fetch goroutine: at most Workers
+	hookWake chan struct{} // a token wakes the webhook deliverer
 
 	// accepting is held shared by Submit from its state check until its
 	// insert is done, and exclusively by Close while it flips the state, so
@@ -46,7 +47,7 @@ type Runner struct {
 	fetchCtx    context.Context         // parent of every fetch; cancelled by Close
 	cancelFetch context.CancelCauseFunc // cancels fetchCtx with cause ErrClosed
 	unsubscribe func()                  // stops the store's change feed, if any
-	wg          sync.WaitGroup          // workers, sweeper and heartbeat
+	wg          sync.WaitGroup          // workers, sweeper, heartbeat and webhook deliverer
 	fetchWG     sync.WaitGroup          // fetch goroutines, including abandoned ones
 	closeOnce   sync.Once
 }
@@ -88,6 +89,7 @@ func New(cfg Config) (*Runner, error) {
 		waiters:     waiters{m: make(map[string]*waiter)},
 		wake:        make(chan struct{}, cfg.Workers),
 		slots:       make(chan struct{}, cfg.Workers),
+		hookWake:    make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		closed:      make(chan struct{}),
 		fetchCtx:    fetchCtx,
@@ -103,7 +105,8 @@ func (r *Runner) Metrics() *metrics.Set { return r.metrics.set }
 func (r *Runner) ID() string { return r.cfg.RunnerID }
 
 // Start fails the jobs this runner can no longer finish, then starts the
-// workers, the sweeper and the heartbeat and returns. On a store that
+// workers, the sweeper, the heartbeat and, with Config.Deliver, the webhook
+// deliverer, and returns. On a store that
 // serves one process (see [Capabilities]) that is every queued or running
 // job, left by a previous process; on a shared store, the jobs held under
 // this runner's id and those of runners whose heartbeat is older than
@@ -141,6 +144,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	go r.sweeper()
 	go r.heartbeat()
+	if r.cfg.Deliver != nil {
+		r.wg.Add(1)
+		go r.webhooks()
+	}
 	return nil
 }
 
@@ -151,6 +158,7 @@ func (r *Runner) reap(ctx context.Context, p ReapParams, msg string) (int, error
 		return 0, fmt.Errorf("reap: %w", err)
 	}
 	r.metrics.jobs[jobRestart].Add(n)
+	r.wakeWebhooks() // a reaped job may have got its event
 	if n > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, msg, slog.Int("jobs", n))
 	}
@@ -158,10 +166,12 @@ func (r *Runner) reap(ctx context.Context, p ReapParams, msg string) (int, error
 }
 
 // Close stops the runner: it takes no more work, cancels in-flight fetches
-// (their context's cause is [ErrClosed]), waits for the workers, the
-// sweeper and the heartbeat to return, fails the jobs it still holds as
-// "restart" (a fetch cut short is not stored), and waits for every fetch
-// goroutine, or for ctx to be done. Close is idempotent and safe on a
+// and webhook deliveries (their context's cause is [ErrClosed]), waits for
+// the workers, the sweeper, the heartbeat and the deliverer to return,
+// fails the jobs it still holds as "restart" (a fetch cut short is not
+// stored) and releases its webhook claims (a delivery cut short is
+// attempted again), and waits for every fetch goroutine, or for ctx to be
+// done. Close is idempotent and safe on a
 // runner never started.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {

@@ -28,6 +28,9 @@ type Job struct {
 	// or "". RetryIdx then holds, for each target, its idx in that job.
 	RetryOf  string
 	RetryIdx []int
+	// WebhookURL receives the job's [EventJobFinished] event; "" for none.
+	// Like the target URLs it is the owner's only and never logged.
+	WebhookURL string
 }
 
 // TargetRecord is one stored target.
@@ -106,8 +109,10 @@ type (
 		Caller  Caller
 		IdemKey string
 		Targets []Target
-		Limits  Limits
-		Now     time.Time
+		// WebhookURL is stored with the job (see [Job]); "" for none.
+		WebhookURL string
+		Limits     Limits
+		Now        time.Time
 		// RetryOf and RetryIdx are stored with the job as given: a retry's
 		// lineage (see [Job]). RetryIdx has one entry per target, or is
 		// nil when RetryOf is "".
@@ -196,7 +201,56 @@ type (
 		Reason string
 		Now    time.Time
 	}
+	// ClaimWebhooksParams bound [Store.ClaimWebhooks].
+	ClaimWebhooksParams struct {
+		Runner string
+		// Limit is how many events one claim returns at most.
+		Limit int
+		// Lease is how long a claimed event stays claimed: once it has
+		// passed without a [Store.FinishWebhook], the event is due again,
+		// so that the delivery of a runner that died is taken over.
+		Lease time.Duration
+		Now   time.Time
+	}
+	// FinishWebhookParams end one claimed delivery for
+	// [Store.FinishWebhook].
+	FinishWebhookParams struct {
+		JobID  string
+		Runner string // the runner that claimed the event
+		// Attempt is the claim's [WebhookDelivery].Attempt: a claim that
+		// was taken over since (its lease passed) is fenced out.
+		Attempt int
+		// Retry keeps the event for another attempt RetryIn from Now;
+		// without it the event is deleted (delivered, or given up).
+		Retry   bool
+		RetryIn time.Duration
+		Now     time.Time
+	}
 )
+
+// WebhookDelivery is a pending webhook event that [Store.ClaimWebhooks]
+// claimed: a snapshot of its job taken in the transaction that gave the job
+// its final status.
+type WebhookDelivery struct {
+	JobID         string
+	URL           string
+	Status        JobStatus // the job's final status
+	Error         string    // the job's error, e.g. "restart"
+	TargetsTotal  int
+	TargetsOK     int
+	TargetsFailed int
+	CreatedAt     time.Time
+	FinishedAt    time.Time
+	// Lease is the job's lease when it finished; the event says the job
+	// expires at Lease+TTL.
+	Lease time.Time
+	// Attempt counts the claims of the event, this one included: 1 on its
+	// first claim.
+	Attempt int
+	// Age is how long ago the event became due, by the store's clock (see
+	// the clock note on the parameters above).
+	Age time.Duration
+}
 
 // Claimed is a job that [Store.Claim] started.
 type Claimed struct {
@@ -241,6 +295,24 @@ type Step struct {
 // no change, once that runner no longer holds the job: the job was failed
 // by [Store.Reap] (its runner was stale, or restarted, or closed), or it
 // finished.
+//
+// # The webhook outbox
+//
+// A job created with a WebhookURL gets one pending webhook event, written
+// in the same atomic step that makes the job finished and released (no
+// target in flight), whichever step that is: the FinishTarget that stores
+// its last target or finds it cancelled, the Cancel of a queued job, or a
+// Reap. (A Cancel of a running job does not: its target in flight is still
+// to be stored, by a FinishTarget or a Reap.) So an event is written
+// exactly once per job, and never for a job that is not finished; a crash
+// either loses the final step with its event or keeps both. Pending events
+// outlive their jobs: a sweep or eviction does not delete them.
+//
+// [Store.ClaimWebhooks] hands due events to one runner at a time, under a
+// lease; [Store.FinishWebhook] deletes an event or reschedules it, fenced
+// by the claim. A runner that dies mid-delivery leaves its event to be
+// claimed again once the lease has passed (or at once, when [Store.Reap]
+// releases the claims of the runner that restarts or closes).
 //
 // # Liveness
 //
@@ -344,9 +416,28 @@ type Store interface {
 	// stay pending, and it is released: its runner's next drain write gets
 	// [ErrNotHeld]. Reap also forgets the heartbeats it judged stale, and
 	// p.Runner's (AllLive forgets all), so that the runners that left hold
-	// no row. It returns how many live jobs it failed.
+	// no row. It returns how many live jobs it failed. A job it leaves
+	// finished and released gets its webhook event (see The webhook
+	// outbox). It releases the webhook claims of p.Runner too (AllLive:
+	// every claim), due at once, so that a runner that restarts or closes
+	// leaves no event waiting for a lease.
 	Reap(ctx context.Context, p ReapParams) (int, error)
 
 	// Stats returns the store-wide counts.
 	Stats(ctx context.Context) (Stats, error)
+
+	// ClaimWebhooks claims up to p.Limit pending webhook events that are
+	// due at Now, oldest due first, for p.Runner: each one's Attempt goes
+	// up by one, and it is not due again until p.Lease has passed (see
+	// The webhook outbox). Concurrent claims never return the same event
+	// while its lease holds. No event due is an empty answer, not an
+	// error.
+	ClaimWebhooks(ctx context.Context, p ClaimWebhooksParams) ([]WebhookDelivery, error)
+
+	// FinishWebhook ends the claim of the job's pending event: it deletes
+	// the event, or with p.Retry releases it, due again p.RetryIn after
+	// Now. It returns [ErrNotHeld], with no change, unless p.Runner still
+	// holds the claim of attempt p.Attempt, and [ErrNotHeld] too for an
+	// event that is gone.
+	FinishWebhook(ctx context.Context, p FinishWebhookParams) error
 }

@@ -23,11 +23,11 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 		}
 		in = bytes.NewReader(data)
 	}
-	targets, err := ParseTargets(in)
+	req, err := ParseSubmit(in)
 	if err != nil {
 		return err
 	}
-	resp, err := c.cfg.Client.Submit(ctx, targets)
+	resp, err := c.cfg.Client.SubmitWith(ctx, req)
 	if err != nil {
 		return fromClient(err)
 	}

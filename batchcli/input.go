@@ -16,13 +16,26 @@ import (
 // maxInputBytes caps what submit reads: the server takes 256 KiB bodies.
 const maxInputBytes = 1 << 20
 
-// ParseTargets reads submit's input: a JSON object {"targets": […]}, a JSON
-// array of targets, or plain text with one URL per line (blank lines and
-// lines starting with # are skipped).
+// ParseTargets is [ParseSubmit]'s targets, for input that has no webhook;
+// input with one is refused, since the targets alone would drop it.
+func ParseTargets(r io.Reader) ([]batch.Target, error) {
+	req, err := ParseSubmit(r)
+	if err != nil {
+		return nil, err
+	}
+	if req.Webhook != nil {
+		return nil, errors.New("the input has a webhook: read it with ParseSubmit")
+	}
+	return req.Targets, nil
+}
+
+// ParseSubmit reads submit's input: a JSON object {"targets": […],
+// "webhook"?: {"url": "…"}}, a JSON array of targets, or plain text with
+// one URL per line (blank lines and lines starting with # are skipped).
 //
-// JSON input is read by [batchhttp.DecodeTargets], the server's own decoder
-// of a submit body, so that what the CLI sends is what the file says and it
-// refuses what the server would:
+// JSON input is read by [batchhttp.DecodeSubmitRequest], the server's own
+// decoder of a submit body, so that what the CLI sends is what the file
+// says and it refuses what the server would:
 //
 //   - field names match exactly: "URL" is not "url" (encoding/json would
 //     fold the case and take it);
@@ -35,24 +48,31 @@ const maxInputBytes = 1 << 20
 // Input of any form must be valid UTF-8. The CLI does not check the values
 // themselves (an empty url, an unknown mode): the server does, and answers
 // 400.
-func ParseTargets(r io.Reader) ([]batch.Target, error) {
+func ParseSubmit(r io.Reader) (batchhttp.SubmitRequest, error) {
+	var none batchhttp.SubmitRequest
 	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read targets: %w", err)
+		return none, fmt.Errorf("read targets: %w", err)
 	}
 	if len(data) > maxInputBytes {
-		return nil, fmt.Errorf("targets input is over %d bytes", maxInputBytes)
+		return none, fmt.Errorf("targets input is over %d bytes", maxInputBytes)
 	}
 	if !utf8.Valid(data) {
-		return nil, invalidTargets("input is not valid UTF-8")
+		return none, invalidTargets("input is not valid UTF-8")
 	}
 	trimmed := bytes.TrimSpace(data)
 	switch {
 	case len(trimmed) == 0:
-		return nil, errors.New("no targets in input")
+		return none, errors.New("no targets in input")
 	case trimmed[0] == '{' || trimmed[0] == '[':
-		return batchhttp.DecodeTargets(data)
+		return batchhttp.DecodeSubmitRequest(data)
 	}
+	ts, err := parseLines(trimmed)
+	return batchhttp.SubmitRequest{Targets: ts}, err
+}
+
+// parseLines reads one URL per line.
+func parseLines(trimmed []byte) ([]batch.Target, error) {
 	var ts []batch.Target
 	sc := bufio.NewScanner(bytes.NewReader(trimmed))
 	sc.Buffer(make([]byte, 64<<10), maxInputBytes)

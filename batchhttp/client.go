@@ -86,7 +86,13 @@ type StatusQuery struct {
 
 // Submit submits targets as one job.
 func (c *Client) Submit(ctx context.Context, targets []batch.Target) (SubmitResponse, error) {
-	body, err := json.Marshal(SubmitRequest{Targets: targets})
+	return c.SubmitWith(ctx, SubmitRequest{Targets: targets})
+}
+
+// SubmitWith is [Client.Submit] of a whole request: its targets and, if
+// set, its webhook.
+func (c *Client) SubmitWith(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
+	body, err := json.Marshal(req)
 	if err != nil {
 		return SubmitResponse{}, fmt.Errorf("batchhttp: encode targets: %w", err)
 	}

@@ -64,8 +64,8 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	return b, nil
 }
 
-// decodeSubmit decodes a submit body, {"targets": [{…}, …]}, strictly. It
-// refuses, as 400 "invalid batch: …":
+// decodeSubmit decodes a submit body, {"targets": [{…}, …], "webhook"?:
+// {"url": "…"}}, strictly. It refuses, as 400 "invalid batch: …":
 //
 //   - invalid UTF-8, malformed JSON (named by line and column), and
 //     anything after the object but white space;
@@ -78,34 +78,36 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 //     last one silently);
 //   - a value of the wrong type: the option fields and "url" take a string,
 //     "context" and "recover" a boolean. null counts as absent for every
-//     target field, as it does in encoding/json.
+//     target field, as it does in encoding/json;
+//   - a "webhook" that is not an object with exactly a non-empty string
+//     "url" (null counts as absent).
 //
 // It walks the tokens itself rather than decoding into a struct, which is
 // how it sees duplicate and case-variant keys, and why its messages name the
 // target and the field instead of Go types. Whatever it accepts decodes to
 // the same targets with encoding/json and DisallowUnknownFields (the fuzz
 // test checks this).
-func decodeSubmit(body []byte) ([]batch.Target, error) {
-	return decodeTargets(body, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
+func decodeSubmit(body []byte) (SubmitRequest, error) {
+	return decodeRequest(body, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
 }
 
-// DecodeTargets decodes targets by the rules and with the messages of the
-// submit decoder of [Handler] (see the package documentation), from the
-// body of a submit, {"targets": […]}, or from a bare list of targets, […].
-// A client or a CLI checks its input with it before it sends any, so that
-// it refuses exactly what the server would. Errors read "invalid targets:
-// …".
-func DecodeTargets(data []byte) ([]batch.Target, error) {
-	return decodeTargets(data, true, func(format string, args ...any) error {
+// DecodeSubmitRequest decodes a submit by the rules and with the messages
+// of the submit decoder of [Handler] (see the package documentation), from
+// the body of a submit, {"targets": […], "webhook"?: {…}}, or from a bare
+// list of targets, […]. A client or a CLI checks its input with it before
+// it sends any, so that it refuses exactly what the server would. Errors
+// read "invalid targets: …".
+func DecodeSubmitRequest(data []byte) (SubmitRequest, error) {
+	return decodeRequest(data, true, func(format string, args ...any) error {
 		return fmt.Errorf("invalid targets: "+format, args...)
 	})
 }
 
-// decodeTargets is the one decoder of targets: list allows a bare list,
-// fail makes the errors.
-func decodeTargets(data []byte, list bool, fail func(format string, args ...any) error) ([]batch.Target, error) {
+// decodeRequest is the one decoder of submits: list allows a bare list of
+// targets, fail makes the errors.
+func decodeRequest(data []byte, list bool, fail func(format string, args ...any) error) (SubmitRequest, error) {
 	if !utf8.Valid(data) {
-		return nil, fail("body is not valid UTF-8")
+		return SubmitRequest{}, fail("body is not valid UTF-8")
 	}
 	d := submitDecoder{dec: json.NewDecoder(bytes.NewReader(data)), data: data, fail: fail}
 	d.dec.UseNumber()
@@ -121,70 +123,126 @@ type submitDecoder struct {
 	fail func(format string, args ...any) error
 }
 
-func (d *submitDecoder) body(list bool) ([]batch.Target, error) {
+func (d *submitDecoder) body(list bool) (SubmitRequest, error) {
+	var req SubmitRequest
 	tok, err := d.dec.Token()
 	if err == io.EOF {
-		return nil, d.fail("empty body")
+		return req, d.fail("empty body")
 	}
 	if err != nil {
-		return nil, d.syntaxErr(err)
+		return req, d.syntaxErr(err)
 	}
-	var targets []batch.Target
 	switch {
 	case list && tok == json.Delim('['):
-		if targets, err = d.list(); err != nil {
-			return nil, err
+		if req.Targets, err = d.list(); err != nil {
+			return req, err
 		}
 	case tok == json.Delim('{'):
-		if targets, err = d.object(); err != nil {
-			return nil, err
+		if req, err = d.object(); err != nil {
+			return req, err
 		}
 	case list:
-		return nil, d.fail(`input must be a JSON object {"targets": […]} or a list of targets`)
+		return req, d.fail(`input must be a JSON object {"targets": […]} or a list of targets`)
 	default:
-		return nil, d.fail("body must be a JSON object")
+		return req, d.fail("body must be a JSON object")
 	}
 	if _, err := d.dec.Token(); err != io.EOF {
-		return nil, d.fail("data after the JSON value")
+		return req, d.fail("data after the JSON value")
 	}
-	if len(targets) == 0 {
-		return nil, d.fail("no targets")
+	if len(req.Targets) == 0 {
+		return req, d.fail("no targets")
 	}
-	return targets, nil
+	return req, nil
 }
 
-// object reads the rest of {"targets": […]} after its opening brace.
-func (d *submitDecoder) object() ([]batch.Target, error) {
+// object reads the rest of {"targets": […], "webhook"?: {…}} after its
+// opening brace.
+func (d *submitDecoder) object() (SubmitRequest, error) {
 	var (
-		targets []batch.Target
-		seen    bool
+		req            SubmitRequest
+		seen, seenHook bool
 	)
+	for d.dec.More() {
+		key, err := d.token()
+		if err != nil {
+			return req, err
+		}
+		switch k := key.(string); {
+		case k == "webhook" && seenHook:
+			return req, d.fail(`duplicate field "webhook"`)
+		case k == "webhook":
+			seenHook = true
+			if req.Webhook, err = d.webhook(); err != nil {
+				return req, err
+			}
+			continue
+		case k != "targets":
+			return req, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, "targets", "webhook"))
+		case seen:
+			return req, d.fail(`duplicate field "targets"`)
+		}
+		seen = true
+		if req.Targets, err = d.targets(); err != nil {
+			return req, err
+		}
+	}
+	if _, err := d.token(); err != nil { // the closing brace
+		return req, err
+	}
+	switch {
+	case !seen:
+		return req, d.fail(`missing field "targets"`)
+	case req.Targets == nil:
+		return req, d.fail(`"targets" must be a list, not null`)
+	}
+	return req, nil
+}
+
+// webhook reads the value of "webhook": nil for null, else {"url": "…"}
+// with a non-empty url.
+func (d *submitDecoder) webhook() (*Webhook, error) {
+	tok, err := d.token()
+	switch {
+	case err != nil:
+		return nil, err
+	case tok == nil:
+		return nil, nil
+	case tok != json.Delim('{'):
+		return nil, d.fail(`"webhook" must be an object`)
+	}
+	var w Webhook
+	seen := false
 	for d.dec.More() {
 		key, err := d.token()
 		if err != nil {
 			return nil, err
 		}
 		switch k := key.(string); {
-		case k != "targets":
-			return nil, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, "targets"))
+		case k != "url":
+			return nil, d.fail("webhook: unknown field %s%s", quoteField(k), didYouMean(k, "url"))
 		case seen:
-			return nil, d.fail(`duplicate field "targets"`)
+			return nil, d.fail(`webhook: duplicate field "url"`)
 		}
 		seen = true
-		if targets, err = d.targets(); err != nil {
+		v, err := d.token()
+		if err != nil {
 			return nil, err
+		}
+		switch v := v.(type) {
+		case nil:
+		case string:
+			w.URL = v
+		default:
+			return nil, d.fail(`webhook: "url" must be a string`)
 		}
 	}
 	if _, err := d.token(); err != nil { // the closing brace
 		return nil, err
 	}
-	switch {
-	case !seen:
-		return nil, d.fail(`missing field "targets"`)
-	case targets == nil:
-		return nil, d.fail(`"targets" must be a list, not null`)
+	if w.URL == "" {
+		return nil, d.fail("webhook: empty url")
 	}
-	return targets, nil
+	return &w, nil
 }
 
 // targets reads the value of "targets": nil for null, else a non-nil list.

@@ -19,8 +19,15 @@ func TestDecodeSubmit(t *testing.T) {
 			t.Errorf("decodeSubmit(%s): %v", body, err)
 			return
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !reflect.DeepEqual(got.Targets, want) || got.Webhook != nil {
 			t.Errorf("decodeSubmit(%s) = %+v, want %+v", body, got, want)
+		}
+	}
+	hook := func(body, wantURL string) {
+		t.Helper()
+		got, err := decodeSubmit([]byte(body))
+		if err != nil || got.Webhook == nil || got.Webhook.URL != wantURL || len(got.Targets) != 1 {
+			t.Errorf("decodeSubmit(%s) = %+v, %v; want one target and webhook %q", body, got, err, wantURL)
 		}
 	}
 	bad := func(body, wantMsg string) {
@@ -41,6 +48,22 @@ func TestDecodeSubmit(t *testing.T) {
 	ok(`{"targets":[{"url":"u","mode":null,"recover":null}]}`, batch.Target{URL: "u"})
 	ok(`{"targets":[{"url":"\u0068ttps://a.test/\u00e9"}]}`, batch.Target{URL: "https://a.test/é"})
 	ok(`{"targets":[{}]}`, batch.Target{}) // the runner refuses the empty url
+
+	// Webhooks.
+	hook(`{"targets":[{"url":"u"}],"webhook":{"url":"https://hooks.test/in?t=1"}}`, "https://hooks.test/in?t=1")
+	hook(`{"webhook":{"url":"w"},"targets":[{"url":"u"}]}`, "w")
+	ok(`{"targets":[{"url":"u"}],"webhook":null}`, batch.Target{URL: "u"})
+	bad(`{"targets":[{"url":"u"}],"webhook":"https://a/"}`, `invalid batch: "webhook" must be an object`)
+	bad(`{"targets":[{"url":"u"}],"webhook":[]}`, `invalid batch: "webhook" must be an object`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{}}`, "invalid batch: webhook: empty url")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":""}}`, "invalid batch: webhook: empty url")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":null}}`, "invalid batch: webhook: empty url")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":7}}`, `invalid batch: webhook: "url" must be a string`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"URL":"a"}}`, `invalid batch: webhook: unknown field "URL" (field names are case-sensitive: did you mean "url"?)`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"a","secret":"s"}}`, `invalid batch: webhook: unknown field "secret"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"a","url":"b"}}`, `invalid batch: webhook: duplicate field "url"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":null,"webhook":{"url":"a"}}`, `invalid batch: duplicate field "webhook"`)
+	bad(`{"targets":[{"url":"u"}],"Webhook":{"url":"a"}}`, `invalid batch: unknown field "Webhook" (field names are case-sensitive: did you mean "webhook"?)`)
 
 	// Syntax, trailing data, encoding.
 	bad(``, "invalid batch: empty body")
@@ -86,12 +109,12 @@ func TestDecodeSubmit(t *testing.T) {
 	bad(`{"targets":[{"url":"u","recover":[]}]}`, `invalid batch: target 0: "recover" must be a boolean`)
 }
 
-func TestDecodeTargets(t *testing.T) {
+func TestDecodeSubmitRequest(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{`{"targets":[{"url":"u","mode":"raw"}]}`, ` [{"url":"u","mode":"raw"}] `} {
-		ts, err := DecodeTargets([]byte(in))
-		if err != nil || len(ts) != 1 || ts[0].URL != "u" || ts[0].Mode != "raw" {
-			t.Errorf("DecodeTargets(%q) = %+v, %v", in, ts, err)
+		req, err := DecodeSubmitRequest([]byte(in))
+		if ts := req.Targets; err != nil || len(ts) != 1 || ts[0].URL != "u" || ts[0].Mode != "raw" || req.Webhook != nil {
+			t.Errorf("DecodeSubmitRequest(%q) = %+v, %v", in, req, err)
 		}
 	}
 	for in, want := range map[string]string{
@@ -101,9 +124,12 @@ func TestDecodeTargets(t *testing.T) {
 		"[\n{\"url\" \"u\"}]":     "invalid targets: malformed JSON at line 2, column 8",
 		`{"targets":[{"url":1}]}`: `invalid targets: target 0: "url" must be a string`,
 	} {
-		if _, err := DecodeTargets([]byte(in)); err == nil || err.Error() != want {
-			t.Errorf("DecodeTargets(%q) error = %v, want %q", in, err, want)
+		if _, err := DecodeSubmitRequest([]byte(in)); err == nil || err.Error() != want {
+			t.Errorf("DecodeSubmitRequest(%q) error = %v, want %q", in, err, want)
 		}
+	}
+	if req, err := DecodeSubmitRequest([]byte(`{"targets":[{"url":"u"}],"webhook":{"url":"https://h.test/"}}`)); err != nil || req.Webhook == nil {
+		t.Errorf("DecodeSubmitRequest with a webhook = %+v, %v", req, err)
 	}
 	// The server's own form refuses a bare list.
 	if _, err := decodeSubmit([]byte(`[{"url":"u"}]`)); err == nil || err.Error() != "invalid batch: body must be a JSON object" {

@@ -111,6 +111,38 @@
 // defaults to [DefaultListLimit] and is capped at [MaxListLimit]; a limit
 // below 1 or not a number is 400. An agent that lost a job id finds it here.
 //
+// # Webhooks
+//
+// A submit may carry "webhook": {"url": "https://…"} beside "targets"
+// ([SubmitRequest]). The URL passes the same pre-check as a target (422
+// "blocked: webhook: <reason>"), then the runner's check (400 "invalid
+// batch: webhook: …" for anything but an absolute http or https URL; 422
+// "webhooks are not enabled on this server" for a runner without
+// Config.Deliver). It is part of the idempotency key: the same list with
+// the same webhook reuses the job, with another one it is a new job. The
+// owner's status answers echo it as "webhook": {"url"}; nobody else sees
+// the job at all. It never reaches a log line.
+//
+// When the job finishes, [WebhookSender] (the runner's Config.Deliver)
+// POSTs a [WebhookPayload] as the Standard Webhooks specification says:
+//
+//	POST <url>
+//	content-type: application/json
+//	webhook-id: msg_<job id>            the same on every attempt
+//	webhook-timestamp: <unix seconds>   of this attempt
+//	webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">
+//
+//	{"type":"batch.finished","timestamp":"<finished_at>","data":{"job_id","status","error"?,
+//	 "targets_total","targets_done","targets_ok","targets_failed","created_at","finished_at","expires_at"}}
+//
+// The key is the deployment's secret, "whsec_" and the standard base64 of
+// 24 to 64 random bytes ([NewWebhookSecret]); a Go receiver checks a
+// delivery with [VerifyWebhook], others with any Standard Webhooks
+// library. A 2xx answer delivers the event; anything else (a redirect
+// included: the sender does not follow them) is retried by the runner. The
+// sender connects through the client the host gives it, which should
+// carry the same connect-time guard as the fetcher's.
+//
 // # Logs and metrics
 //
 // # Limits

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/siftfetch/batchkit/batch"
 )
@@ -43,6 +44,7 @@ const (
 	CodeBodyTooLarge     = "body_too_large"     // 413: the submit body is over its cap
 	CodeBlocked          = "blocked"            // 422: the pre-check refused a target or the webhook URL
 	CodeTooManyTargets   = "too_many_targets"   // 422: more targets than a job may have
+	CodeWebhooksDisabled = "webhooks_disabled"  // 422: a submit with a webhook to a server that sends none
 	CodeResultsTooLarge  = "results_too_large"  // 422: ?results=1 of a job over the answer cap
 	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
@@ -76,6 +78,9 @@ var errorTable = []struct {
 	{batch.ErrTooManyTargets, httpError{status: http.StatusUnprocessableEntity, msg: "too many targets", code: CodeTooManyTargets}},
 	// The message gets the *batch.TargetError's index and reason.
 	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: CodeInvalidBatch}},
+	// The message gets the core's reason: "invalid batch: webhook: …".
+	{batch.ErrInvalidWebhook, httpError{status: http.StatusBadRequest, msg: "invalid batch: webhook", code: CodeInvalidBatch}},
+	{batch.ErrWebhooksDisabled, httpError{status: http.StatusUnprocessableEntity, msg: "webhooks are not enabled on this server", code: CodeWebhooksDisabled}},
 	{batch.ErrClosed, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
 	{batch.ErrNotStarted, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
 	{batch.ErrUnavailable, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
@@ -101,6 +106,10 @@ func answerFor(err error, maxTargets int) *httpError {
 		case batch.ErrInvalidTarget:
 			if te, ok := errors.AsType[*batch.TargetError](err); ok {
 				ans.msg = fmt.Sprintf("invalid batch: target %d: %s", te.Index, te.Reason)
+			}
+		case batch.ErrInvalidWebhook:
+			if _, reason, ok := strings.Cut(err.Error(), batch.ErrInvalidWebhook.Error()+": "); ok {
+				ans.msg = "invalid batch: webhook: " + reason
 			}
 		}
 		return &ans

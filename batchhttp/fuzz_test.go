@@ -32,6 +32,10 @@ var submitSeeds = []string{
 	`{"targets":[{"url":"u"}],"targets":[]}`, `{"targets":[{"url":1}]}`, `{"targets":[{"url":"u","recover":"no"}]}`,
 	`{"targets":[{"url":"http://127.0.0.1:8080/"}]}`, `{"targets":[{"url":"https://example.test/","mode":"fast"}]}`,
 	`{"targets":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+	`{"targets":[{"url":"u"}],"webhook":{"url":"https://hooks.test/in"}}`, `{"webhook":null,"targets":[{"url":"u"}]}`,
+	`{"targets":[{"url":"u"}],"webhook":{}}`, `{"targets":[{"url":"u"}],"webhook":{"url":"a","url":"b"}}`,
+	`{"targets":[{"url":"u"}],"webhook":{"URL":"a"}}`, `{"targets":[{"url":"u"}],"webhook":"https://a/"}`,
+	`{"targets":[{"url":"u"}],"webhook":{"url":"http://127.0.0.1/"},"webhook":null}`,
 }
 
 // FuzzDecodeSubmit checks the submit decoder: it never panics, refuses with
@@ -50,8 +54,11 @@ func FuzzDecodeSubmit(f *testing.F) {
 			}
 			return
 		}
-		if len(got) == 0 {
+		if len(got.Targets) == 0 {
 			t.Fatalf("decodeSubmit(%q) accepted no targets", body)
+		}
+		if got.Webhook != nil && got.Webhook.URL == "" {
+			t.Fatalf("decodeSubmit(%q) accepted a webhook without a url", body)
 		}
 		var strict SubmitRequest
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -62,10 +69,10 @@ func FuzzDecodeSubmit(f *testing.F) {
 		if err := dec.Decode(new(any)); err != io.EOF {
 			t.Fatalf("decodeSubmit accepted %q with trailing data", body)
 		}
-		if !reflect.DeepEqual(got, strict.Targets) {
-			t.Fatalf("decodeSubmit(%q) = %+v, encoding/json says %+v", body, got, strict.Targets)
+		if !reflect.DeepEqual(got, strict) {
+			t.Fatalf("decodeSubmit(%q) = %+v, encoding/json says %+v", body, got, strict)
 		}
-		again, err := json.Marshal(SubmitRequest{Targets: got})
+		again, err := json.Marshal(got)
 		if err != nil {
 			t.Fatal(err)
 		}

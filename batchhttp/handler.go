@@ -16,6 +16,7 @@ import (
 // implements it.
 type Runner interface {
 	Submit(ctx context.Context, caller batch.Caller, targets []batch.Target) (job batch.JobInfo, reused bool, err error)
+	SubmitWith(ctx context.Context, caller batch.Caller, targets []batch.Target, opts batch.SubmitOptions) (job batch.JobInfo, reused bool, err error)
 	Status(ctx context.Context, caller batch.Caller, id string, opts batch.StatusOptions) (batch.JobInfo, error)
 	Wait(ctx context.Context, caller batch.Caller, id string, opts batch.WaitOptions) (batch.JobInfo, error)
 	Result(ctx context.Context, caller batch.Caller, id string, idx int) (batch.TargetResult, error)
@@ -35,7 +36,8 @@ type CallerFunc func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool
 // I/O. An error refuses the whole submit with 422
 // "blocked: target <idx>: <reason>", where reason is the error's text
 // without a leading "blocked: ". The reason goes to the caller only, never
-// to a log line, so it may name the host. See [PrecheckURL].
+// to a log line, so it may name the host. See [PrecheckURL]. A submit's
+// webhook URL passes the same check ("blocked: webhook: <reason>").
 type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) error
 
 // ObserveFunc receives one observation per request for the host's metrics:

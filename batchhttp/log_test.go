@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,14 +100,40 @@ func TestHandler_LogRedaction(t *testing.T) {
 				}
 				return nil
 			}
-			b := setup(t, setupOpts{fetch: fetch, precheck: precheck, config: func(c *batch.Config) { c.Logger = runnerLog }})
+			// The webhook's first attempt fails with an error that holds its
+			// URL; the second takes the event.
+			hook := u(7)
+			var attempts atomic.Int32
+			delivered := make(chan struct{})
+			deliver := func(_ context.Context, ev batch.WebhookEvent) error {
+				if attempts.Add(1) == 1 {
+					return &url.Error{Op: "Post", URL: ev.URL, Err: errors.New("connection refused")}
+				}
+				close(delivered)
+				return nil
+			}
+			b := setup(t, setupOpts{fetch: fetch, precheck: precheck, config: func(c *batch.Config) {
+				c.Logger, c.Deliver, c.WebhookBackoff, c.Now = runnerLog, deliver, time.Millisecond, time.Now
+			}})
 			b.handler.log = runnerLog // one buffer for both
 			targets := []batch.Target{{URL: u(0)}, {URL: u(1)}, {URL: u(2)}}
 			caller := map[string]string{keyAlice: "alice", keyRita: "rita"}[key]
 
-			id := b.submit(t, key, targets, http.StatusAccepted).JobID
+			rec := b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, targets, hook))
+			if rec.Code != http.StatusAccepted {
+				t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+			}
+			var sub SubmitResponse
+			decodeJSON(t, rec.Body.Bytes(), &sub)
+			id := sub.JobID
 			b.do(t, http.MethodGet, "/v1/batch/"+id+"?wait=10s&results=1", key, "")
-			b.submit(t, key, targets, http.StatusAccepted)
+			b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, targets, hook)) // reused
+			b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, targets, u(9))) // a blocked webhook
+			select {
+			case <-delivered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the webhook event was not delivered")
+			}
 			for i := range targets {
 				b.do(t, http.MethodGet, fmt.Sprintf("/v1/batch/%s/%d", id, i), key, "")
 			}
@@ -123,7 +150,11 @@ func TestHandler_LogRedaction(t *testing.T) {
 			if !strings.Contains(got, id) {
 				t.Fatalf("the logs do not even name the job: %s", got)
 			}
-			for _, secret := range []string{canary, "canary", "tok-", batch.IdemKey(caller, targets)} {
+			if !strings.Contains(got, "batch webhook delivered") {
+				t.Errorf("no webhook records: %s", got)
+			}
+			opts := batch.SubmitOptions{WebhookURL: hook}
+			for _, secret := range []string{canary, "canary", "tok-", batch.IdemKey(caller, targets), batch.IdemKeyWith(caller, targets, opts)} {
 				if strings.Contains(got, secret) {
 					t.Errorf("a log line carries %q:\n%s", secret, got)
 				}

@@ -30,10 +30,11 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err != nil {
 		return err
 	}
-	targets, err := decodeSubmit(body)
+	sub, err := decodeSubmit(body)
 	if err != nil {
 		return err
 	}
+	targets := sub.Targets
 	req.targets = len(targets)
 	if max := h.runner.TargetsPerJob(); len(targets) > max {
 		return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: CodeTooManyTargets}
@@ -41,7 +42,14 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err := h.precheckAll(r, req, targets); err != nil {
 		return err
 	}
-	job, reused, err := h.runner.Submit(r.Context(), req.caller, targets)
+	var opts batch.SubmitOptions
+	if sub.Webhook != nil {
+		if err := h.precheckWebhook(r, req, sub.Webhook.URL); err != nil {
+			return err
+		}
+		opts.WebhookURL = sub.Webhook.URL
+	}
+	job, reused, err := h.runner.SubmitWith(r.Context(), req.caller, targets, opts)
 	if err != nil {
 		return err
 	}

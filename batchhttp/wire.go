@@ -13,8 +13,11 @@ import (
 
 // SubmitRequest is the body of POST /v1/batch. Each target is flat:
 // {"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}.
+// Webhook, if set, receives the job's batch.finished event (see
+// [NewWebhookSender]).
 type SubmitRequest struct {
 	Targets []batch.Target `json:"targets"`
+	Webhook *Webhook       `json:"webhook,omitempty"`
 }
 
 // SubmitResponse is the 202 answer to POST /v1/batch. Status is "queued"
@@ -39,7 +42,12 @@ type StatusResponse struct {
 	CreatedAt    time.Time       `json:"created_at"`
 	ExpiresAt    time.Time       `json:"expires_at"`
 	// RetryOf is the id of the job this one retries, if it is a retry.
-	RetryOf string         `json:"retry_of,omitempty"`
+	RetryOf string `json:"retry_of,omitempty"`
+	// Webhook is the job's webhook, shown to its owner (every read is the
+	// owner's); absent for none.
+	Webhook *Webhook `json:"webhook,omitempty"`
+	// Targets must stay the last field: a ?results=1 answer writes the
+	// rest, then streams the targets one at a time (see writeResults).
 	Targets []TargetStatus `json:"targets"`
 }
 
@@ -126,6 +134,9 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		ExpiresAt:    wireTime(info.ExpiresAt),
 		RetryOf:      info.RetryOf,
 		Targets:      make([]TargetStatus, len(info.Targets)),
+	}
+	if info.WebhookURL != "" {
+		resp.Webhook = &Webhook{URL: info.WebhookURL}
 	}
 	for i, t := range info.Targets {
 		resp.Targets[i] = targetStatus(t)

@@ -79,12 +79,16 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 	}
 
 	// 3. The insert.
+	var webhook any // NULL for none
+	if nj.WebhookURL != "" {
+		webhook = nj.WebhookURL
+	}
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
 		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-		 retry_of, retry_idx)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
+		 retry_of, retry_idx, webhook)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
-			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx)},
+			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook},
 	})
 	if err != nil {
 		return batch.Job{}, false, fmt.Errorf("insert job: %w", err)
@@ -111,6 +115,7 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 		Lease:        nj.Now.UTC(),
 		RetryOf:      nj.RetryOf,
 		RetryIdx:     slices.Clone(nj.RetryIdx),
+		WebhookURL:   nj.WebhookURL,
 	}, false, nil
 }
 

@@ -158,7 +158,9 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 // Reap implements [batch.Store.Reap] in one transaction. The selected jobs
 // come from two partial indexes, live jobs and held jobs, so the pass costs
 // the same at any store size. Each held job is released as its last drain
-// write would release it, with its target in flight failed.
+// write would release it, with its target in flight failed; the outbox
+// trigger writes the events of those with a webhook. The webhook claims of
+// p.Runner (AllLive: all) are released in the same transaction.
 func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 	n := 0
 	err := s.write(ctx, "reap jobs", func(conn *sqlite.Conn) error {
@@ -189,6 +191,9 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 					return err
 				}
 			}
+		}
+		if err := releaseHooks(conn, p); err != nil {
+			return err
 		}
 		return reapForget(conn, p)
 	})

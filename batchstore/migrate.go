@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,8 +127,12 @@ func migrate(conn *sqlite.Conn) error {
 	if err != nil {
 		return err
 	}
+	known := make(map[int]bool, len(migs))
 	for _, m := range migs {
-		if err := applyMigration(conn, m, len(migs)); err != nil {
+		known[m.Version] = true
+	}
+	for _, m := range migs {
+		if err := applyMigration(conn, m, known); err != nil {
 			if classify(err) != nil { // read-only, full, corrupt: not the schema's fault
 				return fmt.Errorf("%s: %w", m.Name, err)
 			}
@@ -138,9 +143,11 @@ func migrate(conn *sqlite.Conn) error {
 }
 
 // applyMigration applies m in an immediate transaction unless the database
-// already has it. The version table is the store's own: the host may share
-// the file, and PRAGMA user_version belongs to the whole file.
-func applyMigration(conn *sqlite.Conn, m migrations.Migration, latest int) (err error) {
+// has recorded it. The version table is the store's own: the host may share
+// the file, and PRAGMA user_version belongs to the whole file. A database
+// that recorded a version this build does not know (known) is refused: it
+// was migrated by a newer build, or one with another change's migration.
+func applyMigration(conn *sqlite.Conn, m migrations.Migration, known map[int]bool) (err error) {
 	end, err := sqlitex.ImmediateTransaction(conn)
 	if err != nil {
 		return err
@@ -154,14 +161,24 @@ func applyMigration(conn *sqlite.Conn, m migrations.Migration, latest int) (err 
 	if err != nil {
 		return err
 	}
-	current, err := queryInt(conn, "SELECT coalesce(max(version), 0) FROM batch_migration")
+	var applied, unknown []int
+	err = sqlitex.ExecuteTransient(conn, "SELECT version FROM batch_migration ORDER BY version", &sqlitex.ExecOptions{
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			v := stmt.ColumnInt(0)
+			applied = append(applied, v)
+			if !known[v] {
+				unknown = append(unknown, v)
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		return err
 	}
-	if current > int64(latest) {
-		return fmt.Errorf("database has schema version %d, this build knows up to %d", current, latest)
+	if len(unknown) > 0 {
+		return fmt.Errorf("database has schema versions %v that this build does not know", unknown)
 	}
-	if current >= int64(m.Version) {
+	if slices.Contains(applied, m.Version) {
 		return nil
 	}
 	if err := sqlitex.ExecuteScript(conn, m.SQL, nil); err != nil {

@@ -42,6 +42,12 @@ func TestStore_QueryPlans(t *testing.T) {
 			[]string{"batch_job_caller (caller=?)"}},
 		{"results", qTargetsResults, []string{"t USING PRIMARY KEY (job_seq=?)", "b USING INTEGER PRIMARY KEY (rowid=?)"}},
 		{"result", qTarget, []string{"PRIMARY KEY (job_seq=? AND idx=?)", "b USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{"webhook due", qHookDue, []string{"batch_webhook_due (due_at<?)"}},
+		{"webhook pick", qHookPick, []string{"batch_webhook_due (due_at<?)"}},
+		{"webhook claim", qHookClaim, []string{"PRIMARY KEY (job_id=?)"}},
+		{"webhook done", qHookDone, []string{"PRIMARY KEY (job_id=?)"}},
+		{"webhook release", qHookRelease, []string{"batch_webhook_claimed (runner=?)"}},
+		{"webhook release all", qHookReleaseAll, []string{"batch_webhook_claimed"}},
 		{"delete bodies", `DELETE FROM batch_body WHERE id IN (SELECT result_id FROM batch_target WHERE job_seq = ?)`,
 			[]string{"batch_body USING INTEGER PRIMARY KEY (rowid=?)", "batch_target USING PRIMARY KEY (job_seq=?)"}},
 	}

@@ -129,6 +129,32 @@ func storeWorkload(s *Store) []namedOp {
 		{"Cancel", func(ctx context.Context, r int) error {
 			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-c", Now: now})
 		}},
+		{"Create with a webhook", func(ctx context.Context, r int) error {
+			j := newJob(id(r)+"-h", "alice", 1, now)
+			j.WebhookURL = "https://hooks.example/" + id(r)
+			_, _, err := s.Create(ctx, withLimits(j, lim))
+			return err
+		}},
+		{"Cancel with a webhook", func(ctx context.Context, r int) error {
+			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-h", Now: now})
+		}},
+		{"ClaimWebhooks", func(ctx context.Context, r int) error {
+			ds, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 8, Lease: time.Minute, Now: now})
+			if err == nil && (len(ds) != 1 || ds[0].JobID != id(r)+"-h") {
+				err = fmt.Errorf("claimed %+v, want the event of %s-h", ds, id(r))
+			}
+			return err
+		}},
+		{"FinishWebhook retry", func(ctx context.Context, r int) error {
+			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 1, Retry: true, Now: now})
+		}},
+		{"ClaimWebhooks again", func(ctx context.Context, r int) error {
+			_, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 1, Lease: time.Minute, Now: now})
+			return err
+		}},
+		{"FinishWebhook", func(ctx context.Context, r int) error {
+			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 2, Now: now})
+		}},
 		{"Create 3", func(ctx context.Context, r int) error {
 			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-m", "alice", 2, now), lim))
 			return err

@@ -33,7 +33,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 		WHERE d.job_seq = j.seq AND d.status IN ('done', 'failed'))),
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
-	j.runner, j.retry_of, j.retry_idx`
+	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, '')`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -86,6 +86,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
 		Runner:       stmt.ColumnText(14),
 		RetryOf:      stmt.ColumnText(15),
 		RetryIdx:     decodeIdx(stmt.ColumnText(16)),
+		WebhookURL:   stmt.ColumnText(17),
 	}
 	return seq, j
 }

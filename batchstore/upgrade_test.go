@@ -1,10 +1,12 @@
 package batchstore
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,12 +59,12 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 		t.Fatalf("Open of a schema-1 file: %v", err)
 	}
 	defer s.Close()
-	ms, err := schemaMigrations()
+	migs, err := schemaMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := countRows(t, s, `SELECT max(version) FROM batch_migration`); v != int64(ms[len(ms)-1].Version) {
-		t.Fatalf("schema version %d after open, want %d, the newest", v, ms[len(ms)-1].Version)
+	if v, last := countRows(t, s, `SELECT max(version) FROM batch_migration`), int64(migs[len(migs)-1].Version); v != last {
+		t.Fatalf("schema version %d after open, want %d", v, last)
 	}
 	for _, w := range want.Jobs {
 		j, ts, err := s.Get(ctx, batch.GetParams{Caller: w.Job.Caller.Name, JobID: w.Job.ID, Results: true})
@@ -90,7 +92,17 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 
 	// A runner starts on it: the job left running and the queued one fail
 	// as a restart; the cancelled job's target in flight fails with it.
-	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.StaticFetcher("new")})
+	// It delivers webhooks (schema 4): none for the jobs of the old file,
+	// which had none, one for a new job that asks for it.
+	var mu sync.Mutex
+	var events []batch.WebhookEvent
+	deliver := func(_ context.Context, ev batch.WebhookEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+		return nil
+	}
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.StaticFetcher("new"), Deliver: deliver, PollInterval: 10 * time.Millisecond})
 	byName := map[string]batch.JobInfo{}
 	for _, w := range want.Jobs {
 		info, err := r.Status(ctx, w.Job.Caller, w.Job.ID, batch.StatusOptions{Results: true})
@@ -124,12 +136,23 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 
 	// New jobs drain on the upgraded file.
 	caller := batch.Caller{Name: "zoe"}
-	job, _, err := r.Submit(ctx, caller, batchtest.Targets("after-upgrade", 3))
+	job, _, err := r.SubmitWith(ctx, caller, batchtest.Targets("after-upgrade", 3), batch.SubmitOptions{WebhookURL: "https://hooks.example/zoe"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info := batchtest.WaitFinished(t, r, caller, job.ID, 10*time.Second); info.Status != batch.JobDone || info.Targets[2].Result == nil {
 		t.Fatalf("new job on the upgraded file = %+v", info)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		got := slices.Clone(events)
+		mu.Unlock()
+		if len(got) > 0 || time.Now().After(deadline) {
+			if len(got) != 1 || got[0].JobID != job.ID || got[0].Status != batch.JobDone || got[0].TargetsOK != 3 {
+				t.Fatalf("webhook events on the upgraded file = %+v, want the new job's alone", got)
+			}
+			break
+		}
 	}
 	if err := s.checkCounters(ctx); err != nil {
 		t.Error(err)

@@ -26,6 +26,7 @@ type Store struct {
 	seq   int64 // insertion order, the tie-break of equal creation times
 	bytes int64
 	beats map[string]time.Time // runner id → last heartbeat
+	hooks map[string]*memHook  // job id → its pending webhook event
 
 	subMu   sync.Mutex
 	subs    map[int]func(string) // the change feed's subscribers
@@ -39,6 +40,15 @@ type memJob struct {
 	cursor  int // idx of the target in flight; -1 for none
 }
 
+// memHook is a pending webhook event: its delivery as the next claim
+// returns it, when it became due, when it is due next, and who claimed it.
+type memHook struct {
+	d        batch.WebhookDelivery
+	dueSince time.Time
+	dueAt    time.Time
+	runner   string
+}
+
 var (
 	_ batch.Store      = (*Store)(nil)
 	_ batch.ChangeFeed = (*Store)(nil)
@@ -47,7 +57,10 @@ var (
 // NewStore returns an empty in-memory store that serves one process: its
 // Capabilities say it is not Shared.
 func NewStore() *Store {
-	return &Store{jobs: make(map[string]*memJob), beats: make(map[string]time.Time), subs: make(map[int]func(string))}
+	return &Store{
+		jobs: make(map[string]*memJob), beats: make(map[string]time.Time), hooks: make(map[string]*memHook),
+		subs: make(map[int]func(string)),
+	}
 }
 
 // NewSharedStore returns an empty in-memory store with the semantics of a
@@ -172,6 +185,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			Lease:        p.Now,
 			RetryOf:      p.RetryOf,
 			RetryIdx:     slices.Clone(p.RetryIdx),
+			WebhookURL:   p.WebhookURL,
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batch.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
@@ -281,6 +295,31 @@ func (s *Store) release(j *memJob, now time.Time) {
 	}
 	j.job.Runner = ""
 	j.cursor = -1
+	s.finished(j, now)
+}
+
+// finished writes the webhook event of a job that has just become
+// finished and released, if it has a webhook: under the same lock as the
+// change, as a database store writes it in the same transaction.
+func (s *Store) finished(j *memJob, now time.Time) {
+	if j.job.WebhookURL == "" {
+		return
+	}
+	d := batch.WebhookDelivery{
+		JobID: j.job.ID, URL: j.job.WebhookURL, Status: j.job.Status, Error: j.job.Error,
+		TargetsTotal: j.job.TargetsTotal, CreatedAt: j.job.CreatedAt, FinishedAt: j.job.FinishedAt, Lease: j.job.Lease,
+	}
+	for _, t := range j.targets {
+		switch t.Status {
+		case batch.TargetDone:
+			d.TargetsOK++
+		case batch.TargetFailed:
+			d.TargetsFailed++
+		}
+	}
+	if _, dup := s.hooks[j.job.ID]; !dup {
+		s.hooks[j.job.ID] = &memHook{d: d, dueSince: now, dueAt: now}
+	}
 }
 
 func (s *Store) addBytes(j *memJob, n int64) {
@@ -297,6 +336,9 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 		j.job.Status = batch.JobCancelled
 		j.job.FinishedAt = p.Now
 		j.job.Lease = p.Now
+		if j.cursor < 0 { // nothing in flight: the job is finished now
+			s.finished(j, p.Now)
+		}
 		return nil
 	})
 	if err == nil {
@@ -448,6 +490,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 			}
 			j.job.Runner = ""
 			j.cursor = -1
+			s.finished(j, p.Now)
 			reaped = append(reaped, j.job.ID)
 		}
 		for runner := range s.beats {
@@ -455,9 +498,54 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 				delete(s.beats, runner)
 			}
 		}
+		for _, h := range s.hooks {
+			if h.runner != "" && (p.AllLive || h.runner == p.Runner) {
+				h.runner, h.dueAt = "", earlier(h.dueAt, p.Now)
+			}
+		}
 		return nil
 	})
 	return n, err
+}
+
+// ClaimWebhooks implements [batch.Store].
+func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) (ds []batch.WebhookDelivery, err error) {
+	err = s.locked(ctx, func() error {
+		var due []*memHook
+		for _, h := range s.hooks {
+			if !h.dueAt.After(p.Now) {
+				due = append(due, h)
+			}
+		}
+		slices.SortFunc(due, func(a, b *memHook) int {
+			return cmp.Or(a.dueAt.Compare(b.dueAt), cmp.Compare(a.d.JobID, b.d.JobID))
+		})
+		for _, h := range due[:min(len(due), max(p.Limit, 0))] {
+			h.d.Attempt++
+			h.runner, h.dueAt = p.Runner, p.Now.Add(p.Lease)
+			d := h.d
+			d.Age = p.Now.Sub(h.dueSince)
+			ds = append(ds, d)
+		}
+		return nil
+	})
+	return ds, err
+}
+
+// FinishWebhook implements [batch.Store].
+func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+	return s.locked(ctx, func() error {
+		h, ok := s.hooks[p.JobID]
+		if !ok || h.runner != p.Runner || h.d.Attempt != p.Attempt {
+			return batch.ErrNotHeld
+		}
+		if !p.Retry {
+			delete(s.hooks, p.JobID)
+			return nil
+		}
+		h.runner, h.dueAt = "", p.Now.Add(p.RetryIn)
+		return nil
+	})
 }
 
 // Stats implements [batch.Store].
@@ -475,6 +563,14 @@ func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
 		return nil
 	})
 	return st, err
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // later returns the later of a and b.

@@ -16,13 +16,13 @@ import (
 // registers its cleanup with t). The cases are grouped by concern in the
 // suite_*.go files: submit (create, reuse, caps), drain (claim, one write
 // per target, the fence), cancel, reads, retention (sweep, evict, stats)
-// and liveness (heartbeats, reaping). Cases that only a Shared store must
+// liveness (heartbeats, reaping) and the webhook outbox. Cases that only a Shared store must
 // pass (see [batch.Capabilities]) are skipped for the others.
 func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
 	t.Helper()
 	tests := map[string]func(t *testing.T, s batch.Store){}
 	for _, group := range []map[string]func(*testing.T, batch.Store){
-		submitCases, drainCases, cancelCases, readCases, retentionCases, livenessCases,
+		submitCases, drainCases, cancelCases, readCases, retentionCases, livenessCases, webhookCases,
 	} {
 		for name, fn := range group {
 			if _, dup := tests[name]; dup {

@@ -17,6 +17,14 @@ func TestSharedMemoryStore(t *testing.T) {
 	batchtest.TestStore(t, func(*testing.T) batch.Store { return batchtest.NewSharedStore() })
 }
 
+func TestMemoryStoreReopen(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStoreReopen(t, func(*testing.T) (batch.Store, func() batch.Store) {
+		s := batchtest.NewStore()
+		return s, func() batch.Store { return s }
+	})
+}
+
 // Not parallel: see batchtest.TestRunner. The shared store runs the
 // cluster cases too.
 func TestRunnerOnMemoryStore(t *testing.T) {

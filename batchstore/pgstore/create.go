@@ -115,8 +115,12 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 
 	b = &pgx.Batch{}
 	b.Queue(s.q.lockXact, s.globalKey)
+	var webhook *string // NULL for none
+	if p.WebhookURL != "" {
+		webhook = &p.WebhookURL
+	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-		p.IdemKey, len(p.Targets), now, urls, opts, p.RetryOf, retryIdx(p))
+		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p))
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -145,6 +149,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		Lease:        job.Lease.UTC(),
 		RetryOf:      p.RetryOf,
 		RetryIdx:     slices.Clone(p.RetryIdx),
+		WebhookURL:   p.WebhookURL,
 	}, false, nil
 }
 

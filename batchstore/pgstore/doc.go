@@ -46,6 +46,8 @@
 //     byte (text would refuse a NUL or invalid UTF-8).
 //   - runner: a heartbeat row per runner.
 //   - stat: the byte counter (see Byte budget).
+//   - webhook: the webhook outbox, a row per pending event (see the
+//     guarantees below); job.webhook is a job's webhook URL, NULL for none.
 //
 // # The clock
 //
@@ -110,6 +112,26 @@
 //     in seq order (so that the sweepers of several nodes reaping one dead
 //     runner cannot deadlock), fails them, and fails the targets their rows
 //     named in flight.
+//   - Webhooks ([Store.ClaimWebhooks], [Store.FinishWebhook]): a row
+//     trigger on job writes a job's pending event in the statement that
+//     makes a job with a webhook finished and released (the drain write
+//     that releases it, the cancel of a queued job, a reap), so in the
+//     transaction that gives it its final status, on any node. The drain
+//     statement is unchanged; the trigger's WHEN clause is evaluated on
+//     each drain write (each sets status and runner) and queues nothing
+//     for a job without a webhook. A claim is one statement that takes the
+//     oldest due events with FOR UPDATE SKIP LOCKED and moves each one's
+//     due time past a lease kept in the row, so claims on several nodes
+//     never return one event twice, and no lock is held while the
+//     delivery runs; a node that dies mid-delivery leaves its events due
+//     again once their leases have passed (a reap of the node, at its
+//     restart under the same runner id or its Close, releases them at
+//     once). The outcome of a claim is fenced by its runner and attempt
+//     number, so a claim that was taken over cannot delete the event.
+//     The outbox is its own table, so an event outlives the sweep of its
+//     job. (A trigger, rather than a column of the job row with a partial
+//     index, keeps the claims' bookkeeping off the job row and its
+//     indexes, and the three paths that finish a job unchanged.)
 //   - Sweep and eviction ([Store.Sweep], [Store.Evict]): both lock the byte
 //     counter's row first, so passes on several nodes decide one after the
 //     other: an eviction sees the total the previous one left and never

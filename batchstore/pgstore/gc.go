@@ -175,6 +175,10 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 //  3. It fails their targets in flight, the ones their rows named when the
 //     lock was granted.
 //
+// The job trigger writes the webhook events of the jobs it finishes (see
+// migrations/003), and the webhook claims of p.Runner (AllLive: all) are
+// released, due at once, in the same transaction.
+//
 // On the database's clock, a heartbeat is stale when it is older than
 // p.Now minus p.StaleBefore by the database's clock.
 func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
@@ -216,6 +220,16 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 		if stale {
 			abs, age := s.timeBound(p.StaleBefore, p.Now)
 			if _, err := tx.Exec(ctx, s.q.forgetStale, abs, age); err != nil {
+				return err
+			}
+		}
+		switch { // the webhook claims of the runners that left, due at once
+		case p.AllLive:
+			if _, err := tx.Exec(ctx, s.q.hookReleaseAll, s.now(p.Now)); err != nil {
+				return err
+			}
+		case p.Runner != "":
+			if _, err := tx.Exec(ctx, s.q.hookRelease, s.now(p.Now), p.Runner); err != nil {
 				return err
 			}
 		}

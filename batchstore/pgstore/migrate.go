@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,10 +43,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
-	if v, err := s.schemaVersion(ctx, conn); err != nil {
+	if todo, err := s.pending(ctx, conn, migs); err != nil || len(todo) == 0 {
 		return err
-	} else if v == len(migs) {
-		return nil
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, s.migrateKey); err != nil {
 		return err
@@ -54,15 +53,12 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := s.createSchema(ctx, conn); err != nil {
 		return err
 	}
-	v, err := s.schemaVersion(ctx, conn)
-	switch {
-	case err != nil:
+	todo, err := s.pending(ctx, conn, migs)
+	if err != nil {
 		return err
-	case v > len(migs):
-		return fmt.Errorf("%w: schema %s is at version %d, this build knows %d", ErrSchema, s.opts.Schema, v, len(migs))
 	}
 	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
-	for _, m := range migs[v:] {
+	for _, m := range todo {
 		err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{s}", schema)); err != nil {
 				return err
@@ -77,17 +73,39 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// schemaVersion returns the newest applied migration, 0 for a schema (or
-// migrations table) that does not exist yet.
-func (s *Store) schemaVersion(ctx context.Context, conn *pgxpool.Conn) (int, error) {
+// pending returns the migrations of migs that the schema has not recorded,
+// in version order: all of them for a schema (or migrations table) that
+// does not exist yet. A schema that recorded a version this build does not
+// know is refused ([ErrSchema]): a newer build, or one with another change's
+// migration, migrated it.
+func (s *Store) pending(ctx context.Context, conn *pgxpool.Conn, migs []migrations.Migration) ([]migrations.Migration, error) {
 	var table *string
 	name := pgx.Identifier{s.opts.Schema, "schema_migrations"}.Sanitize()
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1)::text`, name).Scan(&table); err != nil || table == nil {
-		return 0, err
+		return migs, err
 	}
-	var v int
-	err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+name).Scan(&v)
-	return v, err
+	rows, err := conn.Query(ctx, `SELECT version FROM `+name+` ORDER BY version`)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, err
+	}
+	var todo []migrations.Migration
+	known := map[int]bool{}
+	for _, m := range migs {
+		known[m.Version] = true
+		if !slices.Contains(applied, m.Version) {
+			todo = append(todo, m)
+		}
+	}
+	for _, v := range applied {
+		if !known[v] {
+			return nil, fmt.Errorf("%w: schema %s has version %d, which this build does not know", ErrSchema, s.opts.Schema, v)
+		}
+	}
+	return todo, nil
 }
 
 // createSchema creates the schema and the migrations table if they are

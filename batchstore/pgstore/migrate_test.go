@@ -48,8 +48,8 @@ func TestMigrate_Concurrent(t *testing.T) {
 	var rows, newest int
 	err = stores[0].pool.QueryRow(t.Context(), `SELECT count(*), max(version) FROM `+
 		pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&rows, &newest)
-	if err != nil || rows != len(migs) || newest != len(migs) {
-		t.Fatalf("schema_migrations: %d rows, newest %d, %v; want %d, %d", rows, newest, err, len(migs), len(migs))
+	if last := migs[len(migs)-1].Version; err != nil || rows != len(migs) || newest != last {
+		t.Fatalf("schema_migrations: %d rows, newest %d, %v; want %d, %d", rows, newest, err, len(migs), last)
 	}
 	for i, s := range stores {
 		if _, err := s.Stats(t.Context()); err != nil {

@@ -33,7 +33,13 @@ func seed(t testing.TB, s *Store, finished int) {
 		 FROM ` + sch + `.job j, generate_series(0, 3) x`,
 		`UPDATE ` + sch + `.stat SET bytes = (SELECT sum(bytes) FROM ` + sch + `.job WHERE runner = '')`,
 		`INSERT INTO ` + sch + `.runner (id, heartbeat) SELECT 'runner-' || i, now() FROM generate_series(0, 2) i`,
-		`ANALYZE ` + sch + `.job`, `ANALYZE ` + sch + `.target`, `ANALYZE ` + sch + `.runner`,
+		// A backlog of webhook events (a receiver down for a while), a few claimed.
+		`INSERT INTO ` + sch + `.webhook (job_id, url, status, error, targets_total, targets_ok, targets_failed,
+			created_at, finished_at, lease, due_since, due_at, runner)
+		 SELECT 'f' || i, 'https://hooks.example/' || i, 'done', '', 4, 4, 0, now(), now(), now(),
+		        now() - (i || ' seconds')::interval, now() + (i || ' seconds')::interval, CASE WHEN i % 100 = 0 THEN 'runner-1' ELSE '' END
+		 FROM generate_series(1, 2000) i`,
+		`ANALYZE ` + sch + `.job`, `ANALYZE ` + sch + `.target`, `ANALYZE ` + sch + `.runner`, `ANALYZE ` + sch + `.webhook`,
 	} {
 		if _, err := s.pool.Exec(context.Background(), q); err != nil {
 			t.Fatalf("seed: %v\n%s", err, q)
@@ -62,7 +68,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	}{
 		{"reuse", q.reuse, []any{now, "c7", "k", time.Hour}, []string{"job_reuse"}},
 		{"caller cap", q.callerLive, []any{"c7", 1}, []string{"job_live"}},
-		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, "", []int32(nil)}, []string{"job_live"}},
+		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil)}, []string{"job_live"}},
 		{"claim", q.claim, []any{"runner-9", now}, []string{"job_queue", "target_pkey"}},
 		{"any queued", q.anyQueued, nil, []string{"job_queue"}},
 		{"finish target", q.finish, []any{"r1", "runner-1", 0, 1, 0, int64(10), "done", []byte{}, []byte{}, "ok", now, time.Minute, []byte("x")},
@@ -89,6 +95,11 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"evict candidates", q.evictCandidates, []any{gcBatch}, []string{"job_expiry"}},
 		{"evict", q.evict, []any{[]int64{1, 2}}, []string{"job_pkey"}},
 		{"stats", q.stats, nil, []string{"job_live", "job_held"}},
+		{"claim webhooks", q.hookClaim, []any{now, 8, "runner-2", time.Minute}, []string{"webhook_due", "webhook_pkey"}},
+		{"webhook done", q.hookDone, []any{"f7", "runner-2", 1}, nil}, // its key, or the few claimed
+		{"webhook retry", q.hookRetry, []any{"f7", "runner-2", 1, now, time.Second}, nil},
+		{"webhook release", q.hookRelease, []any{now, "runner-1"}, []string{"webhook_claimed"}},
+		{"webhook release all", q.hookReleaseAll, []any{now}, []string{"webhook_claimed"}},
 	}
 	// Every statement is planned here, or is exempt: it reads one row by
 	// its primary key, the runner table (a row per live runner) or the
@@ -121,7 +132,8 @@ func TestStore_QueryPlans(t *testing.T) {
 				continue
 			}
 			for _, line := range strings.Split(plan, "\n") {
-				if strings.Contains(line, "Seq Scan on job") || strings.Contains(line, "Seq Scan on target") {
+				if strings.Contains(line, "Seq Scan on job") || strings.Contains(line, "Seq Scan on target") ||
+					strings.Contains(line, "Seq Scan on webhook") {
 					t.Errorf("%s (%s): full scan %q in plan:\n%s", p.name, mode, strings.TrimSpace(line), plan)
 				}
 			}

@@ -14,6 +14,7 @@ type scanner interface{ Scan(dest ...any) error }
 // jobRow receives jobCols.
 type jobRow struct {
 	id, caller, class, idem, status, errText, runner string
+	webhook                                          string
 	restricted                                       bool
 	total, done                                      int
 	created, lease                                   time.Time
@@ -25,7 +26,7 @@ type jobRow struct {
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
-		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx}
+		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook}
 }
 
 func (r *jobRow) job() batch.Job {
@@ -42,6 +43,7 @@ func (r *jobRow) job() batch.Job {
 		Bytes:        r.bytes,
 		Runner:       r.runner,
 		RetryOf:      r.retryOf,
+		WebhookURL:   r.webhook,
 	}
 	if r.retryIdx != nil {
 		j.RetryIdx = make([]int, len(r.retryIdx))

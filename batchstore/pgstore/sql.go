@@ -25,7 +25,7 @@ const (
 // jobCols are the columns scanJob reads, in order, from job j.
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
-	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx`
+	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, '')`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -57,8 +57,8 @@ var sqlTemplates = queries{
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
 			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-				retry_of, retry_idx)
-			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12::integer[]
+				webhook, retry_of, retry_idx)
+			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[]
 			FROM live WHERE live.n < $1
 			RETURNING seq, created_at, lease
 		), t AS (
@@ -228,6 +228,24 @@ var sqlTemplates = queries{
 			(SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)
 		FROM {s}.job WHERE ` + whereLive,
 
+	// The webhook outbox (see webhook.go and migrations/003). $1 is the
+	// clock. The claim takes the oldest due events that no other
+	// transaction has locked, so claims on several nodes never return one
+	// event twice, and moves each one's due_at past its lease ($4).
+	hookClaim: `UPDATE {s}.webhook w SET runner = $3, attempts = w.attempts + 1, due_at = ` + clock("1") + ` + $4::interval
+		WHERE w.job_id = ANY (ARRAY (
+			SELECT job_id FROM {s}.webhook WHERE due_at <= ` + clock("1") + `
+			ORDER BY due_at, job_id LIMIT $2 FOR UPDATE SKIP LOCKED))
+		RETURNING w.job_id, w.url, w.status, w.error, w.targets_total, w.targets_ok, w.targets_failed,
+			w.created_at, w.finished_at, w.lease, w.attempts,
+			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint`,
+	hookDone: `DELETE FROM {s}.webhook WHERE job_id = $1 AND runner = $2 AND attempts = $3`,
+	hookRetry: `UPDATE {s}.webhook SET runner = '', due_at = ` + clock("4") + ` + $5::interval
+		WHERE job_id = $1 AND runner = $2 AND attempts = $3`,
+	hookRelease: `UPDATE {s}.webhook SET runner = '', due_at = least(due_at, ` + clock("1") + `)
+		WHERE runner = $2 AND runner <> ''`,
+	hookReleaseAll: `UPDATE {s}.webhook SET runner = '', due_at = least(due_at, ` + clock("1") + `) WHERE runner <> ''`,
+
 	// notify sends payloads $2 on channel $1. A notifying transaction gets
 	// an xid and a commit record; notifications are hints that polling
 	// backs up, so this one commits without waiting for the WAL flush
@@ -246,6 +264,8 @@ type queries struct {
 	lockStat, oldestExpired, sweep, totalBytes, heldBytes string
 	evictCandidates, evict                                string
 	stats, notify                                         string
+	hookClaim, hookDone, hookRetry                        string
+	hookRelease, hookReleaseAll                           string
 }
 
 // render returns the statements for schema.
@@ -268,5 +288,6 @@ func (q *queries) fields() []*string {
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes, &q.heldBytes,
 		&q.evictCandidates, &q.evict,
 		&q.stats, &q.notify,
+		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll,
 	}
 }

@@ -17,6 +17,27 @@ func TestStore_Conformance(t *testing.T) {
 	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{RunnerClock: true}) })
 }
 
+func TestStore_Reopen(t *testing.T) {
+	t.Parallel()
+	batchtest.TestStoreReopen(t, func(t *testing.T) (batch.Store, func() batch.Store) {
+		opts := Options{RunnerClock: true, Schema: newSchema(t), MaxConns: testMaxConns}
+		open := func() *Store {
+			s, err := Open(context.Background(), pgURL(t), opts)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return s
+		}
+		s := open()
+		t.Cleanup(func() { s.Close() })
+		return s, func() batch.Store {
+			s.Close()
+			s = open()
+			return s
+		}
+	})
+}
+
 // The runner's behaviour, cluster cases included, drained through this
 // store. Not parallel: see batchtest.TestRunner.
 func TestRunner(t *testing.T) {

@@ -4,7 +4,10 @@
 //	go run ./examples/batchd [flags]
 //
 // With no -key it generates one key, prints it once, and says how to pass
-// keys (keys come from -key, -key-file or $BATCHD_KEYS). It serves
+// keys (keys come from -key, -key-file or $BATCHD_KEYS). Completion
+// webhooks are signed with the secret of -webhook-secret-file or
+// $BATCHD_WEBHOOK_SECRET (whsec_…); without one it generates a secret for
+// the run, logs that it did and prints the secret once. It serves
 // /v1/batch, GET /metrics and GET /healthz, logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
 // gracefully on SIGINT or SIGTERM.
@@ -52,6 +55,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 type options struct {
 	addr, db, metricsKey, sync string
 	keyFile, logLevel, schema  string
+	webhookSecretFile          string
 	keys, allow                listFlag
 	maxConns                   int
 	batch                      batch.Config
@@ -61,6 +65,9 @@ type options struct {
 // commas: the way to pass them without a command line that every local
 // user can read in /proc.
 const keysEnv = "BATCHD_KEYS"
+
+// webhookSecretEnv holds the webhook secret, as -webhook-secret-file does.
+const webhookSecretEnv = "BATCHD_WEBHOOK_SECRET"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -91,6 +98,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&b.RunnerID, "runner-id", "", "stable runner `id` of this node (default: random per start)")
 	fs.DurationVar(&b.HeartbeatInterval, "heartbeat-interval", batch.DefaultHeartbeatInterval, "how often the runner records that it is alive")
 	fs.DurationVar(&b.StaleAfter, "stale-after", batch.DefaultStaleAfter, "how long without a heartbeat before a runner's jobs fail as restart")
+	fs.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "read the webhook signing secret (whsec_…) from `file`; or set $"+webhookSecretEnv+" (default: one generated per start)")
+	fs.DurationVar(&b.WebhookTimeout, "webhook-timeout", batch.DefaultWebhookTimeout, "deadline of one webhook delivery attempt")
+	fs.DurationVar(&b.WebhookBackoff, "webhook-backoff", batch.DefaultWebhookBackoff, "wait after a webhook's first failed attempt (doubling, up to an hour)")
+	fs.DurationVar(&b.WebhookRetryFor, "webhook-retry-for", batch.DefaultWebhookRetryFor, "how long after a job's end its webhook is retried before it is dropped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -128,6 +139,22 @@ func loadKeys(o options) ([]batchhttp.Key, error) {
 	return keys, nil
 }
 
+// loadWebhookSecret returns the secret of -webhook-secret-file or
+// $BATCHD_WEBHOOK_SECRET, or "" for none (the daemon then generates one).
+func loadWebhookSecret(o options) (string, error) {
+	if o.webhookSecretFile == "" {
+		return strings.TrimSpace(os.Getenv(webhookSecretEnv)), nil
+	}
+	b, err := os.ReadFile(o.webhookSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("-webhook-secret-file: %w", err)
+	}
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return s, nil
+	}
+	return "", fmt.Errorf("-webhook-secret-file: %s is empty", o.webhookSecretFile)
+}
+
 // parseKey parses NAME=SECRET or NAME=SECRET:restricted.
 func parseKey(s string) (batchhttp.Key, error) {
 	name, secret, ok := strings.Cut(s, "=")
@@ -153,6 +180,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	secret, err := loadWebhookSecret(o)
+	if err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", o.logLevel)
@@ -172,15 +203,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	d, err := daemon.Open(ctx, daemon.Config{
-		DB:          o.db,
-		Schema:      o.schema,
-		Synchronous: batchstore.Synchronous(strings.ToUpper(o.sync)),
-		Keys:        keys,
-		Allow:       o.allow,
-		Batch:       o.batch,
-		MetricsKey:  o.metricsKey,
-		Logger:      log,
-		Limits:      daemon.Limits{MaxConns: o.maxConns},
+		DB:            o.db,
+		Schema:        o.schema,
+		Synchronous:   batchstore.Synchronous(strings.ToUpper(o.sync)),
+		Keys:          keys,
+		Allow:         o.allow,
+		Batch:         o.batch,
+		WebhookSecret: secret,
+		MetricsKey:    o.metricsKey,
+		Logger:        log,
+		Limits:        daemon.Limits{MaxConns: o.maxConns},
 	})
 	if err != nil {
 		ln.Close()
@@ -193,6 +225,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+
 			"batchd: pass your own keys in a file (-key-file, one NAME=SECRET[:restricted] per line) or in $"+keysEnv+"\n",
 			server, generated)
+	}
+	if secret == "" {
+		fmt.Fprintf(stdout, "batchd: no webhook secret given, so webhooks are signed with this one for this run (shown once):\n\n"+
+			"    %s\n\n"+
+			"batchd: pass your own (whsec_ and base64 of 24-64 random bytes) in -webhook-secret-file or $"+webhookSecretEnv+"\n",
+			d.WebhookSecret())
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)

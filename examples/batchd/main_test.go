@@ -49,13 +49,18 @@ func TestParseKey(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
 	o, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-key", "a=b", "-key", "c=d:restricted", "-allow", "127.0.0.1:81",
-		"-workers", "3", "-ttl", "2h", "-max-bytes", "1000"}, io.Discard)
+		"-workers", "3", "-ttl", "2h", "-max-bytes", "1000",
+		"-webhook-secret-file", "/etc/hook", "-webhook-timeout", "3s", "-webhook-backoff", "1s", "-webhook-retry-for", "6h"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.addr != "127.0.0.1:0" || len(o.keys) != 2 || o.allow[0] != "127.0.0.1:81" || o.batch.Workers != 3 ||
 		o.batch.TTL != 2*time.Hour || o.batch.MaxBytes != 1000 || o.db != "batchkit.db" {
 		t.Errorf("parsed %+v", o)
+	}
+	if o.webhookSecretFile != "/etc/hook" || o.batch.WebhookTimeout != 3*time.Second || o.batch.WebhookBackoff != time.Second ||
+		o.batch.WebhookRetryFor != 6*time.Hour {
+		t.Errorf("parsed webhook flags %+v", o)
 	}
 	if _, err := parseFlags([]string{"-bogus"}, io.Discard); err == nil {
 		t.Error("unknown flag accepted")
@@ -326,6 +331,36 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err != nil {
 		t.Errorf("database file: %v", err)
+	}
+}
+
+// The webhook secret comes from -webhook-secret-file or the environment;
+// with neither, the daemon generates one.
+func TestLoadWebhookSecret(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	file := filepath.Join(t.TempDir(), "hook")
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(webhookSecretEnv, "whsec_from-env")
+	if got, err := loadWebhookSecret(options{webhookSecretFile: file}); err != nil || got != secret {
+		t.Errorf("from the file: %q, %v", got, err)
+	}
+	if got, err := loadWebhookSecret(options{}); err != nil || got != "whsec_from-env" {
+		t.Errorf("from the environment: %q, %v", got, err)
+	}
+	t.Setenv(webhookSecretEnv, "")
+	if got, err := loadWebhookSecret(options{}); err != nil || got != "" {
+		t.Errorf("with none: %q, %v; want none (the daemon generates one)", got, err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{empty, filepath.Join(t.TempDir(), "missing")} {
+		if _, err := loadWebhookSecret(options{webhookSecretFile: f}); err == nil {
+			t.Errorf("secret file %s accepted", f)
+		}
 	}
 }
 

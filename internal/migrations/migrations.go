@@ -1,6 +1,7 @@
 // Package migrations reads the numbered SQL migrations that batchkit's
 // stores embed: files named NNN_<name>.sql in one directory, numbered from
-// 001 without a gap. Each store applies them its own way.
+// 001 without a gap: a missing number is a missing file. Each store applies
+// every migration whose version it has not recorded, in version order.
 package migrations
 
 import (
@@ -19,7 +20,9 @@ type Migration struct {
 }
 
 // Load returns the migrations in dir of fsys in version order, or an error
-// naming a file that breaks the naming rule.
+// naming a file that breaks the naming rule: a name that does not start
+// with a number and "_", or a number other than the one after the one
+// before (001 first).
 func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql")) // sorted
 	if err != nil {
@@ -30,7 +33,10 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		base := path.Base(n)
 		num, _, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != len(out)+1 {
+		switch {
+		case !ok || err != nil:
+			return nil, fmt.Errorf("migration %s: name must be NNN_<name>.sql", base)
+		case v != len(out)+1:
 			return nil, fmt.Errorf("migration %s: name must be %03d_<name>.sql", base, len(out)+1)
 		}
 		b, err := fs.ReadFile(fsys, n)

@@ -28,6 +28,7 @@ func TestLoad(t *testing.T) {
 	}
 	for name, fsys := range map[string]fstest.MapFS{
 		"gap":       {"m/001_a.sql": {}, "m/003_c.sql": {}},
+		"twice":     {"m/001_a.sql": {}, "m/001_b.sql": {}},
 		"no number": {"m/init.sql": {}},
 		"not first": {"m/002_b.sql": {}},
 	} {

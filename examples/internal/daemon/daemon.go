@@ -1,7 +1,9 @@
 // Package daemon wires the whole batch service of the example programs: the
 // store (SQLite, or PostgreSQL for several daemons on one database), the
-// guarded web fetcher, the runner and the HTTP handlers, plus /metrics,
-// /healthz and /readyz. examples/batchd runs it from flags;
+// guarded web fetcher, the runner, completion webhooks signed with the
+// deployment's secret and sent through the fetcher's guarded client, and
+// the HTTP handlers, plus /metrics, /healthz and /readyz. examples/batchd
+// runs it from flags;
 // examples/demo runs it in process.
 package daemon
 
@@ -43,8 +45,15 @@ type Config struct {
 	// Keys are the bearer keys callers use. At least one is required.
 	Keys []batchhttp.Key
 	// Allow lists exact host:port addresses the guard lets through (for
-	// local testing); see fetcher.Guard.
+	// local testing); see fetcher.Guard. Webhooks pass the same guard.
 	Allow []string
+	// WebhookSecret signs the webhook deliveries (Standard Webhooks):
+	// "whsec_" and the standard base64 of 24 to 64 random bytes (see
+	// batchhttp.NewWebhookSecret). Defaults to one generated at Open, which
+	// is logged as generated (never itself) and readable with
+	// [Daemon.WebhookSecret]; receivers then cannot verify across a
+	// restart, so a deployment sets its own.
+	WebhookSecret string
 	// Batch is the runner's configuration; its Store, Fetch and Logger are
 	// filled in.
 	Batch batch.Config
@@ -136,6 +145,7 @@ type Daemon struct {
 	limits  Limits
 	runner  *batch.Runner
 	fetcher *fetcher.Fetcher
+	secret  string
 	handler http.Handler
 	httpSet *metrics.Set
 	// httpSeries caches the series of each route and status (routeStatus →
@@ -157,13 +167,27 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
+	secret := cfg.WebhookSecret
+	if secret == "" {
+		if secret, err = batchhttp.NewWebhookSecret(); err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "no webhook secret configured: generated one for this run; "+
+			"receivers cannot verify deliveries after a restart")
+	}
+	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: cfg.Batch.TargetTimeout})
+	// Webhooks go out through the fetcher's guarded client: loopback and
+	// private addresses are refused at connect time, as for targets.
+	sender, err := batchhttp.NewWebhookSender(f.Client(), secret)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: cfg.Batch.TargetTimeout})
 	bc := cfg.Batch
-	bc.Store, bc.Fetch, bc.Logger = store, f.Fetch, cfg.Logger
+	bc.Store, bc.Fetch, bc.Logger, bc.Deliver = store, f.Fetch, cfg.Logger, sender.Deliver
 	runner, err := batch.New(bc)
 	if err != nil {
 		store.Close()
@@ -173,7 +197,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		store.Close()
 		return nil, err
 	}
-	d := &Daemon{store: store, limits: cfg.Limits.withDefaults(), runner: runner, fetcher: f, httpSet: metrics.NewSet(), log: cfg.Logger}
+	d := &Daemon{store: store, limits: cfg.Limits.withDefaults(), runner: runner, fetcher: f, secret: secret, httpSet: metrics.NewSet(), log: cfg.Logger}
 	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
 		Authenticate: auth,
 		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
@@ -227,6 +251,10 @@ func (d *Daemon) Handler() http.Handler { return d.handler }
 
 // Runner returns the daemon's runner.
 func (d *Daemon) Runner() *batch.Runner { return d.runner }
+
+// WebhookSecret returns the secret that signs the daemon's webhook
+// deliveries: Config.WebhookSecret, or the one Open generated.
+func (d *Daemon) WebhookSecret() string { return d.secret }
 
 // Close stops the runner (in-flight fetches are cut short; their jobs fail
 // as "restart" at the next start) and closes the store.

@@ -19,6 +19,8 @@ var batchHelp = map[string]string{
 	"_job_seconds":      "Time from a batch job's claim to its end.",
 	"_target_seconds":   "Time one batch target took, busy waits included.",
 	"_result_bytes":     "Size of stored batch result envelopes.",
+	"_webhooks_total":   "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
+	"_webhook_seconds":  "Time one batch webhook delivery attempt took.",
 }
 
 var otherHelp = map[string]string{

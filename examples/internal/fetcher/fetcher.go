@@ -159,6 +159,13 @@ func New(opts Options) *Fetcher {
 // [Guard.Precheck]. It fits the batchhttp pre-check hook.
 func (f *Fetcher) Precheck(rawURL string) error { return f.guard.Precheck(rawURL) }
 
+// Client returns the fetcher's HTTP client: every connection it makes,
+// redirects included, passes the guard at connect time. A host gives it to
+// batchhttp.NewWebhookSender, so that a webhook cannot reach what a
+// target cannot (the sender does not follow redirects). Its errors hold the
+// URL: the sender replaces them.
+func (f *Fetcher) Client() *http.Client { return f.client }
+
 // CloseIdleConnections closes the idle connections of the fetcher's
 // transport.
 func (f *Fetcher) CloseIdleConnections() { f.transport.CloseIdleConnections() }

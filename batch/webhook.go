@@ -1,0 +1,271 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// EventJobFinished is the type of the event a job's webhook receives once
+// the job has finished: done, partial, failed (a restart included) or
+// cancelled.
+const EventJobFinished = "batch.finished"
+
+// MaxWebhookURLBytes is the longest webhook URL a submit may carry.
+const MaxWebhookURLBytes = 2048
+
+// Webhook errors of a submit. Both match with [errors.Is].
+var (
+	// ErrInvalidWebhook: a webhook URL that is not an absolute http or
+	// https URL of at most [MaxWebhookURLBytes] bytes.
+	ErrInvalidWebhook = errors.New("batch: invalid webhook")
+	// ErrWebhooksDisabled: a submit with a webhook on a runner without
+	// Config.Deliver.
+	ErrWebhooksDisabled = errors.New("batch: webhooks are not enabled")
+)
+
+// SubmitOptions are the optional parts of a submit; see [Runner.SubmitWith].
+type SubmitOptions struct {
+	// WebhookURL, if set, receives one [EventJobFinished] event when the
+	// job finishes, through Config.Deliver. It is stored with the job,
+	// shown to its owner only, never logged, and part of the idempotency
+	// key (see [IdemKeyWith]).
+	WebhookURL string
+}
+
+// WebhookEvent is one delivery attempt of a job's webhook event, as
+// Config.Deliver receives it. It carries the job's id, final status and
+// counts, never a target URL.
+type WebhookEvent struct {
+	// ID identifies the event, the same on every attempt (Standard
+	// Webhooks' webhook-id): "msg_" and the job id. A receiver that has
+	// seen it already can ignore the repeat.
+	ID string
+	// Type is [EventJobFinished].
+	Type string
+	// URL is where to deliver it. It must never be logged.
+	URL string
+	// Attempt is 1 on the first attempt and counts up on each retry (an
+	// attempt cut short by a crash counts too).
+	Attempt int
+
+	JobID         string
+	Status        JobStatus // done, partial, failed or cancelled
+	Error         string    // why the job failed as a whole, e.g. "restart"
+	TargetsTotal  int
+	TargetsDone   int // targets that are done or failed
+	TargetsOK     int
+	TargetsFailed int
+	CreatedAt     time.Time
+	FinishedAt    time.Time
+	// ExpiresAt is when the job may be swept, as it stood when the job
+	// finished: its lease plus Config.TTL. A later owner read moves it.
+	ExpiresAt time.Time
+}
+
+// DeliverFunc delivers one webhook event: batchhttp.NewWebhookSender
+// returns one that POSTs it, signed, as the Standard Webhooks
+// specification says. It returns nil once the receiver has taken the
+// event (a 2xx answer), and an error otherwise; the runner then retries
+// with back-off. ctx carries Config.WebhookTimeout and is cancelled when
+// the runner closes.
+//
+// The runner never logs the error, which may hold the URL or its host.
+type DeliverFunc func(ctx context.Context, ev WebhookEvent) error
+
+// validateWebhook checks a submit's webhook URL: an absolute http or https
+// URL with a host. Its errors never repeat the URL.
+func (r *Runner) validateWebhook(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if r.cfg.Deliver == nil {
+		return ErrWebhooksDisabled
+	}
+	switch {
+	case len(raw) > MaxWebhookURLBytes:
+		return fmt.Errorf("%w: url longer than %d bytes", ErrInvalidWebhook, MaxWebhookURLBytes)
+	case !utf8.ValidString(raw):
+		return fmt.Errorf("%w: url is not valid UTF-8", ErrInvalidWebhook)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("%w: url must be an absolute http or https url", ErrInvalidWebhook)
+	}
+	return nil
+}
+
+// webhookBatch is how many events one claim takes: they are delivered at
+// once, each in a goroutine of its own.
+const webhookBatch = 8
+
+// maxWebhookBackoff caps the wait between two attempts.
+const maxWebhookBackoff = time.Hour
+
+// webhookLease is how long a claimed event stays with this runner: an
+// attempt's deadline and a margin for the store writes around it.
+func (r *Runner) webhookLease() time.Duration { return r.cfg.WebhookTimeout + time.Minute }
+
+// wakeWebhooks wakes the deliverer: a job may have just got its event.
+func (r *Runner) wakeWebhooks() {
+	select {
+	case r.hookWake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// webhooks delivers due webhook events until the runner stops: at once
+// after this runner finished a job, every Config.PollInterval for events
+// of other runners and released claims, and when a retry it scheduled is
+// due.
+func (r *Runner) webhooks() {
+	defer r.wg.Done()
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		full, retryIn := r.deliverDue()
+		if r.stopping() {
+			return
+		}
+		if full {
+			continue
+		}
+		var soon <-chan time.Time
+		if retryIn > 0 && retryIn < r.cfg.PollInterval {
+			soon = time.After(retryIn)
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-r.hookWake:
+		case <-poll.C:
+		case <-soon:
+		}
+	}
+}
+
+// deliverDue claims the due events and delivers them, each in a goroutine
+// of its own, and waits for all of them. It reports whether the claim was
+// full (more may be due) and the soonest retry it scheduled.
+func (r *Runner) deliverDue() (full bool, retryIn time.Duration) {
+	if r.stopping() {
+		return false, 0
+	}
+	ctx, cancel := storeCtx()
+	ds, err := r.store.ClaimWebhooks(ctx, ClaimWebhooksParams{
+		Runner: r.cfg.RunnerID, Limit: webhookBatch, Lease: r.webhookLease(), Now: r.cfg.Now(),
+	})
+	cancel()
+	if err != nil {
+		r.log.LogAttrs(context.Background(), slog.LevelError, "batch webhook claim failed", slog.String("err", err.Error()))
+		return false, 0
+	}
+	retries := make([]time.Duration, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Go(func() { retries[i] = r.deliver(d) })
+	}
+	wg.Wait()
+	for _, d := range retries {
+		if d > 0 && (retryIn == 0 || d < retryIn) {
+			retryIn = d
+		}
+	}
+	return len(ds) == webhookBatch, retryIn
+}
+
+// event is what Config.Deliver gets for a claimed delivery.
+func (r *Runner) event(d WebhookDelivery) WebhookEvent {
+	return WebhookEvent{
+		ID: "msg_" + d.JobID, Type: EventJobFinished, URL: d.URL, Attempt: d.Attempt,
+		JobID: d.JobID, Status: d.Status, Error: d.Error,
+		TargetsTotal: d.TargetsTotal, TargetsDone: d.TargetsOK + d.TargetsFailed,
+		TargetsOK: d.TargetsOK, TargetsFailed: d.TargetsFailed,
+		CreatedAt: d.CreatedAt.UTC(), FinishedAt: d.FinishedAt.UTC(), ExpiresAt: d.Lease.Add(r.cfg.TTL).UTC(),
+	}
+}
+
+// deliver makes one attempt and records its outcome in the store: the
+// event is deleted once delivered, retried after a back-off while
+// Config.WebhookRetryFor allows, and dropped after that. It returns the
+// back-off of a retry it scheduled, else 0. An attempt cut short by Close
+// records nothing: Close releases the claim.
+func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
+	log := r.log.With(slog.String("job_id", d.JobID), slog.Int("attempt", d.Attempt))
+	start := time.Now()
+	err := r.callDeliver(r.event(d))
+	if err != nil && errors.Is(context.Cause(r.fetchCtx), ErrClosed) {
+		return 0 // cut short: not an attempt's outcome
+	}
+	r.metrics.webhookSecs.Update(time.Since(start).Seconds())
+	fin := FinishWebhookParams{JobID: d.JobID, Runner: r.cfg.RunnerID, Attempt: d.Attempt}
+	outcome, msg, level := webhookDelivered, "batch webhook delivered", slog.LevelInfo
+	if err != nil {
+		r.metrics.webhook(webhookFailed)
+		outcome, level = "", slog.LevelWarn
+		retryIn = r.webhookBackoff(d.Attempt)
+		if d.Age+retryIn > r.cfg.WebhookRetryFor {
+			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: still not delivered after the retry bound", 0
+		} else {
+			fin.Retry, fin.RetryIn = true, retryIn
+			msg = "batch webhook attempt failed; will retry"
+		}
+	}
+	ctx, cancel := storeCtx()
+	fin.Now = r.cfg.Now()
+	ferr := r.store.FinishWebhook(ctx, fin)
+	cancel()
+	if outcome != "" {
+		r.metrics.webhook(outcome)
+	}
+	attrs := []slog.Attr{}
+	if fin.Retry {
+		attrs = append(attrs, slog.Duration("retry_in", retryIn))
+	}
+	log.LogAttrs(context.Background(), level, msg, attrs...)
+	switch {
+	case errors.Is(ferr, ErrNotHeld):
+		// Taken over by another runner once the lease passed: it decides now.
+		log.LogAttrs(context.Background(), slog.LevelWarn, "batch webhook claim lost before its outcome was stored")
+		return 0
+	case ferr != nil:
+		// The claim's lease runs out and the event is attempted again: at
+		// least once, perhaps twice.
+		log.LogAttrs(context.Background(), slog.LevelError, "batch webhook outcome not stored", slog.String("err", ferr.Error()))
+		return 0
+	}
+	return retryIn
+}
+
+// callDeliver calls Config.Deliver once under Config.WebhookTimeout. A
+// panic fails the attempt (its value, which may hold the URL, is not
+// logged).
+func (r *Runner) callDeliver(ev WebhookEvent) (err error) {
+	ctx, cancel := context.WithTimeout(r.fetchCtx, r.cfg.WebhookTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = errPanic
+		}
+	}()
+	return r.cfg.Deliver(ctx, ev)
+}
+
+// webhookBackoff is the wait after failed attempt n (1 for the first):
+// Config.WebhookBackoff doubled for each attempt before, capped at an
+// hour, between half and all of it (jittered, so that the events of a
+// receiver that was down do not all come back at once).
+func (r *Runner) webhookBackoff(n int) time.Duration {
+	d := r.cfg.WebhookBackoff
+	for i := 1; i < n && d < maxWebhookBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, maxWebhookBackoff)
+	return d/2 + rand.N(d/2+1)
+}

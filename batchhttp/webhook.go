@@ -1,0 +1,301 @@
+package batchhttp
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// Completion webhooks, as the Standard Webhooks specification
+// (standardwebhooks.com) has them: a submit names a webhook, and when the
+// job finishes the runner's Config.Deliver, a [WebhookSender], POSTs it a
+// signed [WebhookPayload].
+
+// Webhook is a job's webhook on the wire: {"url": "https://…"} in a submit
+// and, for the job's owner, in its status.
+type Webhook struct {
+	URL string `json:"url"`
+}
+
+// WebhookPayload is the body a webhook receives, the event envelope of the
+// Standard Webhooks specification: its type, a timestamp (when the job
+// finished) and the data. It is the same on every attempt.
+type WebhookPayload struct {
+	Type      string      `json:"type"` // batch.EventJobFinished
+	Timestamp time.Time   `json:"timestamp"`
+	Data      WebhookData `json:"data"`
+}
+
+// WebhookData is the data of a batch.finished event: the job's final
+// status and counts, never a target URL.
+type WebhookData struct {
+	JobID         string          `json:"job_id"`
+	Status        batch.JobStatus `json:"status"`
+	Error         string          `json:"error,omitempty"`
+	TargetsTotal  int             `json:"targets_total"`
+	TargetsDone   int             `json:"targets_done"`
+	TargetsOK     int             `json:"targets_ok"`
+	TargetsFailed int             `json:"targets_failed"`
+	CreatedAt     time.Time       `json:"created_at"`
+	FinishedAt    time.Time       `json:"finished_at"`
+	ExpiresAt     time.Time       `json:"expires_at"`
+}
+
+// The Standard Webhooks headers of a delivery.
+const (
+	// HeaderWebhookID is the event's id, the same on every attempt.
+	HeaderWebhookID = "webhook-id"
+	// HeaderWebhookTimestamp is the attempt's time, in Unix seconds.
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	// HeaderWebhookSignature is "v1," and the base64 HMAC-SHA256 of
+	// "<id>.<timestamp>.<body>" under the secret; a receiver accepts any of
+	// several space-separated signatures (during a secret's rotation).
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// WebhookTolerance is how far a delivery's timestamp may be from the
+// receiver's clock for [VerifyWebhook], as the specification advises.
+const WebhookTolerance = 5 * time.Minute
+
+// secretPrefix marks a Standard Webhooks secret.
+const secretPrefix = "whsec_"
+
+// Secret sizes the specification asks for: 24 to 64 random bytes.
+const (
+	minSecretBytes = 24
+	maxSecretBytes = 64
+)
+
+// NewWebhookSecret returns a new secret of 32 random bytes in the form the
+// specification gives secrets: "whsec_" and their standard base64.
+func NewWebhookSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("batchhttp: webhook secret: %w", err)
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// webhookKey decodes a secret: "whsec_" (optional) and the standard base64
+// of 24 to 64 bytes. Its errors never repeat the secret.
+func webhookKey(secret string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, secretPrefix))
+	switch {
+	case err != nil:
+		return nil, errors.New("batchhttp: webhook secret must be whsec_ and standard base64")
+	case len(key) < minSecretBytes || len(key) > maxSecretBytes:
+		return nil, fmt.Errorf("batchhttp: webhook secret must hold %d to %d bytes, it holds %d", minSecretBytes, maxSecretBytes, len(key))
+	}
+	return key, nil
+}
+
+// sign returns the v1 signature of a delivery.
+func sign(key []byte, id string, ts int64, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write(strconv.AppendInt(nil, ts, 10))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// SignWebhook returns the webhook-signature header of a delivery of body
+// with the given id at ts (Unix seconds) under secret.
+func SignWebhook(secret, id string, ts int64, body []byte) (string, error) {
+	key, err := webhookKey(secret)
+	if err != nil {
+		return "", err
+	}
+	return sign(key, id, ts, body), nil
+}
+
+// ErrWebhookSignature: a delivery whose headers or signature do not verify.
+var ErrWebhookSignature = errors.New("batchhttp: webhook signature does not verify")
+
+// VerifyWebhook checks a received delivery, as a Go receiver would: the
+// three headers are present, the timestamp is within [WebhookTolerance] of
+// now, and one of the v1 signatures is body's under secret. It returns
+// [ErrWebhookSignature] (wrapped, with the reason) if not.
+func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time) error {
+	key, err := webhookKey(secret)
+	if err != nil {
+		return err
+	}
+	id, tsText, sigs := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
+	if id == "" || tsText == "" || sigs == "" {
+		return fmt.Errorf("%w: missing headers", ErrWebhookSignature)
+	}
+	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: bad timestamp", ErrWebhookSignature)
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > WebhookTolerance || d < -WebhookTolerance {
+		return fmt.Errorf("%w: timestamp off by %s", ErrWebhookSignature, d.Round(time.Second))
+	}
+	want := []byte(sign(key, id, ts, body))
+	for _, s := range strings.Fields(sigs) {
+		if subtle.ConstantTimeCompare([]byte(s), want) == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no matching signature", ErrWebhookSignature)
+}
+
+// WebhookSender delivers webhook events as the Standard Webhooks
+// specification says: a POST of the JSON [WebhookPayload] with the
+// webhook-id, webhook-timestamp and webhook-signature headers, signed with
+// the deployment's secret. Its Deliver method is a batch.DeliverFunc:
+//
+//	sender, err := batchhttp.NewWebhookSender(guardedClient, secret)
+//	runner, err := batch.New(batch.Config{…, Deliver: sender.Deliver})
+//
+// It does not follow redirects: a 3xx answer is a failed attempt, like any
+// answer but a 2xx. Its errors never hold the URL, its host or an address.
+type WebhookSender struct {
+	client    *http.Client
+	key       []byte
+	now       func() time.Time
+	userAgent string
+}
+
+// DefaultWebhookUserAgent is the User-Agent of a [WebhookSender].
+const DefaultWebhookUserAgent = "batchkit-webhook/1"
+
+// maxWebhookAnswer is how much of a receiver's answer is read (and thrown
+// away), so that its connection can be reused.
+const maxWebhookAnswer = 64 << 10
+
+// NewWebhookSender returns a sender that POSTs through client and signs
+// with secret ("whsec_" and the standard base64 of 24 to 64 bytes; see
+// [NewWebhookSecret]). The client decides where a connection may go: a
+// host that lets callers name webhooks gives it the same guard as its
+// fetcher, so that a webhook cannot reach loopback or private addresses
+// (the handler's pre-check refuses them at submit, the client at connect
+// time). A nil client is http.DefaultClient, which has no such guard. The
+// sender uses a copy of the client that does not follow redirects.
+func NewWebhookSender(client *http.Client, secret string) (*WebhookSender, error) {
+	key, err := webhookKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	c := *cmp.Or(client, http.DefaultClient)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &WebhookSender{client: &c, key: key, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
+}
+
+// Payload returns the body the sender POSTs for ev: the same bytes on
+// every attempt.
+func Payload(ev batch.WebhookEvent) ([]byte, error) {
+	return marshal(WebhookPayload{
+		Type:      ev.Type,
+		Timestamp: wireTime(ev.FinishedAt),
+		Data: WebhookData{
+			JobID: ev.JobID, Status: ev.Status, Error: ev.Error,
+			TargetsTotal: ev.TargetsTotal, TargetsDone: ev.TargetsDone, TargetsOK: ev.TargetsOK, TargetsFailed: ev.TargetsFailed,
+			CreatedAt: wireTime(ev.CreatedAt), FinishedAt: wireTime(ev.FinishedAt), ExpiresAt: wireTime(ev.ExpiresAt),
+		},
+	})
+}
+
+// Deliver POSTs ev to ev.URL, signed; it is a batch.DeliverFunc. It
+// returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
+// a *[WebhookSendError] when no answer came.
+func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) error {
+	body, err := Payload(ev)
+	if err != nil {
+		return fmt.Errorf("batchhttp: webhook payload: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ev.URL, bytes.NewReader(body))
+	if err != nil {
+		return &WebhookSendError{msg: "invalid webhook url"}
+	}
+	ts := s.now().Unix()
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", s.userAgent)
+	h.Set(HeaderWebhookID, ev.ID)
+	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(HeaderWebhookSignature, sign(s.key, ev.ID, ts, body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return sendError(ctx, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.CopyN(io.Discard, resp.Body, maxWebhookAnswer)
+	if resp.StatusCode/100 != 2 {
+		return &WebhookStatusError{StatusCode: resp.StatusCode}
+	}
+	return nil
+}
+
+// WebhookStatusError is a delivery the receiver answered with a status
+// other than 2xx.
+type WebhookStatusError struct {
+	StatusCode int
+}
+
+// Error returns "batchhttp: webhook answered <status>".
+func (e *WebhookStatusError) Error() string {
+	return fmt.Sprintf("batchhttp: webhook answered %d", e.StatusCode)
+}
+
+// WebhookSendError is a delivery that got no answer: the connection was
+// refused (by the client's guard too), failed or timed out. Its message is
+// fixed text, without the URL, its host or an address; it matches
+// context.DeadlineExceeded or context.Canceled with [errors.Is] when the
+// attempt's context ended it.
+type WebhookSendError struct {
+	msg   string
+	cause error // a context error, or nil
+}
+
+// Error returns "batchhttp: webhook not delivered: <reason>".
+func (e *WebhookSendError) Error() string { return "batchhttp: webhook not delivered: " + e.msg }
+
+// Unwrap returns the context error that ended the attempt, if any.
+func (e *WebhookSendError) Unwrap() error { return e.cause }
+
+// sendError turns a client error, which holds the URL, into a
+// *WebhookSendError. A guard's refusal (a "blocked: …" error with an
+// outcome, as batchnet's) keeps its fixed text.
+func sendError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &WebhookSendError{msg: "timeout or cancelled", cause: ctxErr}
+	}
+	if oe, ok := errors.AsType[batch.OutcomeError](err); ok && oe.Outcome() == batch.OutcomeBlocked {
+		return &WebhookSendError{msg: oe.Error()}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &WebhookSendError{msg: "timeout", cause: context.DeadlineExceeded}
+	}
+	return &WebhookSendError{msg: "connection failed"}
+}
+
+// precheckWebhook runs the host's pre-check on a submit's webhook URL, as
+// on a target's: 422 "blocked: webhook: <reason>" (a reason that may name
+// the host goes to the caller only, never to a log line).
+func (h *Handler) precheckWebhook(r *http.Request, req *request, rawURL string) error {
+	if h.precheck == nil {
+		return nil
+	}
+	if err := h.precheck(r.Context(), req.caller, rawURL); err != nil {
+		reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
+		return &httpError{status: http.StatusUnprocessableEntity, code: CodeBlocked, msg: "blocked: webhook: " + reason}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package batchhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// The signature verifies with an implementation that is not ours: the
+// standardwebhooks npm package, the Standard Webhooks reference library,
+// run with node on deliveries the sender made (three attempts of one event:
+// the receiver fails twice). A tampered body and another deployment's
+// secret are refused, so the check is not vacuous. It needs node and npm
+// (and the npm registry, for the pinned package-lock in
+// testdata/standardwebhooks); without them it skips, but fails under
+// CI=true.
+func TestWebhookSender_StandardWebhooksJS(t *testing.T) {
+	t.Parallel()
+	dir := installStandardWebhooks(t)
+
+	rc := newReceiver(t, http.StatusServiceUnavailable, http.StatusBadGateway)
+	b := hookBundle(t, nil, nil)
+	rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("js", 2), rc.srv.URL+"/in"))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	got := rc.wait(t, 3)
+
+	type jsDelivery struct {
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	var ds []jsDelivery
+	for _, d := range got {
+		h := map[string]string{}
+		for _, k := range []string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature} {
+			h[k] = d.header.Get(k)
+		}
+		ds = append(ds, jsDelivery{h, string(d.body)})
+	}
+	tampered := ds[0]
+	tampered.Body = string(bytes.Replace([]byte(tampered.Body), []byte(`"done"`), []byte(`"failed"`), 1))
+	ds = append(ds, tampered)
+	verify := func(secret string, ds []jsDelivery) []string {
+		t.Helper()
+		in, err := json.Marshal(map[string]any{"secret": secret, "deliveries": ds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", "verify.js")
+		cmd.Dir = dir
+		cmd.Stdin = bytes.NewReader(in)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("node verify.js: %v\n%s", err, out)
+		}
+		var results []string
+		if err := json.Unmarshal(out, &results); err != nil {
+			t.Fatalf("node said %s: %v", out, err)
+		}
+		return results
+	}
+	results := verify(testSecret, ds)
+	for i, r := range results[:3] {
+		if r != "ok" {
+			t.Errorf("attempt %d: standardwebhooks says %s", i+1, r)
+		}
+	}
+	if results[3] == "ok" {
+		t.Error("standardwebhooks accepts a tampered body")
+	}
+	other, err := NewWebhookSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := verify(other, ds[:1]); r[0] == "ok" {
+		t.Error("standardwebhooks accepts the delivery under another secret")
+	}
+}
+
+// installStandardWebhooks copies testdata/standardwebhooks to a temporary
+// directory and installs its pinned packages there (npm ci), returning the
+// directory. It skips the test when node or npm is missing or the install
+// fails, unless CI=true.
+func installStandardWebhooks(t *testing.T) string {
+	t.Helper()
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format+" (the check runs, and must pass, under CI=true)", args...)
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			unavailable("%s is not installed: cannot verify the signature with the standardwebhooks npm package", tool)
+		}
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"package.json", "package-lock.json", "verify.js"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "standardwebhooks", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		unavailable("npm ci of standardwebhooks failed (no registry?): %v\n%s", err, out)
+	}
+	return dir
+}

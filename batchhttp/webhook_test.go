@@ -1,0 +1,397 @@
+package batchhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// testSecret is a webhook secret of the tests.
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// The signature of the Standard Webhooks reference library's own test
+// (standard-webhooks/standard-webhooks, libraries/javascript/src/
+// webhook.test.ts, "sign function works"), byte for byte.
+func TestSignWebhook_PublishedVector(t *testing.T) {
+	t.Parallel()
+	const body = `{"test": 2432232314}`
+	got, err := SignWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("SignWebhook = %s, want the reference library's %s", got, want)
+	}
+	// The same secret without its prefix signs the same.
+	if bare, _ := SignWebhook("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(body)); bare != got {
+		t.Errorf("the bare secret signs %s", bare)
+	}
+}
+
+func TestVerifyWebhook(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"type":"batch.finished"}`)
+	now := time.Unix(1_800_000_000, 0)
+	headers := func(ts time.Time, sig string) http.Header {
+		h := http.Header{}
+		h.Set(HeaderWebhookID, "msg_1")
+		h.Set(HeaderWebhookTimestamp, fmt.Sprint(ts.Unix()))
+		h.Set(HeaderWebhookSignature, sig)
+		return h
+	}
+	good, err := SignWebhook(testSecret, "msg_1", now.Unix(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(what string, h http.Header, body []byte, wantOK bool) {
+		t.Helper()
+		err := VerifyWebhook(testSecret, h, body, now)
+		if (err == nil) != wantOK || (err != nil && !errors.Is(err, ErrWebhookSignature)) {
+			t.Errorf("%s: VerifyWebhook = %v, want ok %v", what, err, wantOK)
+		}
+	}
+	f("signed now", headers(now, good), body, true)
+	f("one of several signatures", headers(now, "v1,bm9wZQ== "+good+" v2,x"), body, true)
+	f("within the tolerance", headers(now.Add(-4*time.Minute), mustSign(t, now.Add(-4*time.Minute), body)), body, true)
+	f("too old", headers(now.Add(-6*time.Minute), mustSign(t, now.Add(-6*time.Minute), body)), body, false)
+	f("too new", headers(now.Add(6*time.Minute), mustSign(t, now.Add(6*time.Minute), body)), body, false)
+	f("another body", headers(now, good), []byte(`{"type":"batch.finished "}`), false)
+	f("another timestamp", headers(now.Add(time.Second), good), body, false)
+	f("no signature", headers(now, ""), body, false)
+	other, _ := NewWebhookSecret()
+	if VerifyWebhook(other, headers(now, good), body, now) == nil {
+		t.Error("another secret verifies")
+	}
+	for _, bad := range []string{"", "whsec_", "whsec_not base64!", "whsec_" + strings.Repeat("A", 8)} {
+		if _, err := NewWebhookSender(nil, bad); err == nil {
+			t.Errorf("NewWebhookSender accepted the secret %q", bad)
+		} else if bad != "" && strings.Contains(err.Error(), bad) {
+			t.Errorf("the error repeats the secret: %v", err)
+		}
+	}
+}
+
+func mustSign(t *testing.T, ts time.Time, body []byte) string {
+	t.Helper()
+	s, err := SignWebhook(testSecret, "msg_1", ts.Unix(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// delivery is one POST a receiver got.
+type delivery struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver is a webhook receiver on loopback: the tests reach it through an
+// unguarded client (a guarded one refuses loopback; see the daemon's tests).
+type receiver struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	got     []delivery
+	answers []int // the status of each next answer; 204 once they run out
+	arrived chan struct{}
+}
+
+func newReceiver(t *testing.T, answers ...int) *receiver {
+	t.Helper()
+	rc := &receiver{answers: answers, arrived: make(chan struct{}, 64)}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.got = append(rc.got, delivery{r.Header.Clone(), body})
+		status := http.StatusNoContent
+		if len(rc.answers) > 0 {
+			status, rc.answers = rc.answers[0], rc.answers[1:]
+		}
+		rc.mu.Unlock()
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			status = http.StatusBadRequest
+		}
+		w.WriteHeader(status)
+		rc.arrived <- struct{}{}
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) deliveries() []delivery {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]delivery(nil), rc.got...)
+}
+
+// wait waits for n deliveries in all.
+func (rc *receiver) wait(t *testing.T, n int) []delivery {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for len(rc.deliveries()) < n {
+		select {
+		case <-rc.arrived:
+		case <-deadline:
+			t.Fatalf("%d deliveries within 10s, want %d", len(rc.deliveries()), n)
+		}
+	}
+	return rc.deliveries()
+}
+
+// hookBundle is a handler over a runner that delivers through a
+// WebhookSender over an unguarded client, on the real clock.
+func hookBundle(t *testing.T, precheck PrecheckFunc, cfg func(*batch.Config)) *testBundle {
+	t.Helper()
+	sender, err := NewWebhookSender(http.DefaultClient, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setup(t, setupOpts{precheck: precheck, config: func(c *batch.Config) {
+		c.Now, c.Deliver, c.WebhookBackoff = time.Now, sender.Deliver, time.Millisecond
+		if cfg != nil {
+			cfg(c)
+		}
+	}})
+}
+
+func submitHookBody(t *testing.T, targets []batch.Target, url string) string {
+	t.Helper()
+	b, err := json.Marshal(SubmitRequest{Targets: targets, Webhook: &Webhook{URL: url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A job submitted with a webhook gets one signed POST when it finishes, with
+// the event's data and no target URL; a job without one gets none.
+func TestWebhookSender_DeliveredOnce(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	b := hookBundle(t, nil, nil)
+	targets := []batch.Target{{URL: "https://example.test/secret-target-a"}, {URL: "https://example.test/secret-target-b"}}
+	rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, targets, rc.srv.URL+"/hooks?token=x"))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	var sub SubmitResponse
+	decodeJSON(t, rec.Body.Bytes(), &sub)
+	plain := b.submit(t, keyBob, batchtest.Targets("plain", 1), http.StatusAccepted)
+	batchtest.WaitFinished(t, b.runner, batch.Caller{Name: "bob"}, plain.JobID, 10*time.Second)
+	info := batchtest.WaitFinished(t, b.runner, alice, sub.JobID, 10*time.Second)
+	rc.wait(t, 1)
+	time.Sleep(50 * time.Millisecond) // five polls: time for a wrong second delivery
+	got := rc.deliveries()
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries, want 1", len(got))
+	}
+	d := got[0]
+	if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+		t.Errorf("our own verifier refuses the delivery: %v", err)
+	}
+	if id := d.header.Get(HeaderWebhookID); id != "msg_"+sub.JobID {
+		t.Errorf("webhook-id %q", id)
+	}
+	if ua := d.header.Get("User-Agent"); ua != DefaultWebhookUserAgent {
+		t.Errorf("User-Agent %q", ua)
+	}
+	var p WebhookPayload
+	dec := json.NewDecoder(bytes.NewReader(d.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("payload %s: %v", d.body, err)
+	}
+	want := WebhookPayload{Type: batch.EventJobFinished, Timestamp: p.Data.FinishedAt, Data: WebhookData{
+		JobID: sub.JobID, Status: batch.JobDone, TargetsTotal: 2, TargetsDone: 2, TargetsOK: 2,
+		CreatedAt: wireTime(info.CreatedAt), FinishedAt: p.Data.FinishedAt, ExpiresAt: p.Data.FinishedAt.Add(batch.DefaultTTL),
+	}}
+	if p != want || p.Data.FinishedAt.IsZero() {
+		t.Errorf("payload %+v\nwant %+v", p, want)
+	}
+	if bytes.Contains(d.body, []byte("secret-target")) || bytes.Contains(d.body, []byte("example.test")) {
+		t.Errorf("the payload carries a target URL: %s", d.body)
+	}
+}
+
+// A receiver that fails twice gets the event on the third attempt: the
+// same id and body each time, each signed anew.
+func TestWebhookSender_RetriedUntilOK(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, http.StatusServiceUnavailable, http.StatusInternalServerError)
+	b := hookBundle(t, nil, nil)
+	rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("retry", 1), rc.srv.URL))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	rc.wait(t, 3)
+	time.Sleep(50 * time.Millisecond) // five polls: time for a wrong fourth attempt
+	got := rc.deliveries()
+	if len(got) != 3 {
+		t.Fatalf("%d attempts, want 3", len(got))
+	}
+	for i, d := range got {
+		if d.header.Get(HeaderWebhookID) != got[0].header.Get(HeaderWebhookID) || !bytes.Equal(d.body, got[0].body) {
+			t.Errorf("attempt %d differs from the first: %s %s", i+1, d.header.Get(HeaderWebhookID), d.body)
+		}
+		if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+			t.Errorf("attempt %d: %v", i+1, err)
+		}
+	}
+	if err := b.runner.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for outcome, want := range map[string]uint64{"delivered": 1, "failed": 2} {
+		if n := b.runner.Metrics().GetOrCreateCounter(fmt.Sprintf(`batch_webhooks_total{outcome=%q}`, outcome)).Get(); n != want {
+			t.Errorf("webhooks_total{%s} = %d, want %d", outcome, n, want)
+		}
+	}
+}
+
+// The sender does not follow redirects, and its errors name no URL, host
+// or address.
+func TestWebhookSender_Errors(t *testing.T) {
+	t.Parallel()
+	other := newReceiver(t)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.srv.URL, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/hook-canary"
+	ln.Close()
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server notices the client leave
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(hang.Close)
+
+	s, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := batch.WebhookEvent{ID: "msg_x", Type: batch.EventJobFinished, JobID: "x", Status: batch.JobDone}
+	f := func(ctx context.Context, url string, check func(error) bool) {
+		t.Helper()
+		ev.URL = url
+		err := s.Deliver(ctx, ev)
+		if err == nil || !check(err) {
+			t.Errorf("Deliver to %s = %v", url, err)
+			return
+		}
+		host := strings.TrimPrefix(url, "http://")
+		host, _, _ = strings.Cut(host, "/")
+		name, _, _ := strings.Cut(host, ":")
+		for _, leak := range []string{url, host, name, "canary"} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("the error of a delivery to %s holds %q: %v", url, leak, err)
+			}
+		}
+	}
+	f(t.Context(), redirect.URL, func(err error) bool {
+		se, ok := errors.AsType[*WebhookStatusError](err)
+		return ok && se.StatusCode == http.StatusTemporaryRedirect
+	})
+	if n := len(other.deliveries()); n != 0 {
+		t.Errorf("the redirect was followed (%d deliveries)", n)
+	}
+	f(t.Context(), closed, func(err error) bool { _, ok := errors.AsType[*WebhookSendError](err); return ok })
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	f(ctx, hang.URL, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
+}
+
+// Submit: the webhook passes the pre-check as a target does; the owner
+// sees it in the status, nobody else sees the job; a runner without
+// Deliver refuses it.
+func TestHandler_SubmitWebhook(t *testing.T) {
+	t.Parallel()
+	t.Run("Blocked", func(t *testing.T) {
+		t.Parallel()
+		b := hookBundle(t, PrecheckURL, nil)
+		for url, want := range map[string]string{
+			"http://127.0.0.1/hook":         "blocked: webhook: loopback address",
+			"https://10.1.2.3/hook":         "blocked: webhook: private address",
+			"https://localhost/hook":        "blocked: webhook: loopback address",
+			"https://[::1]/hook":            "blocked: webhook: loopback address",
+			"ftp://hooks.example/":          "blocked: webhook: scheme not allowed",
+			"https://hooks.example:8443/in": "blocked: webhook: port not allowed",
+		} {
+			rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("b", 1), url))
+			wantError(t, rec, http.StatusUnprocessableEntity, want)
+		}
+		if jobs, _ := b.runner.List(t.Context(), alice, 10); len(jobs) != 0 {
+			t.Errorf("%d jobs after refused submits", len(jobs))
+		}
+	})
+	t.Run("Disabled", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("d", 1), "https://hooks.example/"))
+		wantError(t, rec, http.StatusUnprocessableEntity, "webhooks are not enabled on this server")
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		t.Parallel()
+		b := hookBundle(t, nil, nil)
+		rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("i", 1), "hooks.example/in"))
+		wantError(t, rec, http.StatusBadRequest, "invalid batch: webhook: url must be an absolute http or https url")
+	})
+	t.Run("OwnerOnly", func(t *testing.T) {
+		t.Parallel()
+		f := batchtest.NewBlockingFetcher()
+		t.Cleanup(func() { f.Release() })
+		b := hookBundle(t, PrecheckURL, func(c *batch.Config) { c.Fetch = f.Fetch })
+		const hook = "https://hooks.example/in?token=t0k"
+		rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("o", 1), hook))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+		}
+		var sub SubmitResponse
+		decodeJSON(t, rec.Body.Bytes(), &sub)
+		// The same list with the same webhook is the same job; with another
+		// webhook it is a new one (here refused by the caller cap).
+		again := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("o", 1), hook))
+		var re SubmitResponse
+		decodeJSON(t, again.Body.Bytes(), &re)
+		if again.Code != http.StatusAccepted || !re.Reused || re.JobID != sub.JobID {
+			t.Errorf("resubmit with the same webhook: %d %s", again.Code, again.Body)
+		}
+		other := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("o", 1), hook+"2"))
+		wantError(t, other, http.StatusTooManyRequests, "busy: a batch of yours is still running")
+		for _, path := range []string{"/v1/batch/" + sub.JobID, "/v1/batch/" + sub.JobID + "?results=1"} {
+			rec = b.do(t, http.MethodGet, path, keyAlice, "")
+			var st StatusResponse
+			decodeJSON(t, rec.Body.Bytes(), &st)
+			if rec.Code != http.StatusOK || st.Webhook == nil || st.Webhook.URL != hook {
+				t.Errorf("owner's %s: %d %s", path, rec.Code, rec.Body)
+			}
+		}
+		foreign := b.do(t, http.MethodGet, "/v1/batch/"+sub.JobID, keyBob, "")
+		unknown := b.do(t, http.MethodGet, "/v1/batch/00000000-0000-4000-8000-000000000000", keyBob, "")
+		if foreign.Code != http.StatusNotFound || foreign.Body.String() != unknown.Body.String() {
+			t.Errorf("another caller: %d %s; unknown job: %s", foreign.Code, foreign.Body, unknown.Body)
+		}
+		if strings.Contains(foreign.Body.String(), "hooks.example") {
+			t.Errorf("another caller sees the webhook: %s", foreign.Body)
+		}
+	})
+}

@@ -1,0 +1,69 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// The webhook outbox (see migrations/003): a row trigger on job writes a
+// job's event in the statement that gives the job its final status and
+// releases it, so no drain statement changes. Events are claimed with FOR
+// UPDATE SKIP LOCKED under a lease kept in the row, not under a lock held
+// for the delivery: a delivery takes seconds, and a node that dies with
+// the event claimed leaves it due again once the lease has passed.
+
+// ClaimWebhooks implements [batch.Store.ClaimWebhooks] in one statement. On
+// the database's clock, due times and ages are the database's.
+func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+	if p.Limit < 1 {
+		return nil, nil
+	}
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, s.wrap(ctx, "claim webhooks", err)
+	}
+	rows, err := s.pool.Query(ctx, s.q.hookClaim, s.now(p.Now), p.Limit, p.Runner, p.Lease)
+	if err != nil {
+		return nil, s.wrap(ctx, "claim webhooks", err)
+	}
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batch.WebhookDelivery, error) {
+		var d batch.WebhookDelivery
+		var status string
+		var ageMicros int64
+		err := row.Scan(&d.JobID, &d.URL, &status, &d.Error, &d.TargetsTotal, &d.TargetsOK, &d.TargetsFailed,
+			&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros)
+		d.Status, d.Age = batch.JobStatus(status), time.Duration(ageMicros)*time.Microsecond
+		d.CreatedAt, d.FinishedAt, d.Lease = d.CreatedAt.UTC(), d.FinishedAt.UTC(), d.Lease.UTC()
+		return d, err
+	})
+	if err != nil {
+		return nil, s.wrap(ctx, "claim webhooks", err)
+	}
+	return ds, nil
+}
+
+// FinishWebhook implements [batch.Store.FinishWebhook] in one statement,
+// fenced by the claim's runner and attempt.
+func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return s.wrap(ctx, "finish webhook", err)
+	}
+	q, args := s.q.hookDone, []any{p.JobID, p.Runner, p.Attempt}
+	if p.Retry {
+		q, args = s.q.hookRetry, append(args, s.now(p.Now), p.RetryIn)
+	}
+	tag, err := s.pool.Exec(ctx, q, args...)
+	if err != nil {
+		return s.wrap(ctx, "finish webhook", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return batch.ErrNotHeld
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// On the database's clock the outbox's due times, leases and ages are the
+// database's: a runner whose clock is a day off claims the event at once,
+// and cannot claim it again before the lease has passed by the database's
+// clock, however far ahead it thinks it is.
+func TestWebhook_DatabaseClock(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	behind := time.Now().Add(-24 * time.Hour)
+	p := batch.CreateParams{
+		ID: "hook-clock", Caller: batch.Caller{Name: "alice"}, IdemKey: "k", Targets: batchtest.Targets("clock", 1),
+		WebhookURL: "https://hooks.example/clock", Limits: testLimits, Now: behind,
+	}
+	if _, _, err := s.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: behind}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(now time.Time) []batch.WebhookDelivery {
+		t.Helper()
+		ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Hour, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	ds := claim(behind)
+	if len(ds) != 1 || ds[0].Attempt != 1 || ds[0].Age < 0 || ds[0].Age > time.Minute ||
+		time.Since(ds[0].FinishedAt).Abs() > time.Minute {
+		t.Fatalf("claim on a clock a day behind = %+v, want the event, finished now by the database's clock", ds)
+	}
+	if again := claim(time.Now().Add(48 * time.Hour)); len(again) != 0 {
+		t.Fatalf("a runner two days ahead claimed %+v within the database's hour of lease", again)
+	}
+	fin := batch.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 1, Retry: true, Now: behind}
+	if err := s.FinishWebhook(t.Context(), fin); err != nil {
+		t.Fatal(err)
+	}
+	if ds := claim(behind); len(ds) != 1 || ds[0].Attempt != 2 {
+		t.Fatalf("claim after a retry due at once = %+v", ds)
+	}
+}
+
+// Three nodes, each a runner with Deliver on a store of its own, share the
+// outbox: every event is delivered exactly once, and no event is ever in
+// two deliveries at once.
+func TestCluster_WebhooksDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	stores := cluster(t, 3)
+	var mu sync.Mutex
+	inFlight, delivered := map[string]int{}, map[string]int{}
+	overlaps := 0
+	deliver := func(_ context.Context, ev batch.WebhookEvent) error {
+		mu.Lock()
+		inFlight[ev.JobID]++
+		if inFlight[ev.JobID] > 1 {
+			overlaps++
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // long enough for a racing claim to find the event
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight[ev.JobID]--
+		delivered[ev.JobID]++
+		return nil
+	}
+	var runners []*batch.Runner
+	for i, s := range stores {
+		runners = append(runners, node(t, s, batch.Config{
+			Deliver: deliver, RunnerID: fmt.Sprintf("node-%d", i), PollInterval: 5 * time.Millisecond,
+			JobsPerCaller: 100, JobsTotal: 100,
+		}))
+	}
+	const jobs = 30
+	caller := batch.Caller{Name: "alice"}
+	var ids []string
+	for i := range jobs {
+		job, _, err := runners[i%3].SubmitWith(t.Context(), caller, batchtest.Targets(fmt.Sprint("c", i), 1),
+			batch.SubmitOptions{WebhookURL: fmt.Sprintf("https://hooks.example/%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, job.ID)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(delivered)
+		mu.Unlock()
+		if n == jobs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered within 30s", n, jobs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // ten polls of every node: time for a wrong second delivery
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if delivered[id] != 1 {
+			t.Errorf("job %s delivered %d times", id, delivered[id])
+		}
+	}
+	if overlaps != 0 {
+		t.Errorf("%d deliveries overlapped another of the same event", overlaps)
+	}
+}

@@ -1,0 +1,137 @@
+package batchstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+)
+
+// The webhook outbox (see schema/004): a trigger on batch_job writes a job's
+// event in the statement that gives the job its final status and releases
+// it, so the drain's code paths do not change and a job without a webhook
+// pays only the trigger's WHEN clause, once, at its end.
+
+// hookCols are the columns scanHook reads, in order, from batch_webhook.
+const hookCols = `job_id, url, status, error, targets_total, targets_ok, targets_failed,
+	created_at, finished_at, lease, attempts, due_since`
+
+// The outbox's statements. The claim walks batch_webhook_due without a
+// LIMIT ? (which would re-prepare, see qJob): it stops at the limit itself.
+const (
+	qHookDue   = `SELECT 1 FROM batch_webhook WHERE due_at <= ? LIMIT 1`
+	qHookPick  = `SELECT job_id FROM batch_webhook WHERE due_at <= ? ORDER BY due_at, job_id`
+	qHookClaim = `UPDATE batch_webhook SET runner = ?1, attempts = attempts + 1, due_at = ?2
+		WHERE job_id = ?3 RETURNING ` + hookCols
+	qHookDone  = `DELETE FROM batch_webhook WHERE job_id = ? AND runner = ? AND attempts = ?`
+	qHookRetry = `UPDATE batch_webhook SET runner = '', due_at = ?4 WHERE job_id = ?1 AND runner = ?2 AND attempts = ?3`
+	// The reaper's release of claims, due at once.
+	qHookRelease    = `UPDATE batch_webhook SET runner = '', due_at = min(due_at, ?1) WHERE runner = ?2 AND runner <> ''`
+	qHookReleaseAll = `UPDATE batch_webhook SET runner = '', due_at = min(due_at, ?1) WHERE runner <> ''`
+)
+
+// ClaimWebhooks implements [batch.Store.ClaimWebhooks]. It first looks for
+// a due event in a point read, so that a runner polling an empty outbox
+// never takes the write lock.
+func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+	if p.Limit < 1 {
+		return nil, nil
+	}
+	now := p.Now.UnixNano()
+	due := false
+	err := s.quickRead(ctx, "claim webhooks", func(conn *sqlite.Conn) error {
+		return sqlitex.Execute(conn, qHookDue, &sqlitex.ExecOptions{
+			Args:       []any{now},
+			ResultFunc: func(*sqlite.Stmt) error { due = true; return nil },
+		})
+	})
+	if err != nil || !due {
+		return nil, err
+	}
+	var ds []batch.WebhookDelivery
+	err = s.write(ctx, "claim webhooks", func(conn *sqlite.Conn) error {
+		ds = ds[:0]
+		var ids []string
+		err := sqlitex.Execute(conn, qHookPick, &sqlitex.ExecOptions{
+			Args: []any{now},
+			ResultFunc: func(stmt *sqlite.Stmt) error {
+				ids = append(ids, stmt.ColumnText(0))
+				if len(ids) == p.Limit {
+					return errStop
+				}
+				return nil
+			},
+		})
+		if err != nil && err != errStop {
+			return err
+		}
+		for _, id := range ids {
+			err := sqlitex.Execute(conn, qHookClaim, &sqlitex.ExecOptions{
+				Args: []any{p.Runner, now + int64(p.Lease), id},
+				ResultFunc: func(stmt *sqlite.Stmt) error {
+					ds = append(ds, scanHook(stmt, now))
+					return nil
+				},
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// scanHook reads hookCols; now is the claim's time, for the event's age.
+func scanHook(stmt *sqlite.Stmt, now int64) batch.WebhookDelivery {
+	return batch.WebhookDelivery{
+		JobID:         stmt.ColumnText(0),
+		URL:           stmt.ColumnText(1),
+		Status:        batch.JobStatus(stmt.ColumnText(2)),
+		Error:         stmt.ColumnText(3),
+		TargetsTotal:  stmt.ColumnInt(4),
+		TargetsOK:     stmt.ColumnInt(5),
+		TargetsFailed: stmt.ColumnInt(6),
+		CreatedAt:     timeAt(stmt, 7),
+		FinishedAt:    timeAt(stmt, 8),
+		Lease:         timeAt(stmt, 9),
+		Attempt:       stmt.ColumnInt(10),
+		Age:           time.Duration(now - stmt.ColumnInt64(11)),
+	}
+}
+
+// FinishWebhook implements [batch.Store.FinishWebhook]: one statement,
+// fenced by the claim's runner and attempt.
+func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+	return s.write(ctx, "finish webhook", func(conn *sqlite.Conn) error {
+		q, args := qHookDone, []any{p.JobID, p.Runner, p.Attempt}
+		if p.Retry {
+			q, args = qHookRetry, append(args, p.Now.UnixNano()+int64(p.RetryIn))
+		}
+		if err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{Args: args}); err != nil {
+			return err
+		}
+		if conn.Changes() == 0 {
+			return batch.ErrNotHeld
+		}
+		return nil
+	})
+}
+
+// releaseHooks releases the webhook claims a reap selects (see
+// [batch.Store.Reap]), in its transaction.
+func releaseHooks(conn *sqlite.Conn, p batch.ReapParams) error {
+	now := p.Now.UnixNano()
+	switch {
+	case p.AllLive:
+		return sqlitex.Execute(conn, qHookReleaseAll, &sqlitex.ExecOptions{Args: []any{now}})
+	case p.Runner != "":
+		return sqlitex.Execute(conn, qHookRelease, &sqlitex.ExecOptions{Args: []any{now, p.Runner}})
+	}
+	return nil
+}
