@@ -47,6 +47,17 @@ var errTooManyRedirects = failf(batch.OutcomeOther, "fetch: too many redirects (
 
 // newTransport returns the guarded transport: no proxy, every connection
 // made through f.dialContext, bounded timeouts and header size.
+// responseHeaderTimeout is the transport's wait for response headers: the
+// header timeout when it is shorter than the fetch's own, and none
+// otherwise, since the fetch's deadline then ends the wait first. Were both
+// the same, which one fired first would decide the error's text.
+func (f *Fetcher) responseHeaderTimeout() time.Duration {
+	if f.headerTimeout < f.timeout {
+		return f.headerTimeout
+	}
+	return 0
+}
+
 func (f *Fetcher) newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                  nil, // never a proxy from the environment: it would be dialled instead of the target
@@ -54,7 +65,7 @@ func (f *Fetcher) newTransport() *http.Transport {
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
-		ResponseHeaderTimeout:  min(f.timeout, f.headerTimeout),
+		ResponseHeaderTimeout:  f.responseHeaderTimeout(),
 		ExpectContinueTimeout:  time.Second,
 		MaxIdleConns:           16,
 		MaxIdleConnsPerHost:    2,
