@@ -115,7 +115,7 @@ func TestHandler_Routing(t *testing.T) {
 		h := newTestHandler(t, b.runner, func(context.Context, batch.Caller, string) error {
 			panic("precheck of https://secret.test/x exploded")
 		}, logs, &observations{})
-		rec := serve(h, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"https://secret.test/x"}]}`)
+		rec := serve(t, h, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"https://secret.test/x"}]}`)
 		wantError(t, rec, http.StatusInternalServerError, "internal error")
 		if strings.Contains(logs.String(), "secret.test") {
 			t.Fatalf("the panic value reached the log: %s", logs)
@@ -142,7 +142,6 @@ func TestNewHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/batch", nil))
+	rec := serveRequest(t, h, httptest.NewRequest(http.MethodGet, "/v1/batch", nil))
 	wantError(t, rec, http.StatusInternalServerError, "internal error")
 }
