@@ -68,6 +68,7 @@ func TestHandler_Routing(t *testing.T) {
 		for _, req := range []struct{ method, path string }{
 			{"POST", "/v1/batch"}, {"GET", "/v1/batch"}, {"GET", "/v1/batch/" + id},
 			{"GET", "/v1/batch/" + id + "/0"}, {"DELETE", "/v1/batch/" + id},
+			{"GET", "/v1/batch/" + id + "/results"}, {"POST", "/v1/batch/" + id + "/retry"},
 			{"PUT", "/v1/batch"}, {"GET", "/v1/batch/a/b/c"}, {"GET", "/elsewhere"},
 		} {
 			for _, key := range []string{"", "wrong"} {

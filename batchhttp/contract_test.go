@@ -65,6 +65,9 @@ func contractReport() string {
 			}
 		}
 	}
+	if len(unseen) == 0 {
+		return report + "; every documented answer came up"
+	}
 	slices.Sort(unseen)
 	return report + fmt.Sprintf("; %d documented answers no test produced:\n\t%s", len(unseen), strings.Join(unseen, "\n\t"))
 }
