@@ -42,6 +42,17 @@ var testDepRule = map[string][]string{
 // may have: the goroutine-leak check each TestMain runs.
 var testExternal = []string{"go.uber.org/goleak"}
 
+// testOnlyExternal are module-external imports that one package's test files
+// may have and its other files may not: batchhttp's tests hold every answer
+// against openapi.json with kin-openapi, which a host never compiles (see
+// TestKinOpenAPIOnlyInTests).
+var testOnlyExternal = map[string][]string{
+	"batchhttp": {kinOpenAPI},
+}
+
+// kinOpenAPI is the OpenAPI validator batchhttp's tests use.
+const kinOpenAPI = "github.com/getkin/kin-openapi/"
+
 const module = "github.com/siftfetch/batchkit"
 
 // pgx is the PostgreSQL driver: only batchstore/pgstore may import it (and
@@ -100,7 +111,7 @@ func checkImports(pkg string, imports, extraInternal []string) string {
 			if !allowed(inner, r.internal) && !allowed(inner, extraInternal) {
 				return pkg + " may not import " + inner
 			}
-		case extraInternal != nil && allowedPrefix(imp, testExternal):
+		case extraInternal != nil && (allowedPrefix(imp, testExternal) || allowedPrefix(imp, testOnlyExternal[pkg])):
 		default:
 			if !allowedPrefix(imp, r.external) {
 				return pkg + " may not import " + imp
@@ -151,7 +162,42 @@ func TestCheckImports(t *testing.T) {
 	f("batch", []string{pgx + "/pgconn"}, true)
 	f("examples/batchd", []string{module + "/batchstore/pgstore"}, false)
 	f("examples/batchd", []string{pgx + "/pgxpool"}, true)
+	f("batchhttp", []string{kinOpenAPI + "openapi3"}, true) // outside its tests
 	f("newpkg", nil, true)
+
+	// Test files: kin-openapi in batchhttp's only.
+	ft := func(pkg string, imports []string, wantViolation bool) {
+		t.Helper()
+		if got := checkImports(pkg, imports, append(testDepRule[pkg], pkg)) != ""; got != wantViolation {
+			t.Errorf("checkImports(%s test files, %v) violation = %v, want %v", pkg, imports, got, wantViolation)
+		}
+	}
+	ft("batchhttp", []string{kinOpenAPI + "openapi3filter", "go.uber.org/goleak"}, false)
+	ft("batchcli", []string{kinOpenAPI + "openapi3"}, true)
+	ft("batch", []string{kinOpenAPI + "openapi3"}, true)
+}
+
+// TestKinOpenAPIOnlyInTests checks the whole import graph of the library's
+// packages, tests left out: none of them compiles kin-openapi or what it
+// brings (gorilla/mux, a JSON Schema validator, a YAML parser).
+func TestKinOpenAPIOnlyInTests(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	pkgs := []string{module + "/batch", module + "/batch/batchtest", module + "/batchstore", module + "/batchstore/pgstore",
+		module + "/batchnet", module + "/batchhttp", module + "/batchcli"}
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, bad := range []string{"github.com/getkin/", "github.com/gorilla/", "github.com/santhosh-tekuri/", "go.yaml.in/"} {
+			if strings.HasPrefix(dep, bad) {
+				t.Errorf("the library depends on %s outside its tests", dep)
+			}
+		}
+	}
 }
 
 // TestPgxOnlyInPgstore checks the whole import graph, not just direct

@@ -68,6 +68,7 @@ func TestHandler_Routing(t *testing.T) {
 		for _, req := range []struct{ method, path string }{
 			{"POST", "/v1/batch"}, {"GET", "/v1/batch"}, {"GET", "/v1/batch/" + id},
 			{"GET", "/v1/batch/" + id + "/0"}, {"DELETE", "/v1/batch/" + id},
+			{"GET", "/v1/batch/" + id + "/results"}, {"POST", "/v1/batch/" + id + "/retry"},
 			{"PUT", "/v1/batch"}, {"GET", "/v1/batch/a/b/c"}, {"GET", "/elsewhere"},
 		} {
 			for _, key := range []string{"", "wrong"} {
@@ -115,7 +116,7 @@ func TestHandler_Routing(t *testing.T) {
 		h := newTestHandler(t, b.runner, func(context.Context, batch.Caller, string) error {
 			panic("precheck of https://secret.test/x exploded")
 		}, logs, &observations{})
-		rec := serve(h, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"https://secret.test/x"}]}`)
+		rec := serve(t, h, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"https://secret.test/x"}]}`)
 		wantError(t, rec, http.StatusInternalServerError, "internal error")
 		if strings.Contains(logs.String(), "secret.test") {
 			t.Fatalf("the panic value reached the log: %s", logs)
@@ -142,7 +143,6 @@ func TestNewHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/batch", nil))
+	rec := serveRequest(t, h, httptest.NewRequest(http.MethodGet, "/v1/batch", nil))
 	wantError(t, rec, http.StatusInternalServerError, "internal error")
 }

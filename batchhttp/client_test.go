@@ -11,12 +11,11 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// newClientServer serves b's handler on a loopback server and returns a
-// client for it with key.
+// newClientServer serves h on a loopback server, each answer checked
+// against openapi.json, and returns a client for it with key.
 func newClientServer(t *testing.T, h http.Handler, key string) *Client {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := checkedServer(t, h)
 	c, err := NewClient(srv.URL, key, srv.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -71,11 +70,17 @@ func TestClient(t *testing.T) {
 
 	t.Run("NotJSON", func(t *testing.T) {
 		t.Parallel()
-		c := newClientServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A proxy's answer, not the handler's: not held against openapi.json.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")
 			http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
-		}), "")
-		_, err := c.List(t.Context(), 0)
+		}))
+		t.Cleanup(srv.Close)
+		c, err := NewClient(srv.URL, "", srv.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.List(t.Context(), 0)
 		want := &APIError{StatusCode: 502, Message: "bad gateway"}
 		if ae, ok := errors.AsType[*APIError](err); !ok || *ae != *want {
 			t.Fatalf("List: %#v, want %#v", err, want)
@@ -86,7 +91,7 @@ func TestClient(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		mux := http.NewServeMux()
-		mux.Handle("/api/", http.StripPrefix("/api", b.handler))
+		mux.Handle("/api/", http.StripPrefix("/api", checked(t, b.handler)))
 		srv := httptest.NewServer(mux)
 		t.Cleanup(srv.Close)
 		c, err := NewClient(srv.URL+"/api/", keyAlice, nil)

@@ -77,6 +77,14 @@
 // caller, an unknown id, an id that cannot be a job id and an idx outside
 // the job all get the same 404, byte for byte.
 //
+// # OpenAPI
+//
+// openapi.json is the contract of these routes as an OpenAPI 3.1 document:
+// every route, status, header and body shape, for client generators. It is
+// embedded ([OpenAPI]) and served by [OpenAPIHandler], which a host mounts
+// at [OpenAPIPath]; it needs no key. The package's tests hold every answer
+// of the handler against it.
+//
 // # Submit body
 //
 // The body is {"targets":[{"url","mode","question","pages","grep","jq",

@@ -128,8 +128,7 @@ func FuzzHandler(f *testing.F) {
 		if authed {
 			req.Header.Set("Authorization", "Bearer "+keyAlice)
 		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		rec := serveRequest(t, h, req) // which checks it against openapi.json
 		checkAnswer(t, rec)
 	})
 }

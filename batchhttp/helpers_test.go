@@ -111,10 +111,14 @@ func newTestHandler(t *testing.T, r Runner, precheck PrecheckFunc, logs *logBuff
 // do serves one request with the given bearer key (none if empty).
 func (b *testBundle) do(t *testing.T, method, target, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	return serve(b.handler, method, target, key, body)
+	return serve(t, b.handler, method, target, key, body)
 }
 
-func serve(h http.Handler, method, target, key, body string) *httptest.ResponseRecorder {
+// serve serves one request with h and returns the answer, which it checks
+// against openapi.json (see serveRequest): an answer that the document does
+// not describe fails the test.
+func serve(t testing.TB, h http.Handler, method, target, key, body string) *httptest.ResponseRecorder {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -127,9 +131,7 @@ func serve(h http.Handler, method, target, key, body string) *httptest.ResponseR
 	// for byte and golden files hold still; TestHandler_RequestID tests
 	// the ids themselves.
 	req.Header.Set(RequestIDHeader, testRequestID)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
+	return serveRequest(t, h, req)
 }
 
 // submit posts targets as key's caller and returns the answer, failing the

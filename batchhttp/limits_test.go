@@ -59,8 +59,7 @@ func rawRequest(t *testing.T, srv *httptest.Server, head, body string, timeout t
 func TestHandler_RefusalDoesNotWaitForBody(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})
-	srv := httptest.NewServer(limitsHandler(t, r, HandlerOpts{}))
-	defer srv.Close()
+	srv := checkedServer(t, limitsHandler(t, r, HandlerOpts{}))
 	for _, head := range []string{
 		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 10",
 		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 10",
@@ -76,8 +75,7 @@ func TestHandler_RefusalDoesNotWaitForBody(t *testing.T) {
 func TestHandler_StalledBodyTimesOut(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})
-	srv := httptest.NewServer(limitsHandler(t, r, HandlerOpts{BodyTimeout: 200 * time.Millisecond}))
-	defer srv.Close()
+	srv := checkedServer(t, limitsHandler(t, r, HandlerOpts{BodyTimeout: 200 * time.Millisecond}))
 	head := "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyAlice + "\r\nContent-Length: 100"
 	if got := rawRequest(t, srv, head, `{"targets":`, 5*time.Second); got != "HTTP/1.1 408 Request Timeout" {
 		t.Fatalf("answer to a stalled body: %q, want 408", got)
@@ -101,7 +99,7 @@ func TestHandler_ResultsAnswerCapped(t *testing.T) {
 	}
 	batchtest.WaitFinished(t, r, alice, big.ID, 10*time.Second)
 
-	rec := serve(h, http.MethodGet, "/v1/batch/"+small.ID+"?results=1", keyAlice, "")
+	rec := serve(t, h, http.MethodGet, "/v1/batch/"+small.ID+"?results=1", keyAlice, "")
 	var st StatusResponse
 	decodeJSON(t, rec.Body.Bytes(), &st)
 	if rec.Code != http.StatusOK || len(st.Targets) != 2 || st.Targets[1].Result == nil {
@@ -111,12 +109,12 @@ func TestHandler_ResultsAnswerCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec = serve(h, http.MethodGet, "/v1/batch/"+big.ID+"?results=1", keyAlice, "")
+	rec = serve(t, h, http.MethodGet, "/v1/batch/"+big.ID+"?results=1", keyAlice, "")
 	wantError(t, rec, http.StatusUnprocessableEntity, fmt.Sprintf("results too large for one answer (%d bytes, max 1000)", info.Bytes))
 	if !strings.Contains(rec.Body.String(), "GET /v1/batch/{id}/{idx}") {
 		t.Errorf("the refusal does not point at the one-result route: %s", rec.Body)
 	}
-	if rec := serve(h, http.MethodGet, "/v1/batch/"+big.ID, keyAlice, ""); rec.Code != http.StatusOK {
+	if rec := serve(t, h, http.MethodGet, "/v1/batch/"+big.ID, keyAlice, ""); rec.Code != http.StatusOK {
 		t.Errorf("the summary of the big job: %d", rec.Code)
 	}
 }
@@ -149,19 +147,19 @@ func TestHandler_ResultsAnswersInFlight(t *testing.T) {
 	target := "/v1/batch/" + job.ID + "?results=1"
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if rec := serve(h, http.MethodGet, target, keyAlice, ""); rec.Code != http.StatusOK {
+		if rec := serve(t, h, http.MethodGet, target, keyAlice, ""); rec.Code != http.StatusOK {
 			t.Errorf("the answer in flight: %d", rec.Code)
 		}
 	})
 	<-slow.entered // the first answer holds the only turn
-	rec := serve(h, http.MethodGet, target, keyAlice, "")
+	rec := serve(t, h, http.MethodGet, target, keyAlice, "")
 	wantError(t, rec, http.StatusTooManyRequests, "too many result answers in flight")
 	if got := rec.Header().Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}
 	close(slow.release)
 	wg.Wait()
-	if rec := serve(h, http.MethodGet, target, keyAlice, ""); rec.Code != http.StatusOK {
+	if rec := serve(t, h, http.MethodGet, target, keyAlice, ""); rec.Code != http.StatusOK {
 		t.Errorf("after the turn was given back: %d", rec.Code)
 	}
 }

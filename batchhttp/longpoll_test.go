@@ -15,6 +15,7 @@ import (
 // poll is one long-poll served in the background.
 type poll struct {
 	done    chan struct{}
+	req     *http.Request
 	rec     *httptest.ResponseRecorder
 	elapsed time.Duration
 }
@@ -22,9 +23,9 @@ type poll struct {
 // startPoll serves GET target as alice in the background, with ctx as the
 // request's context.
 func startPoll(ctx context.Context, h http.Handler, target string) *poll {
-	p := &poll{done: make(chan struct{}), rec: httptest.NewRecorder()}
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	req.Header.Set("Authorization", "Bearer "+keyAlice)
+	p := &poll{done: make(chan struct{}), req: req, rec: httptest.NewRecorder()}
 	go func() {
 		defer close(p.done)
 		start := time.Now()
@@ -42,6 +43,7 @@ func (p *poll) answer(t *testing.T, limit time.Duration) StatusResponse {
 	case <-time.After(limit):
 		t.Fatalf("no answer within %s", limit)
 	}
+	checkRecorded(t, p.req, p.rec)
 	if p.rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", p.rec.Code, p.rec.Body)
 	}

@@ -31,9 +31,7 @@ func TestHandler_RequestID(t *testing.T) {
 		for _, id := range ids {
 			req.Header.Add(RequestIDHeader, id)
 		}
-		rec := httptest.NewRecorder()
-		b.handler.ServeHTTP(rec, req)
-		return rec
+		return serveRequest(t, b.handler, req)
 	}
 
 	// A well-formed id is kept, in the header, the error body and the log.
@@ -93,8 +91,7 @@ func TestWithRequestID(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/v1/batch/nope", nil)
 	req.Header.Set("Authorization", "Bearer "+keyAlice)
 	req.Header.Set(RequestIDHeader, "bad id")
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	rec = serveRequest(t, h, req)
 	id := rec.Header().Get(RequestIDHeader)
 	if len(rec.Header().Values(RequestIDHeader)) != 1 || !ValidRequestID(id) {
 		t.Errorf("answer ids %q, want one well-formed id", rec.Header().Values(RequestIDHeader))

@@ -18,11 +18,13 @@ func TestHandler_Retry(t *testing.T) {
 	targets[1].Mode = batch.ModeRaw
 	fail := batch.NewFetchError(batch.OutcomeTimeout, "", errors.New("timeout: upstream did not answer in time"))
 	gate := make(chan struct{})
+	waiting := make(chan struct{}, 4) // a fetch is waiting at the gate
 	t.Cleanup(func() { close(gate) })
 	script := batchtest.ScriptFetcher(map[string]batchtest.Step{targets[1].URL: {Err: fail}})
 	var holdRetry atomic.Bool
 	b := setup(t, setupOpts{fetch: func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
 		if tg.URL == "https://held.test/" || holdRetry.Load() && tg.URL == targets[1].URL {
+			waiting <- struct{}{}
 			<-gate
 		}
 		return script(ctx, c, tg)
@@ -70,6 +72,7 @@ func TestHandler_Retry(t *testing.T) {
 		t.Fatalf("Client.Retry again = %+v, %v; want %s reused", again, err, first.JobID)
 	}
 	holdRetry.Store(false)
+	<-waiting
 	gate <- struct{}{}
 	batchtest.WaitFinished(t, b.runner, alice, first.JobID, 10*time.Second)
 
@@ -93,6 +96,7 @@ func TestHandler_Retry(t *testing.T) {
 	rec = b.do(t, http.MethodPost, "/v1/batch/"+id+"/retry", keyAlice, "")
 	wantError(t, rec, http.StatusTooManyRequests, "busy: a batch of yours is still running")
 
+	<-waiting
 	gate <- struct{}{}
 	batchtest.WaitFinished(t, b.runner, alice, held, 10*time.Second)
 	rec = b.do(t, http.MethodPost, "/v1/batch/"+held+"/retry", keyAlice, "")

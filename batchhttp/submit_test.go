@@ -169,8 +169,7 @@ func TestHandler_SubmitBodyCap(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/batch", body)
 		req.ContentLength = -1 // chunked: the size is not known up front
 		req.Header.Set("Authorization", "Bearer "+keyAlice)
-		rec := httptest.NewRecorder()
-		b.handler.ServeHTTP(rec, req)
+		rec := serveRequest(t, b.handler, req)
 		wantError(t, rec, http.StatusRequestEntityTooLarge, "body too large (max 256 KiB)")
 		if body.n > MaxBodyBytes+1 {
 			t.Errorf("read %d bytes of the body, want at most %d", body.n, MaxBodyBytes+1)
@@ -184,8 +183,7 @@ func TestHandler_SubmitBodyCap(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/batch", body)
 		req.ContentLength = 10 << 30
 		req.Header.Set("Authorization", "Bearer "+keyAlice)
-		rec := httptest.NewRecorder()
-		b.handler.ServeHTTP(rec, req)
+		rec := serveRequest(t, b.handler, req)
 		wantError(t, rec, http.StatusRequestEntityTooLarge, "body too large (max 256 KiB)")
 		if body.n != 0 {
 			t.Errorf("read %d bytes of a body declared too large, want 0", body.n)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,11 +184,26 @@ func runnerRetryRestarted(t *testing.T, s batch.Store) {
 // retry lives is that retry; a plain submit of the same list is not.
 func runnerRetryIdempotent(t *testing.T, s batch.Store) {
 	ts := Targets("ri", 2)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: ScriptFetcher(map[string]Step{ts[0].URL: {Err: ErrScripted}})})
+	// Once hold is set, fetches wait for release: the second retry stays
+	// live while it is retried again.
+	var hold atomic.Bool
+	release := make(chan struct{}, 1) // a token that a fetch takes, now or later
+	t.Cleanup(func() { close(release) })
+	script := ScriptFetcher(map[string]Step{ts[0].URL: {Err: ErrScripted}})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
+		if hold.Load() {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return script(ctx, c, tg)
+	}})
 	id := mustSubmit(t, r, alice, ts)
 	WaitFinished(t, r, alice, id, waitLong)
 	first := mustRetry(t, r, alice, id)
 	WaitFinished(t, r, alice, first.ID, waitLong) // failed: a failed job is not reused
+	hold.Store(true)
 	second, reused, err := r.Retry(t.Context(), alice, id)
 	if err != nil || reused || second.ID == first.ID {
 		t.Fatalf("retry after the first retry failed = %s reused %v, %v; want a new job", second.ID, reused, err)
@@ -196,6 +212,8 @@ func runnerRetryIdempotent(t *testing.T, s batch.Store) {
 	if err != nil || !reused || third.ID != second.ID || third.RetryOf != id {
 		t.Fatalf("retry while the second lives = %s reused %v (RetryOf %q), %v; want %s reused", third.ID, reused, third.RetryOf, err, second.ID)
 	}
+	hold.Store(false)
+	release <- struct{}{} // if the fetch started before hold was cleared
 	WaitFinished(t, r, alice, second.ID, waitLong)
 	plain, reused, err := r.Submit(t.Context(), alice, ts[:1])
 	if err != nil || reused || plain.ID == second.ID || plain.RetryOf != "" {

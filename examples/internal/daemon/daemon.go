@@ -2,8 +2,8 @@
 // store (SQLite, or PostgreSQL for several daemons on one database), the
 // guarded web fetcher, the runner, completion webhooks signed with the
 // deployment's secret and sent through the fetcher's guarded client, and
-// the HTTP handlers, plus /metrics, /healthz and /readyz. examples/batchd
-// runs it from flags;
+// the HTTP handlers, plus the API's OpenAPI document at /v1/openapi.json,
+// /metrics, /healthz and /readyz. examples/batchd runs it from flags;
 // examples/demo runs it in process.
 package daemon
 
@@ -214,6 +214,11 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/batch", bh)
 	mux.Handle("/v1/batch/", bh)
+	// The API's contract, for client generators: without a key, like
+	// /healthz, since it holds no caller's data and a generator needs it
+	// before anyone has a key. Mounted for every method, so that the
+	// handler's own 405 (with Allow: GET, HEAD) answers the others.
+	mux.Handle(batchhttp.OpenAPIPath, d.logged(batchhttp.OpenAPIPath, batchhttp.OpenAPIHandler()))
 	mux.Handle("GET /metrics", d.logged("/metrics", d.metricsHandler(cfg.MetricsKey)))
 	mux.Handle("GET /healthz", d.logged("/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -158,6 +158,32 @@ func TestDaemon_MetricsKeyAndHealth(t *testing.T) {
 	}
 }
 
+// The API's OpenAPI document is served without a key, as JSON, with a
+// request id, and is the one batchhttp embeds.
+func TestDaemon_OpenAPI(t *testing.T) {
+	t.Parallel()
+	srv := openTest(t, Config{})
+	resp, err := http.Get(srv.URL + batchhttp.OpenAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
+		!batchhttp.ValidRequestID(resp.Header.Get(batchhttp.RequestIDHeader)) || !bytes.Equal(body, batchhttp.OpenAPI()) {
+		t.Fatalf("GET %s = %d, headers %v, %d bytes; want 200 and the document", batchhttp.OpenAPIPath, resp.StatusCode, resp.Header, len(body))
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+batchhttp.OpenAPIPath, nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST %s = %d, Allow %q; want 405 with GET, HEAD", batchhttp.OpenAPIPath, resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
 func TestOpen_Errors(t *testing.T) {
 	t.Parallel()
 	if _, err := Open(t.Context(), Config{DB: filepath.Join(t.TempDir(), "x.db")}); err == nil {

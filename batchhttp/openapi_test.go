@@ -1,0 +1,427 @@
+package batchhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+)
+
+// TestOpenAPI_Document checks that openapi.json is a valid OpenAPI 3.1
+// document, as kin-openapi's loader and validator (with the 3.1 options)
+// have it.
+func TestOpenAPI_Document(t *testing.T) {
+	t.Parallel()
+	c := mustContract(t) // loads and validates it
+	if c.doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi %q, want 3.1.0", c.doc.OpenAPI)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatalf("openapi.json is not JSON: %v", err)
+	}
+	b := OpenAPI()
+	b[0] = 'x'
+	if OpenAPI()[0] != '{' {
+		t.Error("OpenAPI returned the embedded document, not a copy")
+	}
+}
+
+// TestOpenAPI_Routes checks that the document and the handler's routing
+// agree both ways: every operation of the document is a route that
+// NewHandler registers, and every route it registers (read from
+// handler.go's source, so that a new route cannot go undocumented) is an
+// operation of the document.
+func TestOpenAPI_Routes(t *testing.T) {
+	t.Parallel()
+	c := mustContract(t)
+	var documented []string
+	for path, item := range c.doc.Paths.Map() {
+		if path == OpenAPIPath {
+			continue // served by OpenAPIHandler, not Handler
+		}
+		for method := range item.Operations() {
+			documented = append(documented, method+" "+path)
+		}
+	}
+	slices.Sort(documented)
+	served := handlerRoutes(t)
+	if !slices.Equal(documented, served) {
+		t.Errorf("the document's operations and NewHandler's routes differ:\ndocument: %q\nhandler:  %q", documented, served)
+	}
+
+	// The route labels, which the observe hook and the log lines carry,
+	// are the document's paths.
+	for _, label := range []string{RouteList, RouteJob, RouteResult, RouteResults, RouteRetry} {
+		if c.doc.Paths.Value(label) == nil {
+			t.Errorf("route label %s is not a path of the document", label)
+		}
+	}
+	if c.doc.Paths.Value(OpenAPIPath) == nil || c.doc.Paths.Value(OpenAPIPath).Get == nil {
+		t.Errorf("the document does not describe GET %s", OpenAPIPath)
+	}
+}
+
+// handlerRoutes returns "METHOD /path" for every route of handler.go:
+// the method patterns NewHandler registers on h.mux, and the cases of
+// subRoutes, whose {sub} is the document's {idx} in the default case.
+func handlerRoutes(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "handler.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	var subPath string
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "NewHandler" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || !isMuxHandle(call) {
+				return true
+			}
+			pattern := stringLit(t, call.Args[0])
+			method, path, hasMethod := strings.Cut(pattern, " ")
+			switch {
+			case strings.HasSuffix(pattern, "/{sub}"):
+				subPath = strings.TrimSuffix(pattern, "/{sub}")
+			case hasMethod:
+				routes = append(routes, method+" "+path)
+			case pattern == "/": // every other path: 404
+			default: // a method-less pattern: the 405 of a path with method patterns
+			}
+			return true
+		})
+	}
+	if subPath == "" {
+		t.Fatal("handler.go: no /{sub} pattern in NewHandler; teach handlerRoutes the new routing")
+	}
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "subRoutes" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			cc, ok := n.(*ast.CaseClause)
+			if !ok {
+				return true
+			}
+			sub := "{idx}" // the default case: a target idx
+			if len(cc.List) == 1 {
+				sub = stringLit(t, cc.List[0])
+			} else if len(cc.List) > 1 {
+				t.Fatalf("handler.go: a subRoutes case with %d values; teach handlerRoutes", len(cc.List))
+			}
+			routes = append(routes, pickMethod(t, cc)+" "+subPath+"/"+sub)
+			return false
+		})
+	}
+	slices.Sort(routes)
+	return routes
+}
+
+func isMuxHandle(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Handle" || len(call.Args) != 2 {
+		return false
+	}
+	x, ok := sel.X.(*ast.SelectorExpr)
+	return ok && x.Sel.Name == "mux"
+}
+
+func stringLit(t *testing.T, e ast.Expr) string {
+	t.Helper()
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		t.Fatalf("handler.go: a route that is not a string literal; teach handlerRoutes")
+	}
+	s, err := strconv.Unquote(lit.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// pickMethod reads the method of a subRoutes case from its pick call:
+// pick(get, …) is GET (and HEAD); pick(r.Method == http.MethodX, …) is X.
+func pickMethod(t *testing.T, cc *ast.CaseClause) string {
+	t.Helper()
+	for _, stmt := range cc.Body {
+		es, ok := stmt.(*ast.ExprStmt)
+		if !ok {
+			continue
+		}
+		call, ok := es.X.(*ast.CallExpr)
+		if !ok || len(call.Args) != 3 {
+			continue
+		}
+		if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "pick" {
+			continue
+		}
+		switch cond := call.Args[0].(type) {
+		case *ast.Ident:
+			if cond.Name == "get" {
+				return http.MethodGet
+			}
+		case *ast.BinaryExpr:
+			if sel, ok := cond.Y.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Method") {
+				return strings.ToUpper(strings.TrimPrefix(sel.Sel.Name, "Method"))
+			}
+		}
+	}
+	t.Fatalf("handler.go: a subRoutes case without a pick(get|r.Method == http.MethodX, …); teach pickMethod")
+	return ""
+}
+
+// TestOpenAPI_Codes checks that the ErrorCode enum is exactly the Code
+// constants of errors.go (read from its source), and that each code is the
+// code of at least one documented answer.
+func TestOpenAPI_Codes(t *testing.T) {
+	t.Parallel()
+	c := mustContract(t)
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []string
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if strings.HasPrefix(name.Name, "Code") {
+					consts = append(consts, stringLit(t, vs.Values[i]))
+				}
+			}
+		}
+	}
+	var enum []string
+	for _, v := range c.schema("ErrorCode").Enum {
+		enum = append(enum, v.(string))
+	}
+	slices.Sort(consts)
+	slices.Sort(enum)
+	if !slices.Equal(consts, enum) {
+		t.Errorf("ErrorCode enum %q, want the Code constants %q", enum, consts)
+	}
+	for _, code := range consts {
+		if !knownCode(code) {
+			t.Errorf("knownCode(%q) = false: add it to the helper", code)
+		}
+	}
+
+	// Each code is what some documented answer narrows "code" to.
+	answered := map[string]bool{}
+	addCodes := func(r *openapi3.Response) {
+		mt := r.Content.Get("application/json")
+		if mt == nil || mt.Schema == nil {
+			return
+		}
+		for _, part := range mt.Schema.Value.AllOf {
+			code := part.Value.Properties["code"]
+			if code == nil {
+				continue
+			}
+			if code.Value.Const != nil {
+				answered[code.Value.Const.(string)] = true
+			}
+			for _, v := range code.Value.Enum {
+				answered[v.(string)] = true
+			}
+		}
+	}
+	for _, r := range c.doc.Components.Responses {
+		addCodes(r.Value)
+	}
+	for _, item := range c.doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, r := range op.Responses.Map() {
+				if r.Ref == "" {
+					addCodes(r.Value)
+				}
+			}
+		}
+	}
+	for _, code := range consts {
+		if !answered[code] {
+			t.Errorf("no documented answer has code %q", code)
+		}
+	}
+}
+
+// TestOpenAPI_Methods sends every method to every path of the document:
+// a method the path lists is served (not 405), and any other is 405 with
+// the Allow header the document implies, which serve checks.
+func TestOpenAPI_Methods(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	id := finishedJob(t, b, batchtest.Targets("m", 1))
+	mux := http.NewServeMux()
+	mux.Handle("/v1/batch", b.handler)
+	mux.Handle("/v1/batch/", b.handler)
+	mux.Handle(OpenAPIPath, OpenAPIHandler())
+	c := mustContract(t)
+	for path, item := range c.doc.Paths.Map() {
+		target := strings.NewReplacer("{id}", id, "{idx}", "0").Replace(path)
+		for _, method := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+			listed := item.GetOperation(method) != nil || (method == "HEAD" && item.Get != nil)
+			rec := serve(t, mux, method, target, keyAlice, "")
+			if got := rec.Code == http.StatusMethodNotAllowed; got == listed {
+				t.Errorf("%s %s: status %d; the document lists the method: %v", method, target, rec.Code, listed)
+			}
+		}
+	}
+}
+
+// TestHandler_Refusals produces, on every route, the answers that do not
+// depend on the job: a host's authenticator refusing a known caller (403),
+// and a runner whose store is unavailable (503) or broken (500). serve
+// checks each against the document.
+func TestHandler_Refusals(t *testing.T) {
+	t.Parallel()
+	const id = "6f1c2a9e-0000-4000-8000-000000000000"
+	requests := []struct{ method, path, body string }{
+		{"POST", "/v1/batch", `{"targets":[{"url":"https://a.test/"}]}`},
+		{"GET", "/v1/batch", ""},
+		{"GET", "/v1/batch/" + id, ""},
+		{"GET", "/v1/batch/" + id + "?results=1", ""},
+		{"GET", "/v1/batch/" + id + "?wait=1s&since=0", ""},
+		{"DELETE", "/v1/batch/" + id, ""},
+		{"GET", "/v1/batch/" + id + "/0", ""},
+		{"GET", "/v1/batch/" + id + "/results", ""},
+		{"POST", "/v1/batch/" + id + "/retry", ""},
+	}
+	forbid := func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
+		WriteError(w, http.StatusForbidden, CodeForbidden, "forbidden", "")
+		return batch.Caller{}, false
+	}
+	for _, tc := range []struct {
+		name   string
+		runner Runner
+		auth   CallerFunc
+		status int
+		msg    string
+	}{
+		{"Forbidden", failingRunner{errors.New("unused")}, forbid, http.StatusForbidden, "forbidden"},
+		{"Unavailable", failingRunner{batch.ErrUnavailable}, nil, http.StatusServiceUnavailable, "batch jobs unavailable"},
+		{"Internal", failingRunner{errors.New("disk on fire")}, nil, http.StatusInternalServerError, "internal error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			auth := tc.auth
+			if auth == nil {
+				var err error
+				if auth, err = NewKeyAuth(testKeys); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h, err := NewHandler(tc.runner, &HandlerOpts{Authenticate: auth})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range requests {
+				wantError(t, serve(t, h, r.method, r.path, keyAlice, r.body), tc.status, tc.msg)
+			}
+		})
+	}
+}
+
+// failingRunner fails every call with err.
+type failingRunner struct{ err error }
+
+func (f failingRunner) Submit(context.Context, batch.Caller, []batch.Target) (batch.JobInfo, bool, error) {
+	return batch.JobInfo{}, false, f.err
+}
+func (f failingRunner) SubmitWith(context.Context, batch.Caller, []batch.Target, batch.SubmitOptions) (batch.JobInfo, bool, error) {
+	return batch.JobInfo{}, false, f.err
+}
+func (f failingRunner) Status(context.Context, batch.Caller, string, batch.StatusOptions) (batch.JobInfo, error) {
+	return batch.JobInfo{}, f.err
+}
+func (f failingRunner) Wait(context.Context, batch.Caller, string, batch.WaitOptions) (batch.JobInfo, error) {
+	return batch.JobInfo{}, f.err
+}
+func (f failingRunner) Result(context.Context, batch.Caller, string, int) (batch.TargetResult, error) {
+	return batch.TargetResult{}, f.err
+}
+func (f failingRunner) Touch(context.Context, batch.Caller, string) error  { return f.err }
+func (f failingRunner) Cancel(context.Context, batch.Caller, string) error { return f.err }
+func (f failingRunner) Retry(context.Context, batch.Caller, string) (batch.JobInfo, bool, error) {
+	return batch.JobInfo{}, false, f.err
+}
+func (f failingRunner) List(context.Context, batch.Caller, int) ([]batch.JobInfo, error) {
+	return nil, f.err
+}
+func (f failingRunner) TargetsPerJob() int { return batch.DefaultTargetsPerJob }
+
+func TestOpenAPIHandler(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.Handle(OpenAPIPath, OpenAPIHandler())
+	get := func(method string, header ...string) *httptest.ResponseRecorder {
+		t.Helper()
+		req := httptest.NewRequest(method, OpenAPIPath, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Add(header[i], header[i+1])
+		}
+		return serveRequest(t, mux, req) // checked against the document it serves
+	}
+
+	rec := get(http.MethodGet, RequestIDHeader, "gen-1")
+	if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), OpenAPI()) {
+		t.Fatalf("GET: %d, %d bytes; want 200 and the document", rec.Code, rec.Body.Len())
+	}
+	h := rec.Header()
+	etag := h.Get("ETag")
+	if h.Get("Content-Type") != "application/json" || h.Get("Cache-Control") != "no-cache" || h.Get(RequestIDHeader) != "gen-1" || etag == "" {
+		t.Errorf("GET: headers %v", h)
+	}
+
+	if rec := get(http.MethodHead); rec.Code != http.StatusOK || rec.Header().Get("Content-Length") != strconv.Itoa(len(OpenAPI())) {
+		t.Errorf("HEAD: %d, headers %v", rec.Code, rec.Header())
+	}
+	for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {
+		if rec := get(http.MethodGet, "If-None-Match", inm); rec.Code != http.StatusNotModified || rec.Body.Len() != 0 || rec.Header().Get("ETag") != etag {
+			t.Errorf("If-None-Match %s: %d, %d bytes", inm, rec.Code, rec.Body.Len())
+		}
+	}
+	if rec := get(http.MethodGet, "If-None-Match", `"other"`); rec.Code != http.StatusOK {
+		t.Errorf("If-None-Match of another version: %d, want 200", rec.Code)
+	}
+	rec = get(http.MethodPost)
+	wantError(t, rec, http.StatusMethodNotAllowed, "method not allowed")
+	if got := rec.Header().Get("Allow"); got != "GET, HEAD" {
+		t.Errorf("POST: Allow %q", got)
+	}
+	// No key is needed, and a handler's request id is kept.
+	if got := get(http.MethodGet).Header().Get(RequestIDHeader); !ValidRequestID(got) {
+		t.Errorf("GET without an id: answer id %q", got)
+	}
+	rec = httptest.NewRecorder()
+	WithRequestID(mux).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, OpenAPIPath, nil))
+	if ids := rec.Header().Values(RequestIDHeader); len(ids) != 1 || !ValidRequestID(ids[0]) {
+		t.Errorf("behind WithRequestID: ids %q", ids)
+	}
+}
