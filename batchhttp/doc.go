@@ -151,8 +151,6 @@
 // sender connects through the client the host gives it, which should
 // carry the same connect-time guard as the fetcher's.
 //
-// # Logs and metrics
-//
 // # Limits
 //
 // A request that fails authentication is answered at once and its

@@ -8,7 +8,8 @@
 // webhooks are signed with the secret of -webhook-secret-file or
 // $BATCHD_WEBHOOK_SECRET (whsec_…); without one it generates a secret for
 // the run, logs that it did and prints the secret once. It serves
-// /v1/batch, GET /metrics and GET /healthz, logs to stderr (a line per
+// /v1/batch, GET /v1/openapi.json, GET /metrics, GET /healthz and GET
+// /readyz, logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
 // gracefully on SIGINT or SIGTERM.
 package main
