@@ -13,12 +13,14 @@ import (
 func TestCLI_Help(t *testing.T) {
 	t.Parallel()
 	flags := map[string][]string{
-		"submit": nil,
-		"status": {"--results", "--wait"},
-		"result": nil,
-		"cancel": nil,
-		"list":   {"--limit"},
-		"help":   nil,
+		"submit":  nil,
+		"status":  {"--results", "--wait"},
+		"result":  nil,
+		"results": {"--follow", "--after"},
+		"retry":   nil,
+		"cancel":  nil,
+		"list":    {"--limit"},
+		"help":    nil,
 	}
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
@@ -58,6 +60,15 @@ func TestCLI_Help(t *testing.T) {
 	for verb := range flags {
 		if !strings.Contains(batchcli.Usage, "\n  "+verb+" ") {
 			t.Errorf("Usage does not list %s", verb)
+		}
+	}
+	// Every command the overview lists is one this test checks.
+	_, list, _ := strings.Cut(batchcli.Usage, "commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for line := range strings.Lines(list) {
+		verb, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if _, checked := flags[verb]; !checked {
+			t.Errorf("Usage lists %q, which this test does not check", verb)
 		}
 	}
 }
