@@ -2,6 +2,7 @@ package batchhttp
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -132,10 +133,11 @@ func (h *Handler) writeLine(w http.ResponseWriter, ctx context.Context, caller b
 		}
 		t = tr.TargetInfo
 	}
-	b, err := marshal(targetStatus(t))
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	_, err = w.Write(b)
-	return err == nil
+	// Encoded straight to w: a line is as large as its result, and a copy
+	// of it in a buffer of ours would double what the answer holds.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	// An error is the client gone; the stream then ends, without its
+	// trailer, which is how a client sees a stream cut short.
+	return enc.Encode(targetStatus(t)) == nil
 }
