@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/examples/internal/testbin"
 )
 
 // raceEnabled is set when the test binary is built with -race, so that the
@@ -23,16 +22,7 @@ var raceEnabled bool
 
 func buildBatch(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "batch")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "batch", raceEnabled)
 }
 
 func decodeJSON[T any](t *testing.T, s string) T {

@@ -21,6 +21,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/examples/internal/testbin"
 )
 
 // raceEnabled is set when the test binary is built with -race, so the daemon
@@ -119,16 +120,7 @@ type daemonProc struct {
 
 func buildDaemon(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "batchd")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "batchd", raceEnabled)
 }
 
 func startDaemon(t *testing.T, bin string, args ...string) *daemonProc {

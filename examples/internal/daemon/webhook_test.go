@@ -241,27 +241,12 @@ func runWebhookChild(raw string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	d, err := Open(ctx, Config{
+	return ServeChild(ctx, Config{
 		DB: c.DB, Allow: c.Allow, WebhookSecret: c.Secret,
 		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
 		Batch:  batch.Config{PollInterval: 20 * time.Millisecond},
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		fmt.Println("open-error", err)
-		return 3
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Println("listen-error", err)
-		return 3
-	}
-	fmt.Println("listening", ln.Addr())
-	if err := d.Serve(ctx, ln, 5*time.Second); err != nil {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		return 4
-	}
-	return 0
+	}, os.Stdout, os.Stderr)
 }
 
 // childDaemon is a running webhook child.

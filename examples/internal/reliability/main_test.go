@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -77,22 +76,7 @@ func runChild(raw string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	d, err := daemon.Open(ctx, cfg.daemonConfig(log))
-	if err != nil {
-		fmt.Println("open-error", err)
-		return 3
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Println("listen-error", err)
-		return 3
-	}
-	fmt.Println("listening", ln.Addr())
-	if err := d.Serve(ctx, ln, 5*time.Second); err != nil {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		return 4
-	}
-	return 0
+	return daemon.ServeChild(ctx, cfg.daemonConfig(log), os.Stdout, os.Stderr)
 }
 
 // daemonProc is a daemon child.
