@@ -79,6 +79,20 @@ func TestFormats(t *testing.T) {
 	f(plural(5, "round"), "5 rounds")
 }
 
+func TestCheckLoopback(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"http://127.0.0.1:8080", "http://127.3.4.5:1", "http://[::1]:80"} {
+		if err := checkLoopback(ok); err != nil {
+			t.Errorf("checkLoopback(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://10.0.0.1:80", "http://example.com", "http://localhost:80", "http://192.168.1.1"} {
+		if err := checkLoopback(bad); err == nil {
+			t.Errorf("checkLoopback(%q) accepted it", bad)
+		}
+	}
+}
+
 func TestParseMemTotal(t *testing.T) {
 	t.Parallel()
 	if got := parseMemTotal("MemFree: 10 kB\nMemTotal:       24636372 kB\n"); got != 24636372<<10 {
@@ -120,11 +134,15 @@ func TestReport(t *testing.T) {
 		Machine: machine{CPU: "test CPU", Cores: 2, Date: time.Unix(0, 0).UTC(), SQLite: "3.54.1", PostgreSQL: "15"},
 		Drain: &drainReport{drainResult: &drainResult{Work: work, Rounds: 2, Contenders: cs, Rates: rates},
 			Sweeps: []sweepResult{{Name: "River", Settings: []string{"a", "b"}, Rates: []float64{1, 2}, Best: 1}}},
+		HTTP: &httpReport{Agents: []int{1}, Phase: time.Second, MaxReqs: 10, Results: map[string]map[int]loadResult{
+			"status": {1: {Requests: 10, Elapsed: time.Second, Latencies: []time.Duration{time.Millisecond}}},
+			"result": {1: {Requests: 10, Elapsed: time.Second}}, "submit": {1: {Requests: 10, Elapsed: time.Second}},
+		}},
 	}
 	text := r.markdown()
 	for _, want := range []string{
 		"## Machine", "## Drain throughput against peers", "### SQLite, synchronous=NORMAL", "### PostgreSQL",
-		"### Tuning sweeps", "**b** | **2**",
+		"### Tuning sweeps", "**b** | **2**", "## Submit, status and one-result latency over HTTP",
 		"## Goals", "## Closing note", "0.95× (0.90×–1.00×)", // batchkit ÷ raw, per round
 		"| **missed** |",
 		"test CPU",

@@ -83,6 +83,11 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.phases["http"] {
+		if rep.HTTP, err = httpPhase(ctx, sz, tmp); err != nil {
+			return err
+		}
+	}
 	rep.Elapsed = time.Since(start)
 	text := rep.markdown()
 	if o.out == "" {

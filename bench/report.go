@@ -16,6 +16,7 @@ type report struct {
 	PGMissing string // why the PostgreSQL contenders did not run, or ""
 	Machine   machine
 	Drain     *drainReport
+	HTTP      *httpReport
 }
 
 // md collects markdown.
@@ -55,6 +56,9 @@ func (r *report) markdown() string {
 	r.machineSection(&b)
 	if r.Drain != nil {
 		r.drainSection(&b)
+	}
+	if r.HTTP != nil {
+		r.httpSection(&b)
 	}
 	r.goalsSection(&b)
 	r.closingSection(&b)
