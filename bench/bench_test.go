@@ -138,14 +138,16 @@ func TestReport(t *testing.T) {
 			"status": {1: {Requests: 10, Elapsed: time.Second, Latencies: []time.Duration{time.Millisecond}}},
 			"result": {1: {Requests: 10, Elapsed: time.Second}}, "submit": {1: {Requests: 10, Elapsed: time.Second}},
 		}},
+		Memory: &memoryReport{Live: liveMemory{Jobs: 10, Targets: 32, HeapLive: 1000, RSSLive: 10 * 40_000},
+			Peak: peakMemory{Jobs: 8, Targets: 32, ResultBytes: 256 << 10, HeapPeak: 4 << 20}},
 	}
 	text := r.markdown()
 	for _, want := range []string{
 		"## Machine", "## Drain throughput against peers", "### SQLite, synchronous=NORMAL", "### PostgreSQL",
-		"### Tuning sweeps", "**b** | **2**", "## Submit, status and one-result latency over HTTP",
+		"### Tuning sweeps", "**b** | **2**", "## Submit, status and one-result latency over HTTP", "## Memory",
 		"## Goals", "## Closing note", "0.95× (0.90×–1.00×)", // batchkit ÷ raw, per round
 		"| **missed** |",
-		"test CPU",
+		"RSS 39.1 KiB per live job", "test CPU",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q", want)

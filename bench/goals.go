@@ -12,6 +12,7 @@ const (
 	goalPeerSQLite = 1.8  // batchkit SQLite ÷ the faster tuned peer
 	goalRawPG      = 0.8  // batchkit PostgreSQL ÷ raw pgx twin
 	goalRiverPG    = 1.35 // batchkit PostgreSQL ÷ River-pgx tuned
+	goalJobBytes   = 32_000
 )
 
 // goal is one goal's verdict.
@@ -84,6 +85,7 @@ func (r *report) goals() []goal {
 		}
 		gs = append(gs, gl)
 	}
+	gs = append(gs, r.memoryGoal())
 	return gs
 }
 
@@ -129,6 +131,22 @@ func (d *drainReport) chainLead(group, peer string) string {
 		return "not measured"
 	}
 	return fmtRatio(d.ratio(group, c.Key).Median) + " (" + c.Name + ")"
+}
+
+func (r *report) memoryGoal() goal {
+	g := goal{Goal: "≤ 32 KB (32,000 bytes) of memory per live job, results excluded"}
+	if r.Memory == nil {
+		g.State, g.Why = "not measured", "the memory phase did not run"
+		return g
+	}
+	l := r.Memory.Live
+	g.Figure = fmt.Sprintf("heap %s, RSS %s per live job (%d jobs)", fmtBytes(l.heapPerJob()), fmtBytes(l.rssPerJob()), l.Jobs)
+	g.State = verdict(l.heapPerJob() <= goalJobBytes && l.rssPerJob() <= goalJobBytes)
+	if g.State == "missed" {
+		g.Why = "the RSS a live job adds is mostly SQLite's page cache and WAL index growing with its rows; the Go heap per job is " +
+			fmtBytes(l.heapPerJob()) + "."
+	}
+	return g
 }
 
 func (r *report) goalsSection(b *md) {

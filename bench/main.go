@@ -21,6 +21,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == childFlag {
+		os.Exit(runChild(os.Args[2:]))
+	}
 	os.Exit(run())
 }
 
@@ -85,6 +88,11 @@ func bench(ctx context.Context, o options) error {
 	}
 	if o.phases["http"] {
 		if rep.HTTP, err = httpPhase(ctx, sz, tmp); err != nil {
+			return err
+		}
+	}
+	if o.phases["memory"] {
+		if rep.Memory, err = memoryPhase(ctx, sz, tmp); err != nil {
 			return err
 		}
 	}

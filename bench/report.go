@@ -17,6 +17,7 @@ type report struct {
 	Machine   machine
 	Drain     *drainReport
 	HTTP      *httpReport
+	Memory    *memoryReport
 }
 
 // md collects markdown.
@@ -59,6 +60,9 @@ func (r *report) markdown() string {
 	}
 	if r.HTTP != nil {
 		r.httpSection(&b)
+	}
+	if r.Memory != nil {
+		r.memorySection(&b)
 	}
 	r.goalsSection(&b)
 	r.closingSection(&b)
