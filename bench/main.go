@@ -96,6 +96,11 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.phases["growth"] {
+		if rep.Growth, err = growthPhase(ctx, sz, tmp, pgURL); err != nil {
+			return err
+		}
+	}
 	rep.Elapsed = time.Since(start)
 	text := rep.markdown()
 	if o.out == "" {

@@ -18,6 +18,7 @@ type report struct {
 	Drain     *drainReport
 	HTTP      *httpReport
 	Memory    *memoryReport
+	Growth    *growthReport
 }
 
 // md collects markdown.
@@ -63,6 +64,9 @@ func (r *report) markdown() string {
 	}
 	if r.Memory != nil {
 		r.memorySection(&b)
+	}
+	if r.Growth != nil {
+		r.growthSection(&b)
 	}
 	r.goalsSection(&b)
 	r.closingSection(&b)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -60,4 +61,55 @@ func (r *report) memorySection(b *md) {
 	b.row("RSS before → high-water mark", fmtBytes(float64(p.RSSBefore))+" → "+fmtBytes(float64(p.RSSPeak)))
 	b.row("drain time", p.Elapsed.Round(time.Millisecond).String())
 	b.line("")
+}
+
+func (r *report) growthSection(b *md) {
+	g := r.Growth
+	b.p("## Growth: per-operation cost as the store grows")
+	b.p("Each store is seeded through the Store API itself with finished jobs of %d targets and %d-byte results (jobs of %d targets, "+
+		"not 32, so that seeding 100k jobs stays within the run's time), one store per size. Then, in %d interleaved rounds over the "+
+		"sizes, each operation is timed one call at a time: **submit** is `Store.Create` of a job of 32 targets by a new caller (reuse "+
+		"and both caps are checked); **status** is `Store.Get` of a random seeded job's summary by its owner, without results; "+
+		"**claim+finish** is `Store.Claim` of the oldest queued job (one the submits made) and `Store.FinishTarget` of each of its 32 "+
+		"targets with a 10 KiB result: the whole drain of one job, 33 writes. Submits per size and round are capped at a hundredth of "+
+		"the size (at least %d), so a store grows by a few percent at most while it is measured. Figures are medians of the calls.",
+		seedTargets, seedResultBytes, seedTargets, growthRounds, growthMinOps)
+	cols := []string{"store", "operation"}
+	for _, n := range g.Sizes {
+		cols = append(cols, fmt.Sprintf("%s jobs", fmtRate(float64(n))))
+	}
+	first, last := g.Sizes[0], g.Sizes[len(g.Sizes)-1]
+	cols = append(cols, fmt.Sprintf("%s ÷ %s", fmtRate(float64(last)), fmtRate(float64(first))))
+	b.head(cols...)
+	for _, s := range g.Stores {
+		for _, op := range growthOps {
+			cells := []string{s.Name, op}
+			for _, n := range g.Sizes {
+				cells = append(cells, fmtDur(s.median(op, n)))
+			}
+			cells = append(cells, fmtRatio(s.growth(op, first, last)))
+			b.row(cells...)
+		}
+	}
+	b.line("")
+	for _, s := range g.Stores {
+		line := fmt.Sprintf("%s: %s. Seeding took", s.Name, s.Settings)
+		for i, n := range g.Sizes {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			line += fmt.Sprintf("%s %s for %s jobs", sep, s.Seeded[n].Round(time.Millisecond), fmtRate(float64(n)))
+		}
+		b.p("%s.", line)
+	}
+}
+
+// growth is the median cost at size b over the median at size a.
+func (g growthStoreResult) growth(op string, a, b int) float64 {
+	x, y := g.median(op, a), g.median(op, b)
+	if x <= 0 {
+		return math.NaN()
+	}
+	return float64(y) / float64(x)
 }
