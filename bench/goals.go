@@ -170,7 +170,7 @@ func (r *report) memoryGoal() goal {
 		return g
 	}
 	l := r.Memory.Live
-	g.Figure = fmt.Sprintf("heap %s, RSS %s per live job (%d jobs)", fmtBytes(l.heapPerJob()), fmtBytes(l.rssPerJob()), l.Jobs)
+	g.Figure = fmt.Sprintf("heap %s, RSS %s per live job (%s jobs)", fmtBytes(l.heapPerJob()), fmtBytes(l.rssPerJob()), fmtRate(float64(l.Jobs)))
 	g.State = verdict(l.heapPerJob() <= goalJobBytes && l.rssPerJob() <= goalJobBytes)
 	if g.State == "missed" {
 		g.Why = "the RSS a live job adds is mostly SQLite's page cache and WAL index growing with its rows; the Go heap per job is " +

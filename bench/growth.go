@@ -29,9 +29,9 @@ import (
 //     made) and Store.FinishTarget of each of its 32 targets with a 10
 //     KiB result: the whole drain of one job, 33 writes.
 //
-// Submits per size and round are capped at a hundredth of the size (at
-// least growthMinOps), so the stores grow by a few percent at most while
-// they are measured.
+// Submits (and so claim+finish) per size and round are capped at a
+// hundredth of the size (at least growthMinOps), so the stores grow by a
+// few percent at most while they are measured; status reads are not.
 
 const (
 	seedTargets     = 4
@@ -46,6 +46,8 @@ var growthOps = []string{"submit", "status", "claim+finish"}
 // growthReport is the growth phase's outcome for each store.
 type growthReport struct {
 	Sizes  []int
+	PerOp  time.Duration // the time of one operation per size and round, at most
+	MaxOps int           // and its calls, at most
 	Stores []growthStoreResult
 }
 
@@ -91,7 +93,7 @@ func growthPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*growthRepor
 			},
 		})
 	}
-	rep := &growthReport{Sizes: sz.growth}
+	rep := &growthReport{Sizes: sz.growth, PerOp: sz.growthFor / growthRounds, MaxOps: sz.growthOps}
 	for _, t := range targets {
 		res, err := growStore(ctx, sz, t)
 		if err != nil {
@@ -128,7 +130,9 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 	for round := range growthRounds {
 		for _, n := range sz.growth {
 			s := stores[n]
-			maxOps := max(growthMinOps, min(sz.growthOps, n/100))
+			// Writes are capped so that measuring barely grows the store;
+			// reads are not.
+			maxWrites := max(growthMinOps, min(sz.growthOps, n/100))
 			per := sz.growthFor / growthRounds
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(n)))
 			for _, op := range growthOps {
@@ -157,6 +161,10 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 					}
 				case "claim+finish":
 					fn = func() error { return drainOne(ctx, s, "growth", result) }
+				}
+				maxOps := maxWrites
+				if op == "status" {
+					maxOps = sz.growthOps
 				}
 				lat, err := timeOps(fn, maxOps, per)
 				if err != nil {

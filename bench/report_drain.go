@@ -63,7 +63,8 @@ func (r *report) drainSection(b *md) {
 		b.p("Each candidate ran one round of the full workload; the fastest (in bold) is the tuned setting for that peer and model, at both " +
 			"synchronous settings. River documents `FetchCooldown` (at least 1 ms; the floor between two fetches, 100 ms by default, which caps " +
 			"a chain of items near ten steps a second) and `FetchPollInterval` (the fallback poll, 1 s by default); goqite's runner sleeps " +
-			"`PollInterval` whenever `Limit` jobs run and between polls of an empty queue.")
+			"`PollInterval` whenever `Limit` jobs run and between polls of an empty queue. One round per candidate makes the pick itself " +
+			"noisy on a shared machine: in a given round a README-setting row can beat its tuned row.")
 		for _, sw := range d.Sweeps {
 			b.head(sw.Name, "items/s")
 			for i, s := range sw.Settings {

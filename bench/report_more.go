@@ -37,11 +37,11 @@ func (r *report) memorySection(b *md) {
 	b.p("## Memory")
 	b.p("Each measurement runs in a child process of its own, so that no other phase's heap or pages count. Heap is the runtime's "+
 		"heap objects (`%s`); RSS is the process's resident set (`VmRSS`, and `VmHWM` for the peak).", heapObjects)
-	b.p("**Per live job.** A runner on the SQLite store at its defaults, caps raised, whose fetcher blocks: after one warm-up job, %d "+
+	b.p("**Per live job.** A runner on the SQLite store at its defaults, caps raised, whose fetcher blocks: after one warm-up job, %s "+
 		"jobs of %d targets (each a %d-byte URL with `mode: clean`) are submitted and stay live, %d running and the rest queued. "+
-		"Heap is live objects after a full GC. No results exist, so none are counted.", l.Jobs, l.Targets, len(liveTargets(l.Jobs, 1)[0].URL),
+		"Heap is live objects after a full GC. No results exist, so none are counted.", fmtRate(float64(l.Jobs)), l.Targets, len(liveTargets(l.Jobs, 1)[0].URL),
 		batch.DefaultWorkers)
-	b.head("", "before", fmt.Sprintf("with %d live jobs", l.Jobs), "per live job")
+	b.head("", "before", fmt.Sprintf("with %s live jobs", fmtRate(float64(l.Jobs))), "per live job")
 	b.row("heap", fmtBytes(float64(l.HeapBefore)), fmtBytes(float64(l.HeapLive)), fmtBytes(l.heapPerJob()))
 	b.row("RSS", fmtBytes(float64(l.RSSBefore)), fmtBytes(float64(l.RSSLive)), fmtBytes(l.rssPerJob()))
 	b.row("goroutines", "", fmt.Sprintf("+%d", l.Goroutines), fmt.Sprintf("%.3f", float64(l.Goroutines)/float64(l.Jobs)))
@@ -71,9 +71,10 @@ func (r *report) growthSection(b *md) {
 		"sizes, each operation is timed one call at a time: **submit** is `Store.Create` of a job of 32 targets by a new caller (reuse "+
 		"and both caps are checked); **status** is `Store.Get` of a random seeded job's summary by its owner, without results; "+
 		"**claim+finish** is `Store.Claim` of the oldest queued job (one the submits made) and `Store.FinishTarget` of each of its 32 "+
-		"targets with a 10 KiB result: the whole drain of one job, 33 writes. Submits per size and round are capped at a hundredth of "+
-		"the size (at least %d), so a store grows by a few percent at most while it is measured. Figures are medians of the calls.",
-		seedTargets, seedResultBytes, seedTargets, growthRounds, growthMinOps)
+		"targets with a 10 KiB result: the whole drain of one job, 33 writes. Each operation runs for up to %s per size and round; "+
+		"submits (and so claims) are also capped at a hundredth of the size (at least %d), so that a store grows by a few percent at "+
+		"most while it is measured, and status reads at %s. Figures are medians of the calls.",
+		seedTargets, seedResultBytes, seedTargets, growthRounds, fmtDur(g.PerOp), growthMinOps, fmtRate(float64(g.MaxOps)))
 	cols := []string{"store", "operation"}
 	for _, n := range g.Sizes {
 		cols = append(cols, fmt.Sprintf("%s jobs", fmtRate(float64(n))))
@@ -99,7 +100,7 @@ func (r *report) growthSection(b *md) {
 			if i == 0 {
 				sep = ""
 			}
-			line += fmt.Sprintf("%s %s for %s jobs", sep, s.Seeded[n].Round(time.Millisecond), fmtRate(float64(n)))
+			line += fmt.Sprintf("%s %s for %s jobs", sep, s.Seeded[n].Round(10*time.Millisecond), fmtRate(float64(n)))
 		}
 		b.p("%s.", line)
 	}
