@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchstore"
+	"github.com/siftfetch/batchkit/batchstore/pgstore"
+)
+
+// batchkit itself: the runner with its default two workers on the SQLite
+// store at one synchronous setting, or on the PostgreSQL store (one node),
+// a fetcher that answers at once with the round's page.
+
+func batchkitSQLite(sync batchstore.Synchronous, group string) *contender {
+	return &contender{
+		Key: "sqlite-" + string(sync) + "/batchkit", Group: group, Name: "batchkit", Peer: "batchkit",
+		Model:    "a batchkit job of 32 targets",
+		Settings: fmt.Sprintf("`batchstore.Open` with the table's `Synchronous`, default pool (8); `batch.Config` defaults (%d workers) with the caps and byte budget raised to fit the burst", batch.DefaultWorkers),
+		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
+			dir, remove, err := e.roundDir()
+			if err != nil {
+				return 0, err
+			}
+			defer remove()
+			s, err := batchstore.Open(ctx, filepath.Join(dir, "batchkit.db"), batchstore.Options{Synchronous: sync})
+			if err != nil {
+				return 0, err
+			}
+			defer s.Close()
+			return drainRunner(ctx, e, s)
+		},
+	}
+}
+
+func batchkitPG() *contender {
+	return &contender{
+		Key: "postgres/batchkit", Group: postgres, Name: "batchkit", Peer: "batchkit",
+		Model:    "a batchkit job of 32 targets",
+		Settings: fmt.Sprintf("`pgstore.Open` on a schema of its own, `MaxConns: %d`; `batch.Config` defaults (%d workers) with the caps and byte budget raised to fit the burst", batch.DefaultWorkers+2, batch.DefaultWorkers),
+		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
+			schema, drop, err := newPGSchema(ctx, e.pgURL)
+			if err != nil {
+				return 0, err
+			}
+			defer drop()
+			s, err := pgstore.Open(ctx, e.pgURL, pgstore.Options{Schema: schema, MaxConns: batch.DefaultWorkers + 2})
+			if err != nil {
+				return 0, err
+			}
+			defer s.Close()
+			return drainRunner(ctx, e, s)
+		},
+	}
+}
+
+// drainRunner starts a runner on store, submits the round's jobs in a
+// burst and returns the time until every job is done.
+func drainRunner(ctx context.Context, e *drainEnv, store batch.Store) (time.Duration, error) {
+	w := e.work
+	fetch := func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
+		return batch.Result{Content: e.content}, nil
+	}
+	r, err := batch.New(batch.Config{
+		Store: store, Fetch: fetch, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
+		MaxBytes: 1 << 40, MaxResultBytes: 2 * w.ResultBytes, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := r.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer r.Close(context.WithoutCancel(ctx))
+	time.Sleep(settle)
+	done := r.Metrics().GetOrCreateCounter(`batch_jobs_total{outcome="done"}`)
+	caller := batch.Caller{Name: "bench"}
+	jobs := make([][]batch.Target, w.Jobs)
+	for j := range jobs {
+		jobs[j] = make([]batch.Target, w.Items)
+		for i := range jobs[j] {
+			jobs[j][i].URL = itemURL(j, i)
+		}
+	}
+	start := time.Now()
+	for j := range jobs {
+		if _, _, err := r.Submit(ctx, caller, jobs[j]); err != nil {
+			return 0, err
+		}
+	}
+	for done.Get() < uint64(w.Jobs) {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("%d of %d jobs done: %w", done.Get(), w.Jobs, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	if n := r.Metrics().GetOrCreateCounter(`batch_targets_total{outcome="ok"}`).Get(); n != uint64(w.total()) {
+		return 0, fmt.Errorf("%w: %d targets ok, want %d", errShort, n, w.total())
+	}
+	return elapsed, nil
+}

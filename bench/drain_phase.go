@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/siftfetch/batchkit/batchstore"
+)
+
+// sizes are the sizes of every phase: the full run's, or the smoke run's.
+type sizes struct {
+	drain      drainWork
+	rounds     int // drain rounds
+	slowRounds int // rounds that the slow (README-setting chain) contenders run
+	sweep      bool
+
+	httpPhase  time.Duration // one route at one concurrency
+	httpMax    int           // requests in one phase at most
+	httpAgents []int
+
+	memJobs     int // live jobs for the per-job figure
+	memPeakJobs int // the peak-heap drain: jobs × memPeakItems × memPeakBytes
+	memPeakItem int
+	memPeakSize int
+
+	growth    []int         // stored jobs
+	growthOps int           // operations of each kind per size, at most
+	growthFor time.Duration // time of each kind per size, at most
+}
+
+func sizesFor(o options) sizes {
+	if o.short {
+		return sizes{
+			drain: drainWork{Jobs: 4, Items: 4, ResultBytes: 10 << 10}, rounds: 1, slowRounds: 1,
+			httpPhase: 150 * time.Millisecond, httpMax: 2000, httpAgents: []int{1, 10, 50},
+			memJobs: 50, memPeakJobs: 2, memPeakItem: 4, memPeakSize: 256 << 10,
+			growth: []int{10, 100, 1000}, growthOps: 20, growthFor: 200 * time.Millisecond,
+		}
+	}
+	s := sizes{
+		drain: drainWork{Jobs: 64, Items: 32, ResultBytes: 10 << 10}, rounds: 5, slowRounds: 3, sweep: true,
+		httpPhase: 3 * time.Second, httpMax: 100_000, httpAgents: []int{1, 10, 50},
+		memJobs: 1000, memPeakJobs: 8, memPeakItem: 32, memPeakSize: 256 << 10,
+		growth: []int{1_000, 10_000, 100_000}, growthOps: 2000, growthFor: 2 * time.Second,
+	}
+	if o.rounds > 0 {
+		s.rounds = o.rounds
+		s.slowRounds = min(s.slowRounds, o.rounds)
+	}
+	return s
+}
+
+// drainReport is the drain phase's outcome.
+type drainReport struct {
+	*drainResult
+	Sweeps []sweepResult
+}
+
+// tuning is the tuned configuration of each peer and model.
+type tuning struct {
+	riverSQLite, riverPG map[string]riverCfg
+	goqite               map[string]goqiteCfg
+}
+
+// drainPhase picks the tuned peer settings (a sweep, in the full run) and
+// runs the interleaved rounds.
+func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport, error) {
+	e, err := newDrainEnv(sz.drain, tmp, pgURL)
+	if err != nil {
+		return nil, err
+	}
+	rep := &drainReport{}
+	tu := tuning{riverSQLite: map[string]riverCfg{}, riverPG: map[string]riverCfg{}, goqite: map[string]goqiteCfg{}}
+	for _, model := range []string{modelChain, modelLoop} {
+		tu.riverSQLite[model], tu.riverPG[model], tu.goqite[model] = riverSweep[0], riverPGSweep[0], goqiteSweep[0]
+		if !sz.sweep {
+			continue
+		}
+		var cs []*contender
+		for _, cfg := range riverSweep {
+			cs = append(cs, riverSQLite("NORMAL", sqliteNormal, model, cfg, true))
+		}
+		sw, err := sweep(ctx, e, "River (riversqlite), "+model+", synchronous=NORMAL", cs)
+		if err != nil {
+			return nil, err
+		}
+		rep.Sweeps, tu.riverSQLite[model] = append(rep.Sweeps, sw), riverSweep[sw.Best]
+		cs = nil
+		for _, cfg := range goqiteSweep {
+			cs = append(cs, goqiteSQLite("NORMAL", sqliteNormal, model, cfg, true))
+		}
+		if sw, err = sweep(ctx, e, "goqite, "+model+", synchronous=NORMAL", cs); err != nil {
+			return nil, err
+		}
+		rep.Sweeps, tu.goqite[model] = append(rep.Sweeps, sw), goqiteSweep[sw.Best]
+		if pgURL == "" {
+			continue
+		}
+		cs = nil
+		for _, cfg := range riverPGSweep {
+			cs = append(cs, riverPG(model, cfg, true))
+		}
+		if sw, err = sweep(ctx, e, "River (riverpgxv5), "+model, cs); err != nil {
+			return nil, err
+		}
+		rep.Sweeps, tu.riverPG[model] = append(rep.Sweeps, sw), riverPGSweep[sw.Best]
+	}
+	var cs []*contender
+	for _, g := range []struct {
+		sync  batchstore.Synchronous
+		group string
+	}{{batchstore.SyncNormal, sqliteNormal}, {batchstore.SyncFull, sqliteFull}} {
+		s := string(g.sync)
+		cs = append(cs, batchkitSQLite(g.sync, g.group), rawSQLite(s, g.group))
+		for _, model := range []string{modelChain, modelLoop} {
+			cs = append(cs,
+				riverSQLite(s, g.group, model, riverREADME, false),
+				riverSQLite(s, g.group, model, tu.riverSQLite[model], true))
+		}
+		for _, model := range []string{modelChain, modelLoop} {
+			cs = append(cs,
+				goqiteSQLite(s, g.group, model, goqiteREADME, false),
+				goqiteSQLite(s, g.group, model, tu.goqite[model], true))
+		}
+	}
+	if pgURL != "" {
+		cs = append(cs, batchkitPG(), rawPG())
+		for _, model := range []string{modelChain, modelLoop} {
+			cs = append(cs, riverPG(model, riverREADME, false), riverPG(model, tu.riverPG[model], true))
+		}
+	}
+	res, err := runDrain(ctx, e, cs, sz.rounds, sz.slowRounds, logf)
+	if err != nil {
+		return nil, err
+	}
+	rep.drainResult = res
+	return rep, nil
+}
+
+// The tuning sweeps: River's fetch settings (FetchCooldown, the floor
+// between fetches, and FetchPollInterval, the fallback poll) and
+// goqite's runner settings (Limit, the jobs run at once, and
+// PollInterval, which the runner sleeps whenever Limit jobs run and
+// between polls of an empty queue), each within its documented range,
+// tried on one round of each model at synchronous=NORMAL (SQLite) or on
+// PostgreSQL; the fastest is "tuned" for that model, at both synchronous
+// settings. The first of each list is what a smoke run uses.
+var (
+	riverSweep = []riverCfg{
+		{MaxWorkers: 100, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond},
+		{MaxWorkers: 100, FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond}, // river bench's
+		{MaxWorkers: 100, FetchCooldown: time.Millisecond, FetchPollInterval: time.Millisecond},
+		{MaxWorkers: 100, FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond},
+		{MaxWorkers: 2, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond},
+	}
+	riverPGSweep = []riverCfg{
+		{MaxWorkers: 100, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond},
+		{MaxWorkers: 100, FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond},
+		{MaxWorkers: 100, FetchCooldown: time.Millisecond, FetchPollInterval: time.Millisecond},
+		{MaxWorkers: 100, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond, PoolConns: 8},
+		{MaxWorkers: 100, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond, PoolConns: 2},
+	}
+	goqiteSweep = []goqiteCfg{
+		{Limit: 64, PollInterval: time.Millisecond},
+		{Limit: 2, PollInterval: time.Millisecond},
+		{Limit: 16, PollInterval: time.Millisecond},
+		{Limit: 100, PollInterval: 5 * time.Millisecond},
+		{Limit: 64, PollInterval: 10 * time.Millisecond},
+	}
+)
+
+// sweepResult is one sweep: each candidate's items/s and the fastest.
+type sweepResult struct {
+	Name     string
+	Settings []string
+	Rates    []float64
+	Best     int
+}
+
+func sweep(ctx context.Context, e *drainEnv, name string, cs []*contender) (sweepResult, error) {
+	sw := sweepResult{Name: name}
+	bestRate := math.Inf(-1)
+	for i, c := range cs {
+		rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+		d, err := c.Run(rctx, e)
+		cancel()
+		if err != nil {
+			return sw, fmt.Errorf("sweep %s, %s: %w", name, c.Tuning, err)
+		}
+		rate := float64(e.work.total()) / d.Seconds()
+		logf("sweep %-44s %8.0f items/s  %s", name, rate, c.Tuning)
+		sw.Settings = append(sw.Settings, c.Tuning)
+		sw.Rates = append(sw.Rates, rate)
+		if rate > bestRate {
+			bestRate, sw.Best = rate, i
+		}
+	}
+	return sw, nil
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The goals, each judged on this run's figures.
+
+const (
+	goalRawSQLite  = 0.85 // batchkit SQLite ÷ raw twin, same synchronous setting
+	goalPeerSQLite = 1.8  // batchkit SQLite ÷ the faster tuned peer
+	goalRawPG      = 0.8  // batchkit PostgreSQL ÷ raw pgx twin
+	goalRiverPG    = 1.35 // batchkit PostgreSQL ÷ River-pgx tuned
+	goalGrowth     = 2.0  // per-operation cost at the largest size ÷ at the smallest
+	goalJobBytes   = 32_000
+)
+
+// goal is one goal's verdict.
+type goal struct {
+	Goal, Figure string
+	State        string // "met", "missed" or "not measured"
+	Why          string // where missed: why
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+func (r *report) goals() []goal {
+	var gs []goal
+	d := r.Drain
+	notMeasured := func(text, why string) { gs = append(gs, goal{Goal: text, State: "not measured", Why: why}) }
+	for _, g := range []string{sqliteNormal, sqliteFull} {
+		text := fmt.Sprintf("SQLite drain ≥ %.2f× the raw twin at %s", goalRawSQLite, strings.TrimPrefix(g, "SQLite, "))
+		raw := findOrNil(d, g, "raw")
+		if raw == nil {
+			notMeasured(text, "the drain did not run")
+			continue
+		}
+		s := d.ratio(g, raw.Key)
+		gl := goal{Goal: text, Figure: fmtSpread(s, fmtRatio), State: verdict(s.Median >= goalRawSQLite)}
+		if gl.State == "missed" {
+			gl.Why = "batchkit's one write per target stores more than the twin's: the target's status, outcome and byte count, the result " +
+				"in a row of its own and the next target's start, under a check that its runner still holds the job; the twin rewrites one " +
+				"row and bumps a counter."
+		}
+		gs = append(gs, gl)
+	}
+	for _, g := range []string{sqliteNormal, sqliteFull} {
+		text := fmt.Sprintf("SQLite drain ≥ %.1f× the faster tuned peer at %s", goalPeerSQLite, strings.TrimPrefix(g, "SQLite, "))
+		f := fastestOrNil(d, g, "river", "goqite")
+		if f == nil {
+			notMeasured(text, "the drain did not run")
+			continue
+		}
+		s := d.ratio(g, f.Key)
+		gl := goal{Goal: text, Figure: fmt.Sprintf("%s against %s", fmtSpread(s, fmtRatio), f.Name), State: verdict(s.Median >= goalPeerSQLite)}
+		if gl.State == "missed" {
+			gl.Why = d.peerWhy(g, f, goalPeerSQLite)
+		}
+		gs = append(gs, gl)
+	}
+	if r.PGMissing != "" {
+		notMeasured(fmt.Sprintf("PostgreSQL drain ≥ %.1f× the raw pgx twin", goalRawPG), r.PGMissing)
+		notMeasured(fmt.Sprintf("PostgreSQL drain ≥ %.2f× River-pgx tuned", goalRiverPG), r.PGMissing)
+	} else if raw := findOrNil(d, postgres, "raw"); raw != nil {
+		s := d.ratio(postgres, raw.Key)
+		gl := goal{Goal: fmt.Sprintf("PostgreSQL drain ≥ %.1f× the raw pgx twin", goalRawPG), Figure: fmtSpread(s, fmtRatio), State: verdict(s.Median >= goalRawPG)}
+		if gl.State == "missed" {
+			gl.Why = "pgstore's write per target is one statement in one round trip, as the twin's batch is, but it touches more rows " +
+				"(the job's, fenced by the runner that holds it, the stored target's, its result's and the next target's), and between two " +
+				"writes of a job the runner does its own work per target (the fetch call, the envelope, metrics), where the twin's " +
+				"connections do nothing else."
+		}
+		gs = append(gs, gl)
+		f := fastestOrNil(d, postgres, "river")
+		s = d.ratio(postgres, f.Key)
+		gl = goal{Goal: fmt.Sprintf("PostgreSQL drain ≥ %.2f× River-pgx tuned", goalRiverPG), Figure: fmt.Sprintf("%s against %s", fmtSpread(s, fmtRatio), f.Name),
+			State: verdict(s.Median >= goalRiverPG)}
+		if gl.State == "missed" {
+			gl.Why = d.peerWhy(postgres, f, goalRiverPG)
+		}
+		gs = append(gs, gl)
+	}
+	gs = append(gs, r.growthGoal(), r.memoryGoal())
+	return gs
+}
+
+func findOrNil(d *drainReport, group, peer string) *contender {
+	if d == nil {
+		return nil
+	}
+	return d.find(group, peer, false, "")
+}
+
+func fastestOrNil(d *drainReport, group string, peers ...string) *contender {
+	if d == nil {
+		return nil
+	}
+	return d.fastestTuned(group, peers...)
+}
+
+// peerWhy explains a missed lead over peer f: how close f itself comes to
+// the raw twin bounds the lead batchkit can have.
+func (d *drainReport) peerWhy(group string, f *contender, want float64) string {
+	raw := d.find(group, "raw", false, "")
+	fr, _ := d.rates(f.Key)
+	rr, _ := d.rates(raw.Key)
+	peerRaw := spreadOf(ratios(fr, rr)).Median
+	bkRaw := d.ratio(group, raw.Key).Median
+	how := "per item it runs the item through its queue"
+	if strings.Contains(f.Key, "-"+modelLoop+"-") {
+		how = "per item it does the twin's work, and its queue's work once per job"
+	}
+	s := fmt.Sprintf("%s drains at %s the raw twin here (per-round median): %s. A %.2f× lead over it would need batchkit at %s "+
+		"the twin, and batchkit drains at %s it.", f.Name, fmtRatio(peerRaw), how, want, fmtRatio(want*peerRaw), fmtRatio(bkRaw))
+	if strings.Contains(f.Key, "-"+modelLoop+"-") {
+		s += " Against the same peer's chain model, which runs each item through its queue, the lead is " + d.chainLead(group, f.Peer) + "."
+	}
+	return s
+}
+
+// chainLead is batchkit's per-round median ratio over peer's tuned chain
+// configuration in group.
+func (d *drainReport) chainLead(group, peer string) string {
+	c := d.find(group, peer, true, modelChain)
+	if c == nil {
+		return "not measured"
+	}
+	return fmtRatio(d.ratio(group, c.Key).Median) + " (" + c.Name + ")"
+}
+
+func (r *report) growthGoal() goal {
+	g := goal{Goal: fmt.Sprintf("per-operation cost at %s stored jobs ≤ %.0f× at %s", "100k", goalGrowth, "1k")}
+	if r.Growth == nil || len(r.Growth.Sizes) < 2 {
+		g.State, g.Why = "not measured", "the growth phase did not run"
+		return g
+	}
+	sz := r.Growth.Sizes
+	first, last := sz[0], sz[len(sz)-1]
+	g.Goal = fmt.Sprintf("per-operation cost at %s stored jobs ≤ %.0f× at %s", fmtRate(float64(last)), goalGrowth, fmtRate(float64(first)))
+	var figs, over []string
+	for _, s := range r.Growth.Stores {
+		for _, op := range growthOps {
+			x := s.growth(op, first, last)
+			figs = append(figs, fmt.Sprintf("%s %s %s", s.Name, op, fmtRatio(x)))
+			if math.IsNaN(x) || x > goalGrowth {
+				over = append(over, fmt.Sprintf("%s %s (%s → %s)", s.Name, op, fmtDur(s.median(op, first)), fmtDur(s.median(op, last))))
+			}
+		}
+	}
+	g.Figure = strings.Join(figs, "; ")
+	g.State = verdict(len(over) == 0)
+	if len(over) > 0 {
+		g.Why = "over the goal: " + strings.Join(over, "; ") + ". The stores' query-plan tests (plan_test.go) check that their " +
+			"statements read through indexes; this run did not profile where the extra time goes."
+	}
+	return g
+}
+
+func (r *report) memoryGoal() goal {
+	g := goal{Goal: "≤ 32 KB (32,000 bytes) of memory per live job, results excluded"}
+	if r.Memory == nil {
+		g.State, g.Why = "not measured", "the memory phase did not run"
+		return g
+	}
+	l := r.Memory.Live
+	g.Figure = fmt.Sprintf("heap %s, RSS %s per live job (%s jobs)", fmtBytes(l.heapPerJob()), fmtBytes(l.rssPerJob()), fmtRate(float64(l.Jobs)))
+	g.State = verdict(l.heapPerJob() <= goalJobBytes && l.rssPerJob() <= goalJobBytes)
+	if g.State == "missed" {
+		g.Why = "the RSS a live job adds is mostly SQLite's page cache and WAL index growing with its rows; the Go heap per job is " +
+			fmtBytes(l.heapPerJob()) + "."
+	}
+	return g
+}
+
+func (r *report) goalsSection(b *md) {
+	b.p("## Goals")
+	b.p("The issue's goals, each judged on this run's figures (a per-round median, with its range, where the figure is a drain ratio).")
+	b.head("goal", "figure", "verdict", "why, where missed")
+	for _, g := range r.goals() {
+		state := g.State
+		if state == "met" {
+			state = "**met**"
+		} else if state == "missed" {
+			state = "**missed**"
+		}
+		b.row(g.Goal, orDash(g.Figure), state, orDash(g.Why))
+	}
+	b.line("")
+}
+
+// closingSection quotes the headline ratios: batchkit's drain over each
+// contender, per-round medians with their ranges.
+func (r *report) closingSection(b *md) {
+	d := r.Drain
+	b.p("## Closing note: the headline ratios")
+	if d == nil {
+		b.p("The drain did not run.")
+		return
+	}
+	b.p("batchkit's drain rate over each contender's, per-round median (min–max), from the tables above.")
+	groups := d.groups()
+	cols := append([]string{"batchkit ÷"}, groups...)
+	b.head(cols...)
+	type rowSpec struct {
+		label, peer, model string
+		tuned              bool
+	}
+	rows := []rowSpec{{label: "raw twin (the ceiling)", peer: "raw"}}
+	for _, peer := range []struct{ key, name string }{{"river", "River"}, {"goqite", "goqite"}} {
+		for _, model := range []string{modelChain, modelLoop} {
+			for _, tuned := range []bool{false, true} {
+				rows = append(rows, rowSpec{label: fmt.Sprintf("%s, %s, %s", peer.name, model, settingsWord(tuned)), peer: peer.key, model: model, tuned: tuned})
+			}
+		}
+	}
+	for _, rs := range rows {
+		cells := []string{rs.label}
+		for _, g := range groups {
+			c := d.find(g, rs.peer, rs.tuned, rs.model)
+			if c == nil {
+				cells = append(cells, "—")
+				continue
+			}
+			cells = append(cells, fmtSpread(d.ratio(g, c.Key), fmtRatio))
+		}
+		b.row(cells...)
+	}
+	b.line("")
+	var lines []string
+	for _, g := range groups {
+		raw := d.find(g, "raw", false, "")
+		peers := []string{"river", "goqite"}
+		if g == postgres {
+			peers = []string{"river"}
+		}
+		f := d.fastestTuned(g, peers...)
+		if raw == nil || f == nil {
+			continue
+		}
+		_, bk := d.rates(d.find(g, "batchkit", false, "").Key)
+		lines = append(lines, fmt.Sprintf("- %s: batchkit drains %s items/s, %s the raw twin and %s the fastest tuned peer (%s).",
+			g, fmtRate(bk.Median), fmtRatio(d.ratio(g, raw.Key).Median), fmtRatio(d.ratio(g, f.Key).Median), f.Name))
+	}
+	for _, l := range lines {
+		b.line("%s", l)
+	}
+	b.line("")
+}

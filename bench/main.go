@@ -1,0 +1,115 @@
+// Command bench measures batchkit beside River and goqite and a raw-engine
+// twin of each store, in one run on one machine, and writes BENCHMARKS.md.
+//
+//	cd bench && go run . -out ../BENCHMARKS.md   # the full run (bench/run does this)
+//	cd bench && go run . -short                  # a smoke run of a few seconds
+//
+// Every figure in the report comes from the run that writes it. The
+// PostgreSQL contenders run when BATCHKIT_PG_URL names a server that
+// answers (under CI=true they must).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == childFlag {
+		os.Exit(runChild(os.Args[2:]))
+	}
+	os.Exit(run())
+}
+
+// options are the command's flags.
+type options struct {
+	short  bool
+	out    string
+	phases map[string]bool
+	rounds int
+}
+
+func run() int {
+	var o options
+	var phases string
+	flag.BoolVar(&o.short, "short", false, "a smoke run: every contender and table, on tiny sizes, in seconds")
+	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
+	flag.StringVar(&phases, "phases", "drain,http,memory,growth", "the phases to run, comma-separated")
+	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
+	flag.Parse()
+	o.phases = map[string]bool{}
+	for _, p := range strings.Split(phases, ",") {
+		o.phases[strings.TrimSpace(p)] = true
+	}
+	if o.out == "" && !o.short {
+		o.out = "../BENCHMARKS.md"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer dropLiveSchemas()
+	if err := bench(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func bench(ctx context.Context, o options) error {
+	start := time.Now()
+	tmp, err := os.MkdirTemp("", "batchkit-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	rep := &report{Short: o.short, Start: start}
+	pgURL, why := pgURLFromEnv(ctx)
+	if pgURL == "" && os.Getenv("CI") == "true" {
+		return fmt.Errorf("PostgreSQL is required under CI=true: %s", why)
+	}
+	rep.PGMissing = why
+	if rep.Machine, err = machineInfo(ctx, tmp, pgURL); err != nil {
+		return err
+	}
+	sz := sizesFor(o)
+	if o.phases["drain"] {
+		if rep.Drain, err = drainPhase(ctx, sz, tmp, pgURL); err != nil {
+			return err
+		}
+	}
+	if o.phases["http"] {
+		if rep.HTTP, err = httpPhase(ctx, sz, tmp); err != nil {
+			return err
+		}
+	}
+	if o.phases["memory"] {
+		if rep.Memory, err = memoryPhase(ctx, sz, tmp); err != nil {
+			return err
+		}
+	}
+	if o.phases["growth"] {
+		if rep.Growth, err = growthPhase(ctx, sz, tmp, pgURL); err != nil {
+			return err
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	text := rep.markdown()
+	if o.out == "" {
+		logf("smoke run done in %s; no report written (-out names a file)", rep.Elapsed.Round(time.Second))
+		return nil
+	}
+	if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s in %s", o.out, rep.Elapsed.Round(time.Second))
+	return nil
+}
