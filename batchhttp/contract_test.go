@@ -320,55 +320,6 @@ func checkedServer(t testing.TB, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// streamCheck checks a results stream on the client's side, line by line
-// as the client reads it, for a test whose server must not run the checks
-// itself: the memory test measures the server's heap.
-type streamCheck struct {
-	t    testing.TB
-	c    *contract
-	resp *http.Response
-	line *openapi3.Schema
-}
-
-func newStreamCheck(t testing.TB, resp *http.Response) *streamCheck {
-	t.Helper()
-	s := &streamCheck{t: t, c: mustContract(t), resp: resp}
-	_, route, _, err := s.c.find(resp.Request)
-	if err == nil {
-		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-		s.line, err = s.c.lineSchema(route, resp.StatusCode, ct)
-	}
-	if err != nil {
-		t.Fatalf("results stream: %v", err)
-	}
-	return s
-}
-
-// Line checks one line, without its newline.
-func (s *streamCheck) Line(line []byte) {
-	s.t.Helper()
-	checkedLines.Add(1)
-	if err := checkLine(s.line, line); err != nil {
-		s.t.Error(err)
-	}
-}
-
-// End checks the status, headers and trailer, once the body has been read
-// to its end.
-func (s *streamCheck) End() {
-	s.t.Helper()
-	r := s.resp
-	header := r.Header.Clone()
-	for k := range r.Trailer { // the client moves the Trailer header's keys to r.Trailer
-		header.Add("Trailer", k)
-	}
-	a := answer{status: r.StatusCode, header: header, trailer: r.Trailer, streamed: true}
-	if err := s.c.check(r.Request, a); err != nil {
-		s.t.Errorf("%s %s: the answer does not match openapi.json: %v\nstatus %d, headers %v, trailer %v",
-			r.Request.Method, r.Request.URL, err, a.status, a.header, a.trailer)
-	}
-}
-
 // checkWriter records an answer as it passes to the client.
 type checkWriter struct {
 	http.ResponseWriter
