@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"maragu.dev/goqite"
@@ -67,17 +66,9 @@ func goqiteSQLite(sync, group, model string, cfg goqiteCfg, tuned bool) *contend
 		Model: modelText(model), Slow: !tuned && model == modelChain,
 		Settings: cfg.String() + "; `database/sql` + modernc, one connection, WAL, the table's `synchronous`", Tuning: cfg.String(),
 		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
-			dir, remove, err := e.roundDir()
-			if err != nil {
-				return 0, err
-			}
-			defer remove()
-			db, err := openPeerSQLite(filepath.Join(dir, "goqite.db"), sync)
-			if err != nil {
-				return 0, err
-			}
-			defer db.Close()
-			return goqiteRound(ctx, e, db, cfg, model)
+			return e.withPeerSQLite("goqite.db", sync, func(db *sql.DB) (time.Duration, error) {
+				return goqiteRound(ctx, e, db, cfg, model)
+			})
 		},
 	}
 }

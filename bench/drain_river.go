@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -87,25 +87,17 @@ func riverSQLite(sync, group, model string, cfg riverCfg, tuned bool) *contender
 		Model: modelText(model), Slow: !tuned && model == modelChain,
 		Settings: cfg.String() + "; `database/sql` + modernc, one connection, WAL, the table's `synchronous`", Tuning: cfg.String(),
 		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
-			dir, remove, err := e.roundDir()
-			if err != nil {
-				return 0, err
-			}
-			defer remove()
-			db, err := openPeerSQLite(filepath.Join(dir, "river.db"), sync)
-			if err != nil {
-				return 0, err
-			}
-			defer db.Close()
-			driver := riversqlite.New(db)
-			if err := riverMigrate(ctx, driver, ""); err != nil {
-				return 0, err
-			}
-			side, err := newSQLiteSide(ctx, db)
-			if err != nil {
-				return 0, err
-			}
-			return riverRound(ctx, e, driver, side, "", cfg, model)
+			return e.withPeerSQLite("river.db", sync, func(db *sql.DB) (time.Duration, error) {
+				driver := riversqlite.New(db)
+				if err := riverMigrate(ctx, driver, ""); err != nil {
+					return 0, err
+				}
+				side, err := newSQLiteSide(ctx, db)
+				if err != nil {
+					return 0, err
+				}
+				return riverRound(ctx, e, driver, side, "", cfg, model)
+			})
 		},
 	}
 }

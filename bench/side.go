@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +38,23 @@ type sideStore[TTx any] interface {
 // mattn's DSN keys, `_journal=WAL&_timeout=5000&_fk=true`), and one
 // connection, as riversqlite's package documentation and goqite's README
 // both advise.
+// withPeerSQLite runs one round of a peer on a new SQLite file named file
+// in a directory of the round's own, opened as openPeerSQLite opens it,
+// and removes both after.
+func (e *drainEnv) withPeerSQLite(file, sync string, round func(*sql.DB) (time.Duration, error)) (time.Duration, error) {
+	dir, remove, err := e.roundDir()
+	if err != nil {
+		return 0, err
+	}
+	defer remove()
+	db, err := openPeerSQLite(filepath.Join(dir, file), sync)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	return round(db)
+}
+
 func openPeerSQLite(path, sync string) (*sql.DB, error) {
 	q := url.Values{}
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(5000)", "foreign_keys(1)", "synchronous(" + sync + ")"} {
