@@ -1,8 +1,6 @@
 -- 003_webhooks: completion webhooks, an outbox written with the final status.
 --
--- {s} is the store's schema, quoted. (002 belongs to another change that is
--- landing at the same time; the store applies every version it has not
--- recorded, in order.)
+-- {s} is the store's schema, quoted.
 --
 -- * job.webhook is the job's webhook URL, NULL for none (every job before
 --   this migration). The core accepts only a valid UTF-8 http(s) URL, so text
