@@ -23,6 +23,7 @@ var depRule = []struct {
 	{"batchhttp", nil, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
 	{"internal/migrations", nil, nil},
+	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
 
@@ -34,8 +35,9 @@ var testDepRule = map[string][]string{
 	"batchstore/pgstore":  {"batch/batchtest"},
 	"batchnet":            {},
 	"internal/migrations": {},
+	"internal/apitest":    {},
 	"batchhttp":           {"batch/batchtest"},
-	"batchcli":            {"batch/batchtest", "batchhttp"},
+	"batchcli":            {"batch/batchtest", "batchhttp", "internal/apitest"},
 }
 
 // testExternal are the module-external imports every package's test files

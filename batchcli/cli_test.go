@@ -18,6 +18,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/internal/apitest"
 )
 
 type testBundle struct {
@@ -46,20 +47,7 @@ func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 func serve(t *testing.T, fetch batch.FetchFunc) (*batch.Runner, string) {
 	t.Helper()
 	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: 10 * time.Millisecond})
-	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/batch", h)
-	mux.Handle("/v1/batch/", h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return r, srv.URL
+	return r, apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"}, batchhttp.Key{Name: "bob", Secret: "bob-key"})
 }
 
 func (b *testBundle) newCLI(t *testing.T, key, stdin string, terminal bool) *batchcli.CLI {

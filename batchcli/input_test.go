@@ -3,7 +3,6 @@ package batchcli_test
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/internal/apitest"
 )
 
 func TestParseTargets(t *testing.T) {
@@ -91,24 +91,15 @@ func asJSON(t *testing.T, v any) string {
 func TestParseTargets_AsStrictAsServer(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{JobsPerCaller: 64, JobsTotal: 64})
-	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "alice-key"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srvURL := apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"})
 	serverRefuses := func(body string) (bool, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/batch", strings.NewReader(body))
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srvURL+"/v1/batch", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer alice-key")
-		resp, err := srv.Client().Do(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/examples/internal/testbin"
+	"github.com/siftfetch/batchkit/internal/apitest"
 )
 
 // raceEnabled is set when the test binary is built with -race, so that the
@@ -39,17 +39,7 @@ func decodeJSON[T any](t *testing.T, s string) T {
 func serve(t *testing.T, fetch batch.FetchFunc) string {
 	t.Helper()
 	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: 10 * time.Millisecond})
-	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "alice", Secret: "s3cret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "s3cret"})
 }
 
 // runBatch runs the command line args in process, and returns its exit

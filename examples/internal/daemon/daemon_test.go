@@ -27,18 +27,24 @@ func openTest(t *testing.T, cfg Config) *httptest.Server {
 	return srv
 }
 
-// openDaemon opens a daemon on cfg (a new SQLite file and alice's key by
-// default) and serves it; the cleanup closes both. An error of Close fails
-// the test unless the test closed the store itself.
-func openDaemon(t *testing.T, cfg Config) (*Daemon, *httptest.Server) {
-	t.Helper()
+// testConfig is cfg with the tests' defaults: a database in the test's
+// directory, and alice's key.
+func testConfig(t *testing.T, cfg Config) Config {
 	if cfg.DB == "" {
 		cfg.DB = filepath.Join(t.TempDir(), "d.db")
 	}
 	if cfg.Keys == nil {
 		cfg.Keys = []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}
 	}
-	d, err := Open(t.Context(), cfg)
+	return cfg
+}
+
+// openDaemon opens a daemon on cfg (a new SQLite file and alice's key by
+// default) and serves it; the cleanup closes both. An error of Close fails
+// the test unless the test closed the store itself.
+func openDaemon(t *testing.T, cfg Config) (*Daemon, *httptest.Server) {
+	t.Helper()
+	d, err := Open(t.Context(), testConfig(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,26 +7,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch/batchtest"
-	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // serveTest opens a daemon on cfg (a database in the test's directory and
 // one key unless it says otherwise) and serves it with serveOn.
 func serveTest(t *testing.T, cfg Config) string {
 	t.Helper()
-	if cfg.DB == "" {
-		cfg.DB = filepath.Join(t.TempDir(), "d.db")
-	}
-	if cfg.Keys == nil {
-		cfg.Keys = []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}
-	}
-	d, err := Open(t.Context(), cfg)
+	d, err := Open(t.Context(), testConfig(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
