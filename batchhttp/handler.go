@@ -15,7 +15,6 @@ import (
 // Runner is what the handler needs of a [batch.Runner]; *batch.Runner
 // implements it.
 type Runner interface {
-	Submit(ctx context.Context, caller batch.Caller, targets []batch.Target) (job batch.JobInfo, reused bool, err error)
 	SubmitWith(ctx context.Context, caller batch.Caller, targets []batch.Target, opts batch.SubmitOptions) (job batch.JobInfo, reused bool, err error)
 	Status(ctx context.Context, caller batch.Caller, id string, opts batch.StatusOptions) (batch.JobInfo, error)
 	Wait(ctx context.Context, caller batch.Caller, id string, opts batch.WaitOptions) (batch.JobInfo, error)

@@ -351,9 +351,6 @@ func TestHandler_Refusals(t *testing.T) {
 // failingRunner fails every call with err.
 type failingRunner struct{ err error }
 
-func (f failingRunner) Submit(context.Context, batch.Caller, []batch.Target) (batch.JobInfo, bool, error) {
-	return batch.JobInfo{}, false, f.err
-}
 func (f failingRunner) SubmitWith(context.Context, batch.Caller, []batch.Target, batch.SubmitOptions) (batch.JobInfo, bool, error) {
 	return batch.JobInfo{}, false, f.err
 }

@@ -73,14 +73,19 @@ func (h *Handler) precheckAll(r *http.Request, req *request, targets []batch.Tar
 		}
 		if err := h.precheck(r.Context(), req.caller, t.URL); err != nil {
 			req.blocked = i
-			reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
-			return &httpError{
-				status: http.StatusUnprocessableEntity, code: CodeBlocked,
-				msg: fmt.Sprintf("blocked: target %d: %s", i, reason),
-			}
+			return blockedAnswer(fmt.Sprintf("target %d", i), err)
 		}
 	}
 	return nil
+}
+
+// blockedAnswer is the 422 of a URL the pre-check refused with err:
+// "blocked: <what>: <reason>", the reason being err's text without a
+// leading "blocked: ". It may name the host, so it goes to the caller
+// only, never to a log line.
+func blockedAnswer(what string, err error) *httpError {
+	reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
+	return &httpError{status: http.StatusUnprocessableEntity, code: CodeBlocked, msg: "blocked: " + what + ": " + reason}
 }
 
 // status serves GET /v1/batch/{id}, with ?results, ?wait and ?since.

@@ -294,8 +294,7 @@ func (h *Handler) precheckWebhook(r *http.Request, req *request, rawURL string) 
 		return nil
 	}
 	if err := h.precheck(r.Context(), req.caller, rawURL); err != nil {
-		reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
-		return &httpError{status: http.StatusUnprocessableEntity, code: CodeBlocked, msg: "blocked: webhook: " + reason}
+		return blockedAnswer("webhook", err)
 	}
 	return nil
 }
