@@ -17,7 +17,9 @@ import (
 // (PollInterval is an hour), so only the change feed can wake it. Each
 // transition arms A's wait (Since = targets done so far), lets B's fetch
 // of the next target return, and takes the time from B's FinishTarget
-// returning (so after the commit) to A's wait returning.
+// returning (so after the commit) to A's wait returning, or zero when the
+// wait returned first. It fails the test, never panics, when a store
+// write or a wake does not come.
 func measureWake(tb testing.TB, n int) []time.Duration {
 	tb.Helper()
 	schema := newSchema(tb)
@@ -29,9 +31,9 @@ func measureWake(tb testing.TB, n int) []time.Duration {
 		}
 	})
 	quiet := slog.New(slog.DiscardHandler)
-	a := batchtest.NewRunner(tb, batch.Config{Store: acceptOnly{sa}, PollInterval: time.Hour, TargetsPerJob: n, Logger: quiet})
+	a := batchtest.NewRunner(tb, batch.Config{Store: acceptOnly{sa}, PollInterval: batch.Duration(time.Hour), TargetsPerJob: n, Logger: quiet})
 	rec := newRecorder(sb)
-	batchtest.NewRunner(tb, batch.Config{Store: rec, Fetch: f.Fetch, PollInterval: time.Hour, TargetsPerJob: n, Logger: quiet})
+	batchtest.NewRunner(tb, batch.Config{Store: rec, Fetch: f.Fetch, PollInterval: batch.Duration(time.Hour), TargetsPerJob: n, Logger: quiet})
 	listening(tb, sa, 0) // neither runner polls: only the feed wakes them
 	listening(tb, sb, 0)
 	caller := batch.Caller{Name: "alice"}
@@ -53,12 +55,34 @@ func measureWake(tb testing.TB, n int) []time.Duration {
 		time.Sleep(3 * time.Millisecond) // A's wait has read the job and sleeps
 		f.Release()
 		woke := <-waited
-		rec.mu.Lock()
-		stored := rec.stored[job.ID][k]
-		rec.mu.Unlock()
-		lat = append(lat, woke.Sub(stored))
+		stored, ok := rec.storedAt(job.ID, k, 10*time.Second)
+		if !ok {
+			tb.Fatalf("transition %d: B's FinishTarget of target %d did not return within 10s", k, k)
+		}
+		// NOTIFY may wake A before B's FinishTarget has returned: the
+		// wake then took no time after the write that counts.
+		lat = append(lat, max(woke.Sub(stored), 0))
 	}
 	return lat
+}
+
+// storedAt waits up to timeout for the time target idx of job was stored
+// (its FinishTarget returned), which the recorder notes only after the
+// commit, so possibly after the change feed woke a waiter.
+func (r *recorder) storedAt(job string, idx int, timeout time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		ts := r.stored[job]
+		r.mu.Unlock()
+		if idx < len(ts) {
+			return ts[idx], true
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // wakeSummary is the distribution of lat, in milliseconds.
