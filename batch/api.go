@@ -174,7 +174,7 @@ func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, err
 		return JobInfo{}, false, fmt.Errorf("job id: %w", err)
 	}
 	p.ID = u.String()
-	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: r.cfg.TTL}
+	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL)}
 	p.Now = r.cfg.Now()
 	j, reused, err := r.store.Create(ctx, p)
 	if err != nil {
@@ -252,7 +252,7 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 	}
 	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= LeaseGrain {
 		if err := r.Touch(ctx, caller, id); err == nil {
-			info.ExpiresAt = now.Add(r.cfg.TTL).UTC()
+			info.ExpiresAt = now.Add(time.Duration(r.cfg.TTL)).UTC()
 		}
 	}
 	return info, nil
@@ -339,7 +339,7 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	timeout := min(max(opts.Timeout, 0), MaxWait)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	poll := time.NewTicker(r.cfg.PollInterval)
+	poll := time.NewTicker(time.Duration(r.cfg.PollInterval))
 	defer poll.Stop()
 	for {
 		changed, release := r.waiters.watch(id) // before the read, so no change is missed
@@ -369,7 +369,7 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	return r.Status(ctx, caller, id, opts.StatusOptions)
 }
 
-func (r *Runner) expiresAt(j Job) time.Time { return j.Lease.Add(r.cfg.TTL).UTC() }
+func (r *Runner) expiresAt(j Job) time.Time { return j.Lease.Add(time.Duration(r.cfg.TTL)).UTC() }
 
 func (r *Runner) jobInfo(j Job) JobInfo {
 	return JobInfo{

@@ -2,7 +2,6 @@ package batch
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,8 +45,9 @@ const (
 )
 
 // Config configures a [Runner]. The zero value of every field but Store and
-// Fetch means its default. The tags match sift's [batch] config block;
-// durations decode from JSON as strings such as "24h" (or nanoseconds).
+// Fetch means its default. The tags match sift's [batch] config block,
+// and every duration is a [Duration], written as a string such as "24h":
+// the block decodes with encoding/json and both common TOML libraries.
 type Config struct {
 	// Store holds the jobs. Required.
 	Store Store `json:"-" toml:"-"`
@@ -63,7 +63,7 @@ type Config struct {
 	JobsTotal int `json:"jobs_total" toml:"jobs_total"`
 	// TTL is how long a finished job is kept after its lease was last
 	// bumped. Defaults to 24h.
-	TTL time.Duration `json:"ttl" toml:"ttl"`
+	TTL Duration `json:"ttl" toml:"ttl"`
 	// MaxBytes is the byte budget for stored results and errors over all
 	// jobs; finished jobs are evicted oldest lease first above it. Defaults
 	// to 64 MiB.
@@ -73,25 +73,25 @@ type Config struct {
 	// Defaults to 2.
 	Workers int `json:"workers" toml:"workers"`
 	// TargetTimeout is the deadline of one target's fetch. Defaults to 60s.
-	TargetTimeout time.Duration `json:"target_timeout" toml:"target_timeout"`
+	TargetTimeout Duration `json:"target_timeout" toml:"target_timeout"`
 	// MaxResultBytes caps one target's result envelope; a larger result fails
 	// the target with outcome too_long. Defaults to 1 MiB.
 	MaxResultBytes int `json:"max_result_bytes" toml:"max_result_bytes"`
 	// BusyWait caps the total time one target waits for a busy fetcher before
 	// it fails with outcome busy. Defaults to 2m.
-	BusyWait time.Duration `json:"busy_wait" toml:"busy_wait"`
+	BusyWait Duration `json:"busy_wait" toml:"busy_wait"`
 	// StoreWait is how long a target's result write is retried while the
 	// store cannot take it (a full disk, say) before the target is stored as
 	// failed instead, so that the job goes on. Defaults to 1m.
-	StoreWait time.Duration `json:"store_wait" toml:"store_wait"`
+	StoreWait Duration `json:"store_wait" toml:"store_wait"`
 	// SweepInterval is how often expired jobs are swept and the byte budget
 	// enforced. Defaults to 1m.
-	SweepInterval time.Duration `json:"sweep_interval" toml:"sweep_interval"`
+	SweepInterval Duration `json:"sweep_interval" toml:"sweep_interval"`
 	// PollInterval is how often idle workers look for jobs that another
 	// runner sharing the store accepted, and how often [Runner.Wait] re-reads
 	// the store. Local submits and completions wake them at once. Defaults to
 	// 1s.
-	PollInterval time.Duration `json:"poll_interval" toml:"poll_interval"`
+	PollInterval Duration `json:"poll_interval" toml:"poll_interval"`
 	// MetricsPrefix prefixes every metric name. Defaults to "batch".
 	MetricsPrefix string `json:"metrics_prefix" toml:"metrics_prefix"`
 	// RunnerID names this runner in the store while it drains a job. A host
@@ -101,12 +101,12 @@ type Config struct {
 	RunnerID string `json:"runner_id" toml:"runner_id"`
 	// HeartbeatInterval is how often the runner records in the store that
 	// it is alive, whatever its targets are doing. Defaults to 10s.
-	HeartbeatInterval time.Duration `json:"heartbeat_interval" toml:"heartbeat_interval"`
+	HeartbeatInterval Duration `json:"heartbeat_interval" toml:"heartbeat_interval"`
 	// StaleAfter is how long a runner may go without a heartbeat before the
 	// sweeper of any runner sharing the store fails the jobs it holds as
 	// "restart". It must be at least twice HeartbeatInterval. Defaults to
 	// 1m.
-	StaleAfter time.Duration `json:"stale_after" toml:"stale_after"`
+	StaleAfter Duration `json:"stale_after" toml:"stale_after"`
 
 	// Deliver delivers the webhook events of jobs submitted with a
 	// webhook (see [SubmitOptions]); batchhttp.NewWebhookSender makes one.
@@ -117,15 +117,15 @@ type Config struct {
 	// ([ErrWebhooksDisabled]).
 	Deliver DeliverFunc `json:"-" toml:"-"`
 	// WebhookTimeout bounds one delivery attempt. Defaults to 10s.
-	WebhookTimeout time.Duration `json:"webhook_timeout" toml:"webhook_timeout"`
+	WebhookTimeout Duration `json:"webhook_timeout" toml:"webhook_timeout"`
 	// WebhookBackoff is the wait after the first failed attempt; it
 	// doubles after each further one, up to an hour, and each wait is
 	// jittered down by up to half. Defaults to 5s.
-	WebhookBackoff time.Duration `json:"webhook_backoff" toml:"webhook_backoff"`
+	WebhookBackoff Duration `json:"webhook_backoff" toml:"webhook_backoff"`
 	// WebhookRetryFor bounds the retries: an event not delivered when the
 	// next retry would start more than this after the job finished is
 	// dropped, and counted. Defaults to 24h.
-	WebhookRetryFor time.Duration `json:"webhook_retry_for" toml:"webhook_retry_for"`
+	WebhookRetryFor Duration `json:"webhook_retry_for" toml:"webhook_retry_for"`
 
 	// Logger receives the runner's structured logs. Defaults to discarding
 	// them.
@@ -139,21 +139,21 @@ func (cfg Config) withDefaults() Config {
 	cfg.TargetsPerJob = cmp.Or(cfg.TargetsPerJob, DefaultTargetsPerJob)
 	cfg.JobsPerCaller = cmp.Or(cfg.JobsPerCaller, DefaultJobsPerCaller)
 	cfg.JobsTotal = cmp.Or(cfg.JobsTotal, DefaultJobsTotal)
-	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
+	cfg.TTL = cmp.Or(cfg.TTL, Duration(DefaultTTL))
 	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
-	cfg.TargetTimeout = cmp.Or(cfg.TargetTimeout, DefaultTargetTimeout)
+	cfg.TargetTimeout = cmp.Or(cfg.TargetTimeout, Duration(DefaultTargetTimeout))
 	cfg.MaxResultBytes = cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes)
-	cfg.BusyWait = cmp.Or(cfg.BusyWait, DefaultBusyWait)
-	cfg.StoreWait = cmp.Or(cfg.StoreWait, DefaultStoreWait)
-	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
-	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
-	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
-	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, DefaultStaleAfter)
+	cfg.BusyWait = cmp.Or(cfg.BusyWait, Duration(DefaultBusyWait))
+	cfg.StoreWait = cmp.Or(cfg.StoreWait, Duration(DefaultStoreWait))
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, Duration(DefaultSweepInterval))
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, Duration(DefaultPollInterval))
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, Duration(DefaultHeartbeatInterval))
+	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, Duration(DefaultStaleAfter))
 	cfg.MetricsPrefix = cmp.Or(cfg.MetricsPrefix, DefaultMetricsPrefix)
-	cfg.WebhookTimeout = cmp.Or(cfg.WebhookTimeout, DefaultWebhookTimeout)
-	cfg.WebhookBackoff = cmp.Or(cfg.WebhookBackoff, DefaultWebhookBackoff)
-	cfg.WebhookRetryFor = cmp.Or(cfg.WebhookRetryFor, DefaultWebhookRetryFor)
+	cfg.WebhookTimeout = cmp.Or(cfg.WebhookTimeout, Duration(DefaultWebhookTimeout))
+	cfg.WebhookBackoff = cmp.Or(cfg.WebhookBackoff, Duration(DefaultWebhookBackoff))
+	cfg.WebhookRetryFor = cmp.Or(cfg.WebhookRetryFor, Duration(DefaultWebhookRetryFor))
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -183,7 +183,7 @@ func (cfg Config) validate() error {
 	positive("max_bytes", cfg.MaxBytes)
 	positive("workers", int64(cfg.Workers))
 	positive("max_result_bytes", int64(cfg.MaxResultBytes))
-	for name, d := range map[string]time.Duration{
+	for name, d := range map[string]Duration{
 		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait, "store_wait": cfg.StoreWait,
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
 		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
@@ -200,7 +200,7 @@ func (cfg Config) validate() error {
 	if cfg.HeartbeatInterval > 0 && cfg.StaleAfter > 0 && cfg.StaleAfter < 2*cfg.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("stale_after (%s) must be at least twice heartbeat_interval (%s)", cfg.StaleAfter, cfg.HeartbeatInterval))
 	}
-	if cfg.TTL > 0 && cfg.TTL < LeaseGrain {
+	if cfg.TTL > 0 && cfg.TTL < Duration(LeaseGrain) {
 		errs = append(errs, fmt.Errorf("ttl must be at least %s, got %s", LeaseGrain, cfg.TTL))
 	}
 	if err := metrics.ValidateMetric(cfg.MetricsPrefix + "_jobs_total"); err != nil {
@@ -209,73 +209,5 @@ func (cfg Config) validate() error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("batch: invalid config: %w", err)
 	}
-	return nil
-}
-
-// UnmarshalJSON decodes a config, accepting durations either as Go duration
-// strings ("24h", "90s") or as integer nanoseconds.
-func (cfg *Config) UnmarshalJSON(b []byte) error {
-	type plain Config
-	aux := struct {
-		*plain
-		TTL           jsonDuration `json:"ttl"`
-		TargetTimeout jsonDuration `json:"target_timeout"`
-		BusyWait      jsonDuration `json:"busy_wait"`
-		StoreWait     jsonDuration `json:"store_wait"`
-		SweepInterval jsonDuration `json:"sweep_interval"`
-		PollInterval  jsonDuration `json:"poll_interval"`
-		Heartbeat     jsonDuration `json:"heartbeat_interval"`
-		StaleAfter    jsonDuration `json:"stale_after"`
-		HookTimeout   jsonDuration `json:"webhook_timeout"`
-		HookBackoff   jsonDuration `json:"webhook_backoff"`
-		HookRetryFor  jsonDuration `json:"webhook_retry_for"`
-	}{
-		plain:         (*plain)(cfg),
-		TTL:           jsonDuration(cfg.TTL),
-		TargetTimeout: jsonDuration(cfg.TargetTimeout),
-		BusyWait:      jsonDuration(cfg.BusyWait),
-		StoreWait:     jsonDuration(cfg.StoreWait),
-		SweepInterval: jsonDuration(cfg.SweepInterval),
-		PollInterval:  jsonDuration(cfg.PollInterval),
-		Heartbeat:     jsonDuration(cfg.HeartbeatInterval),
-		StaleAfter:    jsonDuration(cfg.StaleAfter),
-		HookTimeout:   jsonDuration(cfg.WebhookTimeout),
-		HookBackoff:   jsonDuration(cfg.WebhookBackoff),
-		HookRetryFor:  jsonDuration(cfg.WebhookRetryFor),
-	}
-	if err := json.Unmarshal(b, &aux); err != nil {
-		return err
-	}
-	cfg.TTL = time.Duration(aux.TTL)
-	cfg.TargetTimeout = time.Duration(aux.TargetTimeout)
-	cfg.BusyWait = time.Duration(aux.BusyWait)
-	cfg.StoreWait = time.Duration(aux.StoreWait)
-	cfg.SweepInterval = time.Duration(aux.SweepInterval)
-	cfg.PollInterval = time.Duration(aux.PollInterval)
-	cfg.HeartbeatInterval = time.Duration(aux.Heartbeat)
-	cfg.StaleAfter = time.Duration(aux.StaleAfter)
-	cfg.WebhookTimeout = time.Duration(aux.HookTimeout)
-	cfg.WebhookBackoff = time.Duration(aux.HookBackoff)
-	cfg.WebhookRetryFor = time.Duration(aux.HookRetryFor)
-	return nil
-}
-
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		*d = jsonDuration(v)
-		return nil
-	}
-	var n int64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("duration must be a string such as \"90s\" or integer nanoseconds")
-	}
-	*d = jsonDuration(n)
 	return nil
 }

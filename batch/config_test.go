@@ -1,11 +1,16 @@
 package batch_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	burntsushi "github.com/BurntSushi/toml"
+	pelletier "github.com/pelletier/go-toml/v2"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
@@ -30,17 +35,19 @@ func TestNew_InvalidConfig(t *testing.T) {
 	f(func(c *batch.Config) { c.Fetch = nil }, "Fetch func is required")
 	f(func(c *batch.Config) { c.TargetsPerJob = -1 }, "targets_per_job")
 	f(func(c *batch.Config) { c.Workers = -2 }, "workers")
-	f(func(c *batch.Config) { c.TTL = -time.Hour }, "ttl")
-	f(func(c *batch.Config) { c.TTL = time.Second }, "ttl must be at least")
+	f(func(c *batch.Config) { c.TTL = batch.Duration(-time.Hour) }, "ttl")
+	f(func(c *batch.Config) { c.TTL = batch.Duration(time.Second) }, "ttl must be at least")
 	f(func(c *batch.Config) { c.JobsPerCaller, c.JobsTotal = 5, 2 }, "jobs_per_caller")
 	f(func(c *batch.Config) { c.MetricsPrefix = "bad-prefix" }, "metrics_prefix")
 	f(func(c *batch.Config) { c.BusyWait = -1 }, "busy_wait")
-	f(func(c *batch.Config) { c.HeartbeatInterval = -time.Second }, "heartbeat_interval")
-	f(func(c *batch.Config) { c.StaleAfter = 15 * time.Second }, "stale_after (15s) must be at least twice heartbeat_interval (10s)")
-	f(func(c *batch.Config) { c.HeartbeatInterval, c.StaleAfter = time.Minute, 90*time.Second }, "stale_after")
-	f(func(c *batch.Config) { c.WebhookTimeout = -time.Second }, "webhook_timeout")
-	f(func(c *batch.Config) { c.WebhookBackoff = -time.Second }, "webhook_backoff")
-	f(func(c *batch.Config) { c.WebhookRetryFor = -time.Second }, "webhook_retry_for")
+	f(func(c *batch.Config) { c.HeartbeatInterval = batch.Duration(-time.Second) }, "heartbeat_interval")
+	f(func(c *batch.Config) { c.StaleAfter = batch.Duration(15 * time.Second) }, "stale_after (15s) must be at least twice heartbeat_interval (10s)")
+	f(func(c *batch.Config) {
+		c.HeartbeatInterval, c.StaleAfter = batch.Duration(time.Minute), batch.Duration(90*time.Second)
+	}, "stale_after")
+	f(func(c *batch.Config) { c.WebhookTimeout = batch.Duration(-time.Second) }, "webhook_timeout")
+	f(func(c *batch.Config) { c.WebhookBackoff = batch.Duration(-time.Second) }, "webhook_backoff")
+	f(func(c *batch.Config) { c.WebhookRetryFor = batch.Duration(-time.Second) }, "webhook_retry_for")
 
 	if _, err := batch.New(valid); err != nil {
 		t.Fatalf("New(valid) = %v", err)
@@ -81,11 +88,12 @@ func TestConfig_UnmarshalJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TargetsPerJob != 16 || cfg.JobsPerCaller != 2 || cfg.JobsTotal != 4 || cfg.TTL != 36*time.Hour ||
-		cfg.MaxBytes != 1<<20 || cfg.Workers != 3 || cfg.TargetTimeout != 90*time.Second ||
-		cfg.MaxResultBytes != 4096 || cfg.BusyWait != time.Second ||
-		cfg.HeartbeatInterval != 5*time.Second || cfg.StaleAfter != 30*time.Second || cfg.RunnerID != "node-1" ||
-		cfg.WebhookTimeout != 3*time.Second || cfg.WebhookBackoff != 2*time.Second || cfg.WebhookRetryFor != 6*time.Hour {
+	d := func(v time.Duration) batch.Duration { return batch.Duration(v) }
+	if cfg.TargetsPerJob != 16 || cfg.JobsPerCaller != 2 || cfg.JobsTotal != 4 || cfg.TTL != d(36*time.Hour) ||
+		cfg.MaxBytes != 1<<20 || cfg.Workers != 3 || cfg.TargetTimeout != d(90*time.Second) ||
+		cfg.MaxResultBytes != 4096 || cfg.BusyWait != d(time.Second) ||
+		cfg.HeartbeatInterval != d(5*time.Second) || cfg.StaleAfter != d(30*time.Second) || cfg.RunnerID != "node-1" ||
+		cfg.WebhookTimeout != d(3*time.Second) || cfg.WebhookBackoff != d(2*time.Second) || cfg.WebhookRetryFor != d(6*time.Hour) {
 		t.Errorf("decoded %+v", cfg)
 	}
 	if err := json.Unmarshal([]byte(`{"ttl":"forever"}`), &cfg); err == nil {
@@ -165,5 +173,127 @@ func TestRunner_WaitEndsOnClose(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return when the runner closed")
+	}
+}
+
+// batchBlock is a host's [batch] block, every field set, durations as
+// strings.
+const batchBlock = `
+[batch]
+targets_per_job = 16
+jobs_per_caller = 2
+jobs_total = 4
+ttl = "12h"
+max_bytes = 1048576
+workers = 3
+target_timeout = "90s"
+max_result_bytes = 4096
+busy_wait = "1s"
+store_wait = "30s"
+sweep_interval = "15s"
+poll_interval = "250ms"
+metrics_prefix = "sift_batch"
+runner_id = "node-1"
+heartbeat_interval = "5s"
+stale_after = "30s"
+webhook_timeout = "3s"
+webhook_backoff = "2s"
+webhook_retry_for = "6h"
+`
+
+// batchJSON is batchBlock as JSON.
+const batchJSON = `{"batch":{"targets_per_job":16,"jobs_per_caller":2,"jobs_total":4,"ttl":"12h","max_bytes":1048576,
+	"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":"1s","store_wait":"30s",
+	"sweep_interval":"15s","poll_interval":"250ms","metrics_prefix":"sift_batch","runner_id":"node-1",
+	"heartbeat_interval":"5s","stale_after":"30s","webhook_timeout":"3s","webhook_backoff":"2s","webhook_retry_for":"6h"}}`
+
+// TestConfig_Decode decodes the same [batch] block with both common TOML
+// libraries and its JSON twin with encoding/json, and checks every field.
+func TestConfig_Decode(t *testing.T) {
+	t.Parallel()
+	type file struct {
+		Batch batch.Config `json:"batch" toml:"batch"`
+	}
+	d := func(v time.Duration) batch.Duration { return batch.Duration(v) }
+	want := batch.Config{
+		TargetsPerJob: 16, JobsPerCaller: 2, JobsTotal: 4, TTL: d(12 * time.Hour), MaxBytes: 1 << 20,
+		Workers: 3, TargetTimeout: d(90 * time.Second), MaxResultBytes: 4096, BusyWait: d(time.Second),
+		StoreWait: d(30 * time.Second), SweepInterval: d(15 * time.Second), PollInterval: d(250 * time.Millisecond),
+		MetricsPrefix: "sift_batch", RunnerID: "node-1", HeartbeatInterval: d(5 * time.Second),
+		StaleAfter: d(30 * time.Second), WebhookTimeout: d(3 * time.Second), WebhookBackoff: d(2 * time.Second),
+		WebhookRetryFor: d(6 * time.Hour),
+	}
+	// Every field a config file can set is set, so that a field added
+	// without a decodable type fails here.
+	wv := reflect.ValueOf(want)
+	for i := range wv.NumField() {
+		if f := wv.Type().Field(i); f.Tag.Get("toml") != "-" && wv.Field(i).IsZero() {
+			t.Errorf("the test block does not set %s (toml %q)", f.Name, f.Tag.Get("toml"))
+		}
+	}
+	decoders := []struct {
+		name   string
+		doc    string
+		decode func(doc string, v any) error
+	}{
+		{"BurntSushi", batchBlock, func(doc string, v any) error { _, err := burntsushi.Decode(doc, v); return err }},
+		{"pelletier", batchBlock, func(doc string, v any) error { return pelletier.Unmarshal([]byte(doc), v) }},
+		{"json", batchJSON, func(doc string, v any) error {
+			dec := json.NewDecoder(strings.NewReader(doc))
+			dec.DisallowUnknownFields()
+			return dec.Decode(v)
+		}},
+	}
+	for _, dc := range decoders {
+		t.Run(dc.name, func(t *testing.T) {
+			t.Parallel()
+			var got file
+			if err := dc.decode(dc.doc, &got); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !reflect.DeepEqual(got.Batch, want) {
+				t.Errorf("decoded\n%+v\nwant\n%+v", got.Batch, want)
+			}
+			if _, err := batch.New(got.Batch); err == nil || !strings.Contains(err.Error(), "Store is required") {
+				t.Errorf("New(decoded) = %v, want only the missing Store and Fetch refused", err)
+			}
+			var bad file
+			doc := strings.Replace(dc.doc, `"12h"`, `"half a day"`, 1)
+			if err := dc.decode(doc, &bad); err == nil || !strings.Contains(err.Error(), "half a day") {
+				t.Errorf("a bad duration: %v, want an error naming it", err)
+			}
+		})
+	}
+}
+
+// TestDuration_RoundTrip encodes a config as JSON and TOML and reads it back.
+func TestDuration_RoundTrip(t *testing.T) {
+	t.Parallel()
+	cfg := batch.Config{TTL: batch.Duration(36 * time.Hour), PollInterval: batch.Duration(1500 * time.Millisecond)}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"ttl":"36h0m0s"`)) {
+		t.Errorf("JSON = %s, want the ttl as a string", b)
+	}
+	var back batch.Config
+	if err := json.Unmarshal(b, &back); err != nil || back.TTL != cfg.TTL || back.PollInterval != cfg.PollInterval {
+		t.Errorf("JSON round trip = %v, %v", back, err)
+	}
+	tb, err := pelletier.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tback batch.Config
+	if _, err := burntsushi.Decode(string(tb), &tback); err != nil || tback.TTL != cfg.TTL || tback.PollInterval != cfg.PollInterval {
+		t.Errorf("TOML round trip of\n%s= %v, %v", tb, tback, err)
+	}
+	var fl batch.Duration
+	if err := fl.Set("90s"); err != nil || fl != batch.Duration(90*time.Second) || fl.String() != "1m30s" {
+		t.Errorf("Set(90s) = %v, %v", fl, err)
+	}
+	if err := fl.Set("soon"); err == nil {
+		t.Error("Set(soon) accepted")
 	}
 }

@@ -50,7 +50,12 @@ var testExternal = []string{"go.uber.org/goleak"}
 // TestKinOpenAPIOnlyInTests).
 var testOnlyExternal = map[string][]string{
 	"batchhttp": {kinOpenAPI},
+	"batch":     tomlLibraries, // the config block decodes with each (TestConfig_Decode)
 }
+
+// tomlLibraries are the two common TOML decoders a host may read its
+// [batch] block with; batch's tests decode Config with both.
+var tomlLibraries = []string{"github.com/BurntSushi/toml", "github.com/pelletier/go-toml/v2"}
 
 // kinOpenAPI is the OpenAPI validator batchhttp's tests use.
 const kinOpenAPI = "github.com/getkin/kin-openapi/"
@@ -177,11 +182,14 @@ func TestCheckImports(t *testing.T) {
 	ft("batchhttp", []string{kinOpenAPI + "openapi3filter", "go.uber.org/goleak"}, false)
 	ft("batchcli", []string{kinOpenAPI + "openapi3"}, true)
 	ft("batch", []string{kinOpenAPI + "openapi3"}, true)
+	ft("batch", []string{"github.com/pelletier/go-toml/v2"}, false)
+	ft("batchhttp", []string{"github.com/BurntSushi/toml"}, true)
 }
 
 // TestKinOpenAPIOnlyInTests checks the whole import graph of the library's
 // packages, tests left out: none of them compiles kin-openapi or what it
-// brings (gorilla/mux, a JSON Schema validator, a YAML parser).
+// brings (gorilla/mux, a JSON Schema validator, a YAML parser), nor the
+// TOML libraries batch's tests decode its config with.
 func TestKinOpenAPIOnlyInTests(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -194,7 +202,7 @@ func TestKinOpenAPIOnlyInTests(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, bad := range []string{"github.com/getkin/", "github.com/gorilla/", "github.com/santhosh-tekuri/", "go.yaml.in/"} {
+		for _, bad := range append([]string{"github.com/getkin/", "github.com/gorilla/", "github.com/santhosh-tekuri/", "go.yaml.in/"}, tomlLibraries...) {
 			if strings.HasPrefix(dep, bad) {
 				t.Errorf("the library depends on %s outside its tests", dep)
 			}

@@ -18,7 +18,7 @@ const maxErrorBytes = 2048
 // jobs that another runner sharing the store accepted.
 func (r *Runner) worker() {
 	defer r.wg.Done()
-	poll := time.NewTicker(r.cfg.PollInterval)
+	poll := time.NewTicker(time.Duration(r.cfg.PollInterval))
 	defer poll.Stop()
 	for {
 		for r.claimAndDrain() {
@@ -141,7 +141,7 @@ func (r *Runner) drain(c Claimed) {
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
 func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step, error) {
-	giveUp := time.Now().Add(r.cfg.StoreWait)
+	giveUp := time.Now().Add(time.Duration(r.cfg.StoreWait))
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := storeCtx()
@@ -155,7 +155,7 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 		if fin.Status == TargetDone && time.Now().After(giveUp) {
 			size := len(fin.Result)
 			*fin = TargetFinish{Idx: fin.Idx}
-			fin.fail(OutcomeOther, "", fmt.Errorf("not stored: the store could not take the %d-byte result for %s", size, r.cfg.StoreWait))
+			fin.fail(OutcomeOther, "", fmt.Errorf("not stored: the store could not take the %d-byte result for %s", size, time.Duration(r.cfg.StoreWait)))
 			log.LogAttrs(context.Background(), slog.LevelWarn, "batch result given up; storing the target as failed",
 				slog.Int("idx", fin.Idx), slog.Int("bytes", size))
 			backoff = 100 * time.Millisecond
@@ -185,12 +185,12 @@ func (r *Runner) fetchTarget(job Job, t TargetRecord) (fin TargetFinish, d time.
 		case fr.interrupted:
 			return fin, time.Since(start), true
 		case fr.timedOut:
-			fin.fail(OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", r.cfg.TargetTimeout))
+			fin.fail(OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
 		case fr.err != nil && isBusy(fr.err):
 			// Full jitter: sleep a random time up to the backoff.
 			sleep := rand.N(backoff) + time.Millisecond
-			if time.Since(start)+sleep > r.cfg.BusyWait {
-				fin.fail(OutcomeBusy, hintOf(fr.err), fmt.Errorf("busy: fetcher still busy after %s", r.cfg.BusyWait.Round(time.Millisecond)))
+			if time.Since(start)+sleep > time.Duration(r.cfg.BusyWait) {
+				fin.fail(OutcomeBusy, hintOf(fr.err), fmt.Errorf("busy: fetcher still busy after %s", time.Duration(r.cfg.BusyWait).Round(time.Millisecond)))
 				break
 			}
 			select {
@@ -267,7 +267,7 @@ func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
 	case <-r.fetchCtx.Done():
 		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true}
 	}
-	ctx, cancel := context.WithTimeout(r.fetchCtx, r.cfg.TargetTimeout)
+	ctx, cancel := context.WithTimeout(r.fetchCtx, time.Duration(r.cfg.TargetTimeout))
 	defer cancel()
 	ch := make(chan fetchReturn, 1)
 	r.fetchWG.Add(1)

@@ -11,7 +11,7 @@ import (
 // sweeper runs a collection pass at start and then every SweepInterval.
 func (r *Runner) sweeper() {
 	defer r.wg.Done()
-	t := time.NewTicker(r.cfg.SweepInterval)
+	t := time.NewTicker(time.Duration(r.cfg.SweepInterval))
 	defer t.Stop()
 	for {
 		ctx, cancel := storeCtx()
@@ -46,13 +46,13 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	now := r.cfg.Now()
 	var errs []error
 	var err error
-	if c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-r.cfg.TTL), Now: now}); err != nil {
+	if c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-time.Duration(r.cfg.TTL)), Now: now}); err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
 	if c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes}); err != nil {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
-	stale := ReapParams{StaleBefore: now.Add(-r.cfg.StaleAfter), Reason: reasonRestart, Now: now}
+	stale := ReapParams{StaleBefore: now.Add(-time.Duration(r.cfg.StaleAfter)), Reason: reasonRestart, Now: now}
 	if c.Reaped, err = r.reap(ctx, stale, "batch jobs of stale runners failed"); err != nil {
 		errs = append(errs, fmt.Errorf("batch: %w", err))
 	}

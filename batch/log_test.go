@@ -57,7 +57,7 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 			}
 			r := batchtest.NewRunner(t, batch.Config{
 				Fetch:   fetch,
-				Deliver: deliver, WebhookBackoff: time.Millisecond, PollInterval: 10 * time.Millisecond,
+				Deliver: deliver, WebhookBackoff: batch.Duration(time.Millisecond), PollInterval: batch.Duration(10 * time.Millisecond),
 				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
 			opts := batch.SubmitOptions{WebhookURL: hook}

@@ -126,7 +126,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	now := r.cfg.Now()
 	p := ReapParams{Reason: reasonRestart, Now: now}
 	if r.caps.Shared {
-		p.Runner, p.StaleBefore = r.cfg.RunnerID, now.Add(-r.cfg.StaleAfter)
+		p.Runner, p.StaleBefore = r.cfg.RunnerID, now.Add(-time.Duration(r.cfg.StaleAfter))
 	} else {
 		p.AllLive = true
 	}
@@ -235,7 +235,7 @@ func (r *Runner) acceptErr() error {
 // until the runner stops, whatever its targets are doing.
 func (r *Runner) heartbeat() {
 	defer r.wg.Done()
-	t := time.NewTicker(r.cfg.HeartbeatInterval)
+	t := time.NewTicker(time.Duration(r.cfg.HeartbeatInterval))
 	defer t.Stop()
 	for {
 		select {

@@ -30,7 +30,7 @@ func TestRunner_WaitWakesPerJob(t *testing.T) {
 	t.Parallel()
 	store := &countingStore{Store: batchtest.NewStore()}
 	fetch := batchtest.NewBlockingFetcher()
-	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: time.Hour})
+	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: batch.Duration(time.Hour)})
 	busy, _, err := r.Submit(t.Context(), batch.Caller{Name: "a"}, batchtest.Targets("busy", 4))
 	if err != nil {
 		t.Fatal(err)

@@ -110,7 +110,9 @@ const maxWebhookBackoff = time.Hour
 
 // webhookLease is how long a claimed event stays with this runner: an
 // attempt's deadline and a margin for the store writes around it.
-func (r *Runner) webhookLease() time.Duration { return r.cfg.WebhookTimeout + time.Minute }
+func (r *Runner) webhookLease() time.Duration {
+	return time.Duration(r.cfg.WebhookTimeout) + time.Minute
+}
 
 // wakeWebhooks wakes the deliverer: a job may have just got its event.
 func (r *Runner) wakeWebhooks() {
@@ -126,7 +128,7 @@ func (r *Runner) wakeWebhooks() {
 // due.
 func (r *Runner) webhooks() {
 	defer r.wg.Done()
-	poll := time.NewTicker(r.cfg.PollInterval)
+	poll := time.NewTicker(time.Duration(r.cfg.PollInterval))
 	defer poll.Stop()
 	for {
 		full, retryIn := r.deliverDue()
@@ -137,7 +139,7 @@ func (r *Runner) webhooks() {
 			continue
 		}
 		var soon <-chan time.Time
-		if retryIn > 0 && retryIn < r.cfg.PollInterval {
+		if retryIn > 0 && retryIn < time.Duration(r.cfg.PollInterval) {
 			soon = time.After(retryIn)
 		}
 		select {
@@ -187,7 +189,7 @@ func (r *Runner) event(d WebhookDelivery) WebhookEvent {
 		JobID: d.JobID, Status: d.Status, Error: d.Error,
 		TargetsTotal: d.TargetsTotal, TargetsDone: d.TargetsOK + d.TargetsFailed,
 		TargetsOK: d.TargetsOK, TargetsFailed: d.TargetsFailed,
-		CreatedAt: d.CreatedAt.UTC(), FinishedAt: d.FinishedAt.UTC(), ExpiresAt: d.Lease.Add(r.cfg.TTL).UTC(),
+		CreatedAt: d.CreatedAt.UTC(), FinishedAt: d.FinishedAt.UTC(), ExpiresAt: d.Lease.Add(time.Duration(r.cfg.TTL)).UTC(),
 	}
 }
 
@@ -210,7 +212,7 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 		r.metrics.webhook(webhookFailed)
 		outcome, level = "", slog.LevelWarn
 		retryIn = r.webhookBackoff(d.Attempt)
-		if d.Age+retryIn > r.cfg.WebhookRetryFor {
+		if d.Age+retryIn > time.Duration(r.cfg.WebhookRetryFor) {
 			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: still not delivered after the retry bound", 0
 		} else {
 			fin.Retry, fin.RetryIn = true, retryIn
@@ -247,7 +249,7 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 // panic fails the attempt (its value, which may hold the URL, is not
 // logged).
 func (r *Runner) callDeliver(ev WebhookEvent) (err error) {
-	ctx, cancel := context.WithTimeout(r.fetchCtx, r.cfg.WebhookTimeout)
+	ctx, cancel := context.WithTimeout(r.fetchCtx, time.Duration(r.cfg.WebhookTimeout))
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
@@ -262,7 +264,7 @@ func (r *Runner) callDeliver(ev WebhookEvent) (err error) {
 // hour, between half and all of it (jittered, so that the events of a
 // receiver that was down do not all come back at once).
 func (r *Runner) webhookBackoff(n int) time.Duration {
-	d := r.cfg.WebhookBackoff
+	d := time.Duration(r.cfg.WebhookBackoff)
 	for i := 1; i < n && d < maxWebhookBackoff; i++ {
 		d *= 2
 	}

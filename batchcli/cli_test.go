@@ -46,7 +46,7 @@ func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 // URL.
 func serve(t *testing.T, fetch batch.FetchFunc) (*batch.Runner, string) {
 	t.Helper()
-	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: 10 * time.Millisecond})
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: batch.Duration(10 * time.Millisecond)})
 	return r, apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"}, batchhttp.Key{Name: "bob", Secret: "bob-key"})
 }
 

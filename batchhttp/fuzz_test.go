@@ -107,7 +107,7 @@ func FuzzHandler(f *testing.F) {
 
 	clock := batchtest.NewClock()
 	r := batchtest.NewRunner(f, batch.Config{
-		Now: clock.Now, TTL: time.Minute, SweepInterval: 50 * time.Millisecond,
+		Now: clock.Now, TTL: batch.Duration(time.Minute), SweepInterval: batch.Duration(50 * time.Millisecond),
 		JobsPerCaller: 4, JobsTotal: 8, Logger: slog.New(slog.DiscardHandler),
 	})
 	auth, err := NewKeyAuth(testKeys)

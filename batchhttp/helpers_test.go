@@ -68,7 +68,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if b.store == nil {
 		b.store = batchtest.NewStore()
 	}
-	cfg := batch.Config{Store: b.store, Fetch: o.fetch, Now: b.clock.Now, PollInterval: 10 * time.Millisecond}
+	cfg := batch.Config{Store: b.store, Fetch: o.fetch, Now: b.clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)}
 	if o.config != nil {
 		o.config(&cfg)
 	}

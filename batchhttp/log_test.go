@@ -113,7 +113,7 @@ func TestHandler_LogRedaction(t *testing.T) {
 				return nil
 			}
 			b := setup(t, setupOpts{fetch: fetch, precheck: precheck, config: func(c *batch.Config) {
-				c.Logger, c.Deliver, c.WebhookBackoff, c.Now = runnerLog, deliver, time.Millisecond, time.Now
+				c.Logger, c.Deliver, c.WebhookBackoff, c.Now = runnerLog, deliver, batch.Duration(time.Millisecond), time.Now
 			}})
 			b.handler.log = runnerLog // one buffer for both
 			targets := []batch.Target{{URL: u(0)}, {URL: u(1)}, {URL: u(2)}}

@@ -149,7 +149,7 @@ func TestHandler_LongPoll(t *testing.T) {
 		f := batchtest.NewBlockingFetcher()
 		a := setup(t, setupOpts{fetch: f.Fetch})
 		b := setup(t, setupOpts{store: a.store, noStart: true, config: func(c *batch.Config) {
-			c.PollInterval = 20 * time.Millisecond
+			c.PollInterval = batch.Duration(20 * time.Millisecond)
 			c.Fetch = func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
 				t.Error("runner B fetched a target")
 				return batch.Result{}, nil

@@ -161,7 +161,7 @@ func hookBundle(t *testing.T, precheck PrecheckFunc, cfg func(*batch.Config)) *t
 		t.Fatal(err)
 	}
 	return setup(t, setupOpts{precheck: precheck, config: func(c *batch.Config) {
-		c.Now, c.Deliver, c.WebhookBackoff = time.Now, sender.Deliver, time.Millisecond
+		c.Now, c.Deliver, c.WebhookBackoff = time.Now, sender.Deliver, batch.Duration(time.Millisecond)
 		if cfg != nil {
 			cfg(c)
 		}

@@ -105,8 +105,8 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 	// The fixture's jobs finished long ago: a TTL of years keeps the
 	// runner's sweep from deleting them before they are read.
 	r := batchtest.NewRunner(t, batch.Config{
-		Store: s, Fetch: batchtest.StaticFetcher("new"), Deliver: deliver, PollInterval: 10 * time.Millisecond,
-		TTL: 10 * 365 * 24 * time.Hour,
+		Store: s, Fetch: batchtest.StaticFetcher("new"), Deliver: deliver, PollInterval: batch.Duration(10 * time.Millisecond),
+		TTL: batch.Duration(10 * 365 * 24 * time.Hour),
 	})
 	byName := map[string]batch.JobInfo{}
 	for _, w := range want.Jobs {

@@ -148,8 +148,8 @@ func runnerHeartbeatWithoutProgress(t *testing.T, s batch.Store) {
 	clock := NewClock()
 	watch := &beatWatch{Store: s, beats: make(chan time.Time, 16)}
 	fetch, calls := BusyThenOK(1 << 30)
-	r := NewRunner(t, batch.Config{Store: watch, Fetch: fetch, Now: clock.Now, BusyWait: time.Hour,
-		HeartbeatInterval: 10 * time.Millisecond, StaleAfter: time.Minute})
+	r := NewRunner(t, batch.Config{Store: watch, Fetch: fetch, Now: clock.Now, BusyWait: batch.Duration(time.Hour),
+		HeartbeatInterval: batch.Duration(10 * time.Millisecond), StaleAfter: batch.Duration(time.Minute)})
 	id := mustSubmit(t, r, alice, Targets("beat", 2))
 	for calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
@@ -285,7 +285,7 @@ func runnerClusterTwoRunners(t *testing.T, s batch.Store) {
 	fa, fb := newGatedFetcher(), newGatedFetcher()
 	close(fb.open)
 	cfg := func(f batch.FetchFunc, id string) batch.Config {
-		return batch.Config{Store: s, Fetch: f, RunnerID: id, JobsTotal: 16, PollInterval: 10 * time.Millisecond}
+		return batch.Config{Store: s, Fetch: f, RunnerID: id, JobsTotal: 16, PollInterval: batch.Duration(10 * time.Millisecond)}
 	}
 	a := startRunner(t, cfg(fa.Fetch, "node-a"))
 	first := mustSubmit(t, a, batch.Caller{Name: "c0"}, Targets("two-0", 3))
@@ -345,10 +345,10 @@ func runnerClusterFeed(t *testing.T, s batch.Store) {
 			fb.Release()
 		}
 	})
-	a := startRunner(t, batch.Config{Store: s, Fetch: fa.Fetch, RunnerID: "node-a", Workers: 1, PollInterval: time.Hour})
+	a := startRunner(t, batch.Config{Store: s, Fetch: fa.Fetch, RunnerID: "node-a", Workers: 1, PollInterval: batch.Duration(time.Hour)})
 	id := mustSubmit(t, a, alice, Targets("feed", 2))
 	<-fa.Started
-	b := startRunner(t, batch.Config{Store: s, Fetch: fb.Fetch, RunnerID: "node-b", PollInterval: time.Hour})
+	b := startRunner(t, batch.Config{Store: s, Fetch: fb.Fetch, RunnerID: "node-b", PollInterval: batch.Duration(time.Hour)})
 	since := 0
 	waited := make(chan batch.JobInfo, 1)
 	go func() {

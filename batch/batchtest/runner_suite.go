@@ -299,7 +299,7 @@ func runnerPanic(t *testing.T, s batch.Store) {
 
 func runnerHanging(t *testing.T, s batch.Store) {
 	release := make(chan struct{})
-	r := NewRunner(t, batch.Config{Store: s, Fetch: HangingFetcher(release), TargetTimeout: 50 * time.Millisecond})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: HangingFetcher(release), TargetTimeout: batch.Duration(50 * time.Millisecond)})
 	t.Cleanup(func() { close(release) }) // runs before the runner's Close
 	id := mustSubmit(t, r, alice, Targets("hang", 2))
 	info := WaitFinished(t, r, alice, id, waitLong)
@@ -312,7 +312,7 @@ func runnerHanging(t *testing.T, s batch.Store) {
 
 func runnerBusyThenOK(t *testing.T, s batch.Store) {
 	fetch, calls := BusyThenOK(3)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: waitLong})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(waitLong)})
 	id := mustSubmit(t, r, alice, Targets("busy", 1))
 	info := WaitFinished(t, r, alice, id, waitLong)
 	if info.Status != batch.JobDone || calls.Load() != 4 {
@@ -322,7 +322,7 @@ func runnerBusyThenOK(t *testing.T, s batch.Store) {
 
 func runnerBusyFails(t *testing.T, s batch.Store) {
 	fetch, calls := BusyThenOK(1 << 30)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: 300 * time.Millisecond})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(300 * time.Millisecond)})
 	id := mustSubmit(t, r, alice, Targets("busy", 1))
 	info := WaitFinished(t, r, alice, id, waitLong)
 	got := info.Targets[0]
@@ -346,7 +346,7 @@ func runnerTooLong(t *testing.T, s batch.Store) {
 func runnerLease(t *testing.T, s batch.Store) {
 	clock := NewClock()
 	ttl := time.Hour
-	r := NewRunner(t, batch.Config{Store: s, Now: clock.Now, TTL: ttl})
+	r := NewRunner(t, batch.Config{Store: s, Now: clock.Now, TTL: batch.Duration(ttl)})
 	id := mustSubmit(t, r, alice, Targets("lease", 1))
 	info := WaitFinished(t, r, alice, id, waitLong)
 	if want := clock.Now().Add(ttl); !info.ExpiresAt.Equal(want) {
@@ -492,7 +492,7 @@ func runnerCancelRace(t *testing.T, s batch.Store) {
 
 func runnerBusyCancel(t *testing.T, s batch.Store) {
 	fetch, calls := BusyThenOK(1 << 30)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: time.Minute})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(time.Minute)})
 	id := mustSubmit(t, r, alice, Targets("busy-cancel", 2))
 	for calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
@@ -596,7 +596,7 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 		<-release // ignores ctx
 		return batch.Result{Content: "late"}, nil
 	}
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, Workers: 1, TargetTimeout: 20 * time.Millisecond})
+	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, Workers: 1, TargetTimeout: batch.Duration(20 * time.Millisecond)})
 	id := mustSubmit(t, r, alice, Targets("abandon", 3))
 	select {
 	case <-started:
@@ -646,7 +646,7 @@ func (f fullStore) FinishTarget(ctx context.Context, p batch.FinishParams) (batc
 func runnerUnstorable(t *testing.T, s batch.Store) {
 	ts := Targets("unstorable", 3)
 	fetch := ScriptFetcher(map[string]Step{ts[1].URL: {Result: batch.Result{Content: strings.Repeat("x", 500)}}})
-	r := NewRunner(t, batch.Config{Store: fullStore{s, 200}, Fetch: fetch, StoreWait: 200 * time.Millisecond, Logger: discardLogger})
+	r := NewRunner(t, batch.Config{Store: fullStore{s, 200}, Fetch: fetch, StoreWait: batch.Duration(200 * time.Millisecond), Logger: discardLogger})
 	id := mustSubmit(t, r, alice, ts)
 	info := WaitFinished(t, r, alice, id, waitLong)
 	got := info.Targets[1]

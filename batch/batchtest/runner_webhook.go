@@ -131,7 +131,7 @@ func runnerWebhookOnce(t *testing.T, s batch.Store) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	r := NewRunner(t, batch.Config{
 		Store: s, Fetch: holdFetcher(started, release), Deliver: hooks.Deliver, Workers: 1,
-		JobsPerCaller: 10, JobsTotal: 10, PollInterval: 10 * time.Millisecond,
+		JobsPerCaller: 10, JobsTotal: 10, PollInterval: batch.Duration(10 * time.Millisecond),
 	})
 	running := submitHook(t, r, alice, []batch.Target{{URL: "https://example.test/hold/0"}, {URL: "https://example.test/ok/1"}}, hookURL("running"))
 	queued := submitHook(t, r, alice, Targets("queued", 2), hookURL("queued"))
@@ -214,7 +214,7 @@ func runnerWebhookRetried(t *testing.T, s batch.Store) {
 		return nil
 	})
 	r := NewRunner(t, batch.Config{
-		Store: s, Deliver: hooks.Deliver, WebhookBackoff: time.Millisecond, PollInterval: 10 * time.Millisecond,
+		Store: s, Deliver: hooks.Deliver, WebhookBackoff: batch.Duration(time.Millisecond), PollInterval: batch.Duration(10 * time.Millisecond),
 	})
 	id := submitHook(t, r, alice, Targets("retry", 1), hookURL("retry"))
 	hooks.waitDelivered(t, id)
@@ -256,8 +256,8 @@ func runnerWebhookDropped(t *testing.T, s batch.Store) {
 	clock := &tickingClock{now: t0}
 	hooks := newHookRecorder(func(batch.WebhookEvent) error { return errors.New("receiver down") })
 	r := NewRunner(t, batch.Config{
-		Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: 10 * time.Millisecond,
-		WebhookBackoff: time.Second, WebhookRetryFor: time.Minute,
+		Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond),
+		WebhookBackoff: batch.Duration(time.Second), WebhookRetryFor: batch.Duration(time.Minute),
 	})
 	submitHook(t, r, alice, Targets("dropped", 1), hookURL("dropped"))
 	deadline := time.Now().Add(waitLong)
@@ -295,7 +295,7 @@ func runnerWebhookRestart(t *testing.T, s batch.Store) {
 	mustCreate(t, s, p)
 	claimJob(t, s, "dead-process", p.ID, dead)
 	hooks := newHookRecorder(nil)
-	NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: 10 * time.Millisecond})
+	NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)})
 	hooks.waitDelivered(t, p.ID)
 	attempts, _ := hooks.all()
 	if ev := attempts[0]; ev.Status != batch.JobFailed || ev.Error != "restart" || ev.TargetsFailed != 1 || ev.URL != p.WebhookURL {
@@ -312,7 +312,7 @@ func runnerWebhookCloseMidDelivery(t *testing.T, s batch.Store) {
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}
-	first := startRunner(t, batch.Config{Store: s, Fetch: StaticFetcher("ok"), Deliver: block, PollInterval: 10 * time.Millisecond, RunnerID: "first"})
+	first := startRunner(t, batch.Config{Store: s, Fetch: StaticFetcher("ok"), Deliver: block, PollInterval: batch.Duration(10 * time.Millisecond), RunnerID: "first"})
 	id := submitHook(t, first, alice, Targets("close", 1), hookURL("close"))
 	select {
 	case <-started:
@@ -321,7 +321,7 @@ func runnerWebhookCloseMidDelivery(t *testing.T, s batch.Store) {
 	}
 	closeRunner(t, first)
 	hooks := newHookRecorder(nil)
-	NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, PollInterval: 10 * time.Millisecond, RunnerID: "second"})
+	NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, PollInterval: batch.Duration(10 * time.Millisecond), RunnerID: "second"})
 	hooks.waitDelivered(t, id)
 	if attempts, _ := hooks.all(); attempts[0].Attempt != 2 {
 		t.Errorf("the second runner's attempt is number %d, want 2", attempts[0].Attempt)

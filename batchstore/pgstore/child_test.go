@@ -51,7 +51,7 @@ func runChild(mode string) int {
 			return batch.Result{}, ctx.Err()
 		}
 		r, err := batch.New(batch.Config{Store: s, Fetch: fetch, RunnerID: "crashed-node",
-			HeartbeatInterval: crashHeartbeat, StaleAfter: crashStale, SweepInterval: crashSweep})
+			HeartbeatInterval: batch.Duration(crashHeartbeat), StaleAfter: batch.Duration(crashStale), SweepInterval: batch.Duration(crashSweep)})
 		if err != nil {
 			fmt.Printf("error %v\n", err)
 			return 4

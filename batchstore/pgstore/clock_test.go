@@ -77,7 +77,7 @@ func TestClock_SkewedNodesAgreeOnLeases(t *testing.T) {
 	t.Parallel()
 	const ttl = 5 * time.Minute // less than the skew
 	f := func(t *testing.T, runnerClock bool, wantReused bool) {
-		start := skewedNodes(t, runnerClock, batch.Config{TTL: ttl})
+		start := skewedNodes(t, runnerClock, batch.Config{TTL: batch.Duration(ttl)})
 		behind, ahead := start(-10*time.Minute), start(10*time.Minute)
 		caller := batch.Caller{Name: "alice"}
 		ts := batchtest.Targets("lease", 2)

@@ -314,8 +314,8 @@ func TestCluster_KilledNodeReapedByAnother(t *testing.T) {
 	}
 	child := startChild(t, "drain", s.opts.Schema)
 	child.waitLine(t, "inflight", 30*time.Second) // target 0 stored, target 1 in flight
-	survivor := node(t, s, batch.Config{RunnerID: "survivor", HeartbeatInterval: crashHeartbeat,
-		StaleAfter: crashStale, SweepInterval: crashSweep, Fetch: batchtest.FailingFetcher(batchtest.ErrScripted)})
+	survivor := node(t, s, batch.Config{RunnerID: "survivor", HeartbeatInterval: batch.Duration(crashHeartbeat),
+		StaleAfter: batch.Duration(crashStale), SweepInterval: batch.Duration(crashSweep), Fetch: batchtest.FailingFetcher(batchtest.ErrScripted)})
 	if info, err := survivor.Status(t.Context(), caller, p.ID, batch.StatusOptions{}); err != nil || info.Status != batch.JobRunning {
 		t.Fatalf("before the kill the job is %s (%v), want running on the child", info.Status, err)
 	}

@@ -145,7 +145,7 @@ func TestFeed_WaitSurvivesListenerLoss(t *testing.T) {
 		}
 	})
 	const poll = 300 * time.Millisecond
-	a := node(t, acceptOnly{stores[0]}, batch.Config{PollInterval: poll})
+	a := node(t, acceptOnly{stores[0]}, batch.Config{PollInterval: batch.Duration(poll)})
 	node(t, stores[1], batch.Config{Fetch: f.Fetch})
 	caller := batch.Caller{Name: "alice"}
 	job, _, err := a.Submit(t.Context(), caller, batchtest.Targets("lost", 3))

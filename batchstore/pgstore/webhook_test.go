@@ -80,7 +80,7 @@ func TestCluster_WebhooksDeliveredOnce(t *testing.T) {
 	var runners []*batch.Runner
 	for i, s := range stores {
 		runners = append(runners, node(t, s, batch.Config{
-			Deliver: deliver, RunnerID: fmt.Sprintf("node-%d", i), PollInterval: 5 * time.Millisecond,
+			Deliver: deliver, RunnerID: fmt.Sprintf("node-%d", i), PollInterval: batch.Duration(5 * time.Millisecond),
 			JobsPerCaller: 100, JobsTotal: 100,
 		}))
 	}

@@ -56,11 +56,11 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.addr != "127.0.0.1:0" || len(o.keys) != 2 || o.allow[0] != "127.0.0.1:81" || o.batch.Workers != 3 ||
-		o.batch.TTL != 2*time.Hour || o.batch.MaxBytes != 1000 || o.db != "batchkit.db" {
+		o.batch.TTL != batch.Duration(2*time.Hour) || o.batch.MaxBytes != 1000 || o.db != "batchkit.db" {
 		t.Errorf("parsed %+v", o)
 	}
-	if o.webhookSecretFile != "/etc/hook" || o.batch.WebhookTimeout != 3*time.Second || o.batch.WebhookBackoff != time.Second ||
-		o.batch.WebhookRetryFor != 6*time.Hour {
+	if o.webhookSecretFile != "/etc/hook" || o.batch.WebhookTimeout != batch.Duration(3*time.Second) || o.batch.WebhookBackoff != batch.Duration(time.Second) ||
+		o.batch.WebhookRetryFor != batch.Duration(6*time.Hour) {
 		t.Errorf("parsed webhook flags %+v", o)
 	}
 	if _, err := parseFlags([]string{"-bogus"}, io.Discard); err == nil {

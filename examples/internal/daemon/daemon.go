@@ -175,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "no webhook secret configured: generated one for this run; "+
 			"receivers cannot verify deliveries after a restart")
 	}
-	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: cfg.Batch.TargetTimeout})
+	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: time.Duration(cfg.Batch.TargetTimeout)})
 	// Webhooks go out through the fetcher's guarded client: loopback and
 	// private addresses are refused at connect time, as for targets.
 	sender, err := batchhttp.NewWebhookSender(f.Client(), secret)

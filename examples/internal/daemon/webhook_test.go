@@ -244,7 +244,7 @@ func runWebhookChild(raw string) int {
 	return ServeChild(ctx, Config{
 		DB: c.DB, Allow: c.Allow, WebhookSecret: c.Secret,
 		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
-		Batch:  batch.Config{PollInterval: 20 * time.Millisecond},
+		Batch:  batch.Config{PollInterval: batch.Duration(20 * time.Millisecond)},
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}, os.Stdout, os.Stderr)
 }

@@ -103,7 +103,7 @@ func TestFetcher_InRunnerHeaderTimeout(t *testing.T) {
 	stall := make(chan struct{})
 	t.Cleanup(func() { close(stall) }) // before the server's Close, which waits for the handler
 	b.mux.HandleFunc("/stall", func(w http.ResponseWriter, r *http.Request) { <-stall })
-	r := batchtest.NewRunner(t, batch.Config{Fetch: b.f.Fetch, TargetTimeout: 10 * time.Second})
+	r := batchtest.NewRunner(t, batch.Config{Fetch: b.f.Fetch, TargetTimeout: batch.Duration(10 * time.Second)})
 	caller := batch.Caller{Name: "owner"}
 	job, _, err := r.Submit(t.Context(), caller, []batch.Target{{URL: b.base + "/stall"}})
 	if err != nil {

@@ -34,7 +34,7 @@ func TestManyClients(t *testing.T) {
 	}
 	cfg := childConfig{
 		DB: filepath.Join(t.TempDir(), "clients.db"), Allow: []string{up.addr()}, Callers: callers,
-		Batch: batch.Config{JobsPerCaller: 3, JobsTotal: 16, Workers: 4, TTL: time.Hour},
+		Batch: batch.Config{JobsPerCaller: 3, JobsTotal: 16, Workers: 4, TTL: batch.Duration(time.Hour)},
 	}
 	logs := &logSink{}
 	_, addr, _ := serveStoppable(t, cfg, logs)

@@ -75,7 +75,7 @@ func TestDiskFull(t *testing.T) {
 	up := newUpstream(t, time.Millisecond)
 	cfg := childConfig{
 		DB: filepath.Join(dir, "full.db"), Allow: []string{up.addr()}, Callers: []string{"df"},
-		Batch: batch.Config{JobsPerCaller: 50, JobsTotal: 50, Workers: 2, TTL: time.Hour, StoreWait: 2 * time.Second},
+		Batch: batch.Config{JobsPerCaller: 50, JobsTotal: 50, Workers: 2, TTL: batch.Duration(time.Hour), StoreWait: batch.Duration(2 * time.Second)},
 	}
 	logs := &logSink{}
 	_, addr, stop := serveStoppable(t, cfg, logs)

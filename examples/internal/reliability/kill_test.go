@@ -19,7 +19,7 @@ var killCallers = []string{"kc0", "kc1", "kc2", "kc3"}
 // killBatch is the runner configuration of the kill tests: caps that the
 // clients reach now and then, a TTL that outlasts the test.
 func killBatch() batch.Config {
-	return batch.Config{JobsPerCaller: 6, JobsTotal: 20, Workers: 4, TTL: time.Hour, TargetTimeout: 10 * time.Second}
+	return batch.Config{JobsPerCaller: 6, JobsTotal: 20, Workers: 4, TTL: batch.Duration(time.Hour), TargetTimeout: batch.Duration(10 * time.Second)}
 }
 
 // The SIGKILL loop: the daemon on SQLite is killed at a random moment
@@ -135,7 +135,7 @@ func TestCluster_KillOne(t *testing.T) {
 	}
 	up := newUpstream(t, 5*time.Millisecond)
 	bc := killBatch()
-	bc.HeartbeatInterval, bc.StaleAfter, bc.SweepInterval = 250*time.Millisecond, 2*time.Second, 500*time.Millisecond
+	bc.HeartbeatInterval, bc.StaleAfter, bc.SweepInterval = batch.Duration(250*time.Millisecond), batch.Duration(2*time.Second), batch.Duration(500*time.Millisecond)
 	node := func(id string) childConfig {
 		c := childConfig{DB: url, Schema: schema, Allow: []string{up.addr()}, Callers: append(killCallers, "gc"), Batch: bc}
 		c.Batch.RunnerID = id
@@ -193,7 +193,7 @@ func TestCluster_KillOne(t *testing.T) {
 		if r == 0 {
 			up.openGate(0) // had n0 not died, its gated jobs would go on now
 		}
-		took, restarted := w.waitNoneHeld(t, nodes.get()[0], bc.StaleAfter+bc.SweepInterval+5*time.Second)
+		took, restarted := w.waitNoneHeld(t, nodes.get()[0], time.Duration(bc.StaleAfter+bc.SweepInterval)+5*time.Second)
 		worst = max(worst, took)
 		t.Logf("round %d: node n%d killed; %d of its jobs failed as restart, every job running at the kill had moved on %s later (StaleAfter %s + sweep %s)",
 			r, victim, restarted, took.Round(10*time.Millisecond), bc.StaleAfter, bc.SweepInterval)

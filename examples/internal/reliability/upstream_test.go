@@ -95,7 +95,7 @@ func TestHostileUpstream(t *testing.T) {
 	host := strings.TrimPrefix(hostile.URL, "http://")
 	cfg := childConfig{
 		DB: t.TempDir() + "/hostile.db", Allow: []string{host}, Callers: []string{"hu"},
-		Batch: batch.Config{TargetTimeout: 3 * time.Second, Workers: 2, JobsPerCaller: 4},
+		Batch: batch.Config{TargetTimeout: batch.Duration(3 * time.Second), Workers: 2, JobsPerCaller: 4},
 	}
 	d := startDaemon(t, cfg, nil)
 	c := newClient(d.addr, "hu", newCounts())
