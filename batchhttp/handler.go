@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -46,7 +48,8 @@ type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) 
 // wait.
 type ObserveFunc func(route string, status int, d time.Duration)
 
-// Route labels given to an [ObserveFunc] and logged as "route".
+// Route labels given to an [ObserveFunc] and logged as "route": the paths
+// of [Routes], and one label for every other path.
 const (
 	RouteList    = "/v1/batch"              // POST (submit) and GET (list)
 	RouteJob     = "/v1/batch/{id}"         // GET (status, long-poll) and DELETE (cancel)
@@ -64,6 +67,12 @@ type HandlerOpts struct {
 	// Authenticate resolves every request to a caller before anything else
 	// happens. Required; see [NewKeyAuth] for a ready one.
 	Authenticate CallerFunc
+	// Prefix is the path the API is served under, such as "/api": the
+	// routes are then Prefix+"/v1/batch…", and [Handler.Mount] registers
+	// them there. It starts with "/" and does not end with one. A host
+	// that strips the prefix itself (http.StripPrefix) leaves it empty.
+	// Defaults to "" (the routes at the root).
+	Prefix string
 	// Precheck checks each target URL at submit. Defaults to no check; see
 	// [PrecheckURL] for a ready one.
 	Precheck PrecheckFunc
@@ -98,6 +107,7 @@ type Handler struct {
 	precheck PrecheckFunc
 	log      *slog.Logger
 	observe  ObserveFunc
+	prefix   string
 	mux      *http.ServeMux
 	other    http.Handler // unmatched paths
 
@@ -111,8 +121,8 @@ type Handler struct {
 const summaryCacheBytes = 4 << 20
 
 // NewHandler returns a handler serving runner over HTTP, as described in the
-// package documentation. The host mounts it on both "/v1/batch" and
-// "/v1/batch/".
+// package documentation: the operations of [Routes], under
+// [HandlerOpts].Prefix. Mount it with [Handler.Mount].
 func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if runner == nil {
 		return nil, errors.New("batchhttp: runner is required")
@@ -123,12 +133,16 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 {
 		return nil, errors.New("batchhttp: HandlerOpts limits must not be negative")
 	}
+	if err := checkPrefix(opts.Prefix); err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		runner:          runner,
 		auth:            opts.Authenticate,
 		precheck:        opts.Precheck,
 		log:             opts.Logger,
 		observe:         opts.Observe,
+		prefix:          opts.Prefix,
 		mux:             http.NewServeMux(),
 		bodyTimeout:     cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
@@ -139,15 +153,35 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	h.other = h.route(RouteOther, func(http.ResponseWriter, *http.Request, *request) error { return notFound })
-	h.mux.Handle("POST /v1/batch", h.route(RouteList, h.submit))
-	h.mux.Handle("GET /v1/batch", h.route(RouteList, h.list))
-	h.mux.Handle("/v1/batch", h.route(RouteList, methodNotAllowed("GET, HEAD, POST")))
-	h.mux.Handle("GET /v1/batch/{id}", h.route(RouteJob, h.status))
-	h.mux.Handle("DELETE /v1/batch/{id}", h.route(RouteJob, h.cancel))
-	h.mux.Handle("/v1/batch/{id}", h.route(RouteJob, methodNotAllowed("DELETE, GET, HEAD")))
-	h.mux.Handle("/v1/batch/{id}/{sub}", h.subRoutes())
+	// One method-less pattern per path, which picks the operation by
+	// method: ServeMux would refuse "POST /v1/batch/{id}/retry" beside
+	// "GET /v1/batch/{id}/{idx}" (neither is more specific), while the
+	// method-less "/v1/batch/{id}/retry" is more specific than
+	// "/v1/batch/{id}/{idx}".
+	for _, path := range routePaths() {
+		h.mux.Handle(h.prefix+path, h.byMethod(path))
+	}
 	h.mux.Handle("/", h.other)
 	return h, nil
+}
+
+// checkPrefix reports whether p can be [HandlerOpts].Prefix.
+func checkPrefix(p string) error {
+	if p == "" {
+		return nil
+	}
+	if p[0] != '/' || strings.HasSuffix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "{}?#% ") {
+		return fmt.Errorf("batchhttp: HandlerOpts.Prefix %q: want a clean path such as \"/api\", without a trailing slash", p)
+	}
+	return nil
+}
+
+// Mount registers h on mux at the two patterns that reach every route:
+// Prefix+"/v1/batch" and Prefix+"/v1/batch/". Like [http.ServeMux.Handle],
+// it panics if mux already has either pattern.
+func (h *Handler) Mount(mux *http.ServeMux) {
+	mux.Handle(h.prefix+RouteList, h)
+	mux.Handle(h.prefix+RouteList+"/", h)
 }
 
 // ServeHTTP implements [http.Handler]. Paths that are not clean (".", "..",
@@ -168,33 +202,29 @@ func cleanPath(p string) bool {
 	return c == p || (c != "/" && c+"/" == p)
 }
 
-// subRoutes serves /v1/batch/{id}/{sub}: the results stream, the retry, and
-// any other sub as a target idx. It is one pattern because ServeMux cannot tell a
-// method-specific {idx} from the literal "results" of any method.
-func (h *Handler) subRoutes() http.Handler {
-	result := h.route(RouteResult, h.result)
-	resultOther := h.route(RouteResult, methodNotAllowed("GET, HEAD"))
-	results := h.route(RouteResults, h.results)
-	resultsOther := h.route(RouteResults, methodNotAllowed("GET, HEAD"))
-	retry := h.route(RouteRetry, h.retry)
-	retryOther := h.route(RouteRetry, methodNotAllowed("POST"))
+// byMethod serves one path of the route table: the operation of the
+// request's method (HEAD is GET's), or 405 with an Allow header naming the
+// path's methods.
+func (h *Handler) byMethod(path string) http.Handler {
+	ops := map[string]http.Handler{}
+	for _, e := range routeTable {
+		if e.Path == path {
+			ops[e.Method] = h.route(path, func(w http.ResponseWriter, r *http.Request, req *request) error {
+				return e.serve(h, w, r, req)
+			})
+		}
+	}
+	notAllowed := h.route(path, methodNotAllowed(allowHeader(path)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		get := r.Method == http.MethodGet || r.Method == http.MethodHead
-		pick := func(ok bool, yes, no http.Handler) {
-			if ok {
-				yes.ServeHTTP(w, r)
-			} else {
-				no.ServeHTTP(w, r)
-			}
+		m := r.Method
+		if m == http.MethodHead {
+			m = http.MethodGet
 		}
-		switch r.PathValue("sub") {
-		case "results":
-			pick(get, results, resultsOther)
-		case "retry":
-			pick(r.Method == http.MethodPost, retry, retryOther)
-		default:
-			pick(get, result, resultOther)
+		if op, ok := ops[m]; ok {
+			op.ServeHTTP(w, r)
+			return
 		}
+		notAllowed.ServeHTTP(w, r)
 	})
 }
 

@@ -41,11 +41,11 @@ func TestOpenAPI_Document(t *testing.T) {
 	}
 }
 
-// TestOpenAPI_Routes checks that the document and the handler's routing
-// agree both ways: every operation of the document is a route that
-// NewHandler registers, and every route it registers (read from
-// handler.go's source, so that a new route cannot go undocumented) is an
-// operation of the document.
+// TestOpenAPI_Routes checks that the document and the route table agree
+// both ways: every operation of the document is a route of [Routes], with
+// the route's Name as its operationId, and every route is an operation of
+// the document. The table is what NewHandler routes by, so a new route
+// cannot go undocumented.
 func TestOpenAPI_Routes(t *testing.T) {
 	t.Parallel()
 	c := mustContract(t)
@@ -54,14 +54,18 @@ func TestOpenAPI_Routes(t *testing.T) {
 		if path == OpenAPIPath {
 			continue // served by OpenAPIHandler, not Handler
 		}
-		for method := range item.Operations() {
-			documented = append(documented, method+" "+path)
+		for method, op := range item.Operations() {
+			documented = append(documented, method+" "+path+" "+op.OperationID)
 		}
 	}
 	slices.Sort(documented)
-	served := handlerRoutes(t)
+	var served []string
+	for _, r := range Routes() {
+		served = append(served, r.Method+" "+r.Path+" "+r.Name)
+	}
+	slices.Sort(served)
 	if !slices.Equal(documented, served) {
-		t.Errorf("the document's operations and NewHandler's routes differ:\ndocument: %q\nhandler:  %q", documented, served)
+		t.Errorf("the document's operations and the route table differ:\ndocument: %q\nroutes:   %q", documented, served)
 	}
 
 	// The route labels, which the observe hook and the log lines carry,
@@ -74,121 +78,6 @@ func TestOpenAPI_Routes(t *testing.T) {
 	if c.doc.Paths.Value(OpenAPIPath) == nil || c.doc.Paths.Value(OpenAPIPath).Get == nil {
 		t.Errorf("the document does not describe GET %s", OpenAPIPath)
 	}
-}
-
-// handlerRoutes returns "METHOD /path" for every route of handler.go:
-// the method patterns NewHandler registers on h.mux, and the cases of
-// subRoutes, whose {sub} is the document's {idx} in the default case.
-func handlerRoutes(t *testing.T) []string {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "handler.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routes []string
-	var subPath string
-	for _, decl := range f.Decls {
-		fn, ok := decl.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "NewHandler" {
-			continue
-		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || !isMuxHandle(call) {
-				return true
-			}
-			pattern := stringLit(t, call.Args[0])
-			method, path, hasMethod := strings.Cut(pattern, " ")
-			switch {
-			case strings.HasSuffix(pattern, "/{sub}"):
-				subPath = strings.TrimSuffix(pattern, "/{sub}")
-			case hasMethod:
-				routes = append(routes, method+" "+path)
-			case pattern == "/": // every other path: 404
-			default: // a method-less pattern: the 405 of a path with method patterns
-			}
-			return true
-		})
-	}
-	if subPath == "" {
-		t.Fatal("handler.go: no /{sub} pattern in NewHandler; teach handlerRoutes the new routing")
-	}
-	for _, decl := range f.Decls {
-		fn, ok := decl.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "subRoutes" {
-			continue
-		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			cc, ok := n.(*ast.CaseClause)
-			if !ok {
-				return true
-			}
-			sub := "{idx}" // the default case: a target idx
-			if len(cc.List) == 1 {
-				sub = stringLit(t, cc.List[0])
-			} else if len(cc.List) > 1 {
-				t.Fatalf("handler.go: a subRoutes case with %d values; teach handlerRoutes", len(cc.List))
-			}
-			routes = append(routes, pickMethod(t, cc)+" "+subPath+"/"+sub)
-			return false
-		})
-	}
-	slices.Sort(routes)
-	return routes
-}
-
-func isMuxHandle(call *ast.CallExpr) bool {
-	sel, ok := call.Fun.(*ast.SelectorExpr)
-	if !ok || sel.Sel.Name != "Handle" || len(call.Args) != 2 {
-		return false
-	}
-	x, ok := sel.X.(*ast.SelectorExpr)
-	return ok && x.Sel.Name == "mux"
-}
-
-func stringLit(t *testing.T, e ast.Expr) string {
-	t.Helper()
-	lit, ok := e.(*ast.BasicLit)
-	if !ok || lit.Kind != token.STRING {
-		t.Fatalf("handler.go: a route that is not a string literal; teach handlerRoutes")
-	}
-	s, err := strconv.Unquote(lit.Value)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// pickMethod reads the method of a subRoutes case from its pick call:
-// pick(get, …) is GET (and HEAD); pick(r.Method == http.MethodX, …) is X.
-func pickMethod(t *testing.T, cc *ast.CaseClause) string {
-	t.Helper()
-	for _, stmt := range cc.Body {
-		es, ok := stmt.(*ast.ExprStmt)
-		if !ok {
-			continue
-		}
-		call, ok := es.X.(*ast.CallExpr)
-		if !ok || len(call.Args) != 3 {
-			continue
-		}
-		if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "pick" {
-			continue
-		}
-		switch cond := call.Args[0].(type) {
-		case *ast.Ident:
-			if cond.Name == "get" {
-				return http.MethodGet
-			}
-		case *ast.BinaryExpr:
-			if sel, ok := cond.Y.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Method") {
-				return strings.ToUpper(strings.TrimPrefix(sel.Sel.Name, "Method"))
-			}
-		}
-	}
-	t.Fatalf("handler.go: a subRoutes case without a pick(get|r.Method == http.MethodX, …); teach pickMethod")
-	return ""
 }
 
 // TestOpenAPI_Codes checks that the ErrorCode enum is exactly the Code
@@ -421,4 +310,17 @@ func TestOpenAPIHandler(t *testing.T) {
 	if ids := rec.Header().Values(RequestIDHeader); len(ids) != 1 || !ValidRequestID(ids[0]) {
 		t.Errorf("behind WithRequestID: ids %q", ids)
 	}
+}
+
+func stringLit(t *testing.T, e ast.Expr) string {
+	t.Helper()
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		t.Fatalf("errors.go: a Code constant that is not a string literal; teach TestOpenAPI_Codes")
+	}
+	s, err := strconv.Unquote(lit.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -224,7 +224,7 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 // result serves GET /v1/batch/{id}/{idx}.
 func (h *Handler) result(w http.ResponseWriter, r *http.Request, req *request) error {
 	id := r.PathValue("id")
-	idx, ok := parseIdx(r.PathValue("sub"))
+	idx, ok := parseIdx(r.PathValue("idx"))
 	if !validID(id) || !ok {
 		return notFound
 	}
