@@ -20,7 +20,7 @@ var depRule = []struct {
 	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch", "internal/migrations"}},
 	{"batchstore/pgstore", []string{pgx}, []string{"batch", "internal/migrations"}},
 	{"batchnet", nil, []string{"batch"}},
-	{"batchhttp", nil, []string{"batch", "batchnet"}},
+	{"batchhttp", []string{"github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
 	{"internal/migrations", nil, nil},
 	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only

@@ -40,6 +40,20 @@ var (
 	resultBytesBuckets   = metrics.ExponentialBuckets(256, 4, 8) // 256 B … 4 MiB
 )
 
+// metricsHelp describes each metric family of a runner by its name after
+// the prefix.
+var metricsHelp = map[string]string{
+	"_jobs_total":       "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart.",
+	"_targets_total":    "Batch targets fetched, by outcome.",
+	"_queue_depth":      "Batch jobs queued and waiting for a worker.",
+	"_targets_inflight": "Batch target fetches in flight.",
+	"_job_seconds":      "Time from a batch job's claim to its end.",
+	"_target_seconds":   "Time one batch target took, busy waits included.",
+	"_result_bytes":     "Size of stored batch result envelopes.",
+	"_webhooks_total":   "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
+	"_webhook_seconds":  "Time one batch webhook delivery attempt took.",
+}
+
 // runnerMetrics is a runner's instruments, all in one *metrics.Set.
 type runnerMetrics struct {
 	set        *metrics.Set

@@ -98,8 +98,21 @@ func New(cfg Config) (*Runner, error) {
 }
 
 // Metrics returns the runner's metric set. The host exposes it, e.g. with
-// [metrics.Set.WritePrometheus] or [metrics.RegisterSet].
+// batchhttp.Metrics (which adds # HELP and # TYPE lines from
+// [Runner.MetricsHelp]), [metrics.Set.WritePrometheus] or
+// [metrics.RegisterSet].
 func (r *Runner) Metrics() *metrics.Set { return r.metrics.set }
+
+// MetricsHelp returns the # HELP text of each metric family in
+// [Runner.Metrics], by its full name (with Config.MetricsPrefix), such as
+// "batch_jobs_total". Each call returns a new map.
+func (r *Runner) MetricsHelp() map[string]string {
+	help := make(map[string]string, len(metricsHelp))
+	for suffix, text := range metricsHelp {
+		help[r.cfg.MetricsPrefix+suffix] = text
+	}
+	return help
+}
 
 // ID returns the runner's id, as recorded on the jobs it drains.
 func (r *Runner) ID() string { return r.cfg.RunnerID }

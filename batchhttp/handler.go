@@ -36,8 +36,9 @@ type CallerFunc func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool
 // PrecheckFunc checks one target URL at submit, without DNS or any other
 // I/O. An error refuses the whole submit with 422
 // "blocked: target <idx>: <reason>", where reason is the error's text
-// without a leading "blocked: ". The reason goes to the caller only, never
-// to a log line, so it may name the host. See [PrecheckURL]. A submit's
+// without a leading "blocked: ", and with the error's hint if it is a
+// [batch.HintError] (see [batch.NewFetchError]). The reason goes to the
+// caller only, never to a log line, so it may name the host. See [PrecheckURL]. A submit's
 // webhook URL passes the same check ("blocked: webhook: <reason>").
 type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) error
 

@@ -44,7 +44,7 @@ func TestHandler_Status(t *testing.T) {
 			t.Helper()
 			wantError(t, b.do(t, http.MethodGet, "/v1/batch/"+id+"?"+query, keyAlice, ""), http.StatusBadRequest, want)
 		}
-		f("results=yes", "invalid request: results must be 1 or 0")
+		f("results=yes", "invalid request: results must be 1, true, 0 or false")
 		f("results=1&results=0", "invalid request: results given more than once")
 		f("wait=soon", "invalid request: wait must be a duration such as 30s, or seconds (max 1m0s)")
 		f("wait=-1s", "invalid request: wait must be a duration such as 30s, or seconds (max 1m0s)")

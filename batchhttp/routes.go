@@ -81,11 +81,16 @@ func (h *Handler) precheckAll(r *http.Request, req *request, targets []batch.Tar
 
 // blockedAnswer is the 422 of a URL the pre-check refused with err:
 // "blocked: <what>: <reason>", the reason being err's text without a
-// leading "blocked: ". It may name the host, so it goes to the caller
-// only, never to a log line.
+// leading "blocked: ", and the hint err carries, if any (a
+// [batch.HintError], such as how to allow a local test server). It may
+// name the host, so it goes to the caller only, never to a log line.
 func blockedAnswer(what string, err error) *httpError {
 	reason := cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")
-	return &httpError{status: http.StatusUnprocessableEntity, code: CodeBlocked, msg: "blocked: " + what + ": " + reason}
+	ans := &httpError{status: http.StatusUnprocessableEntity, code: CodeBlocked, msg: "blocked: " + what + ": " + reason}
+	if he, ok := errors.AsType[batch.HintError](err); ok {
+		ans.hint = he.Hint()
+	}
+	return ans
 }
 
 // status serves GET /v1/batch/{id}, with ?results, ?wait and ?since.
@@ -385,7 +390,7 @@ func boolParam(q url.Values, name string) (bool, error) {
 	case "0", "false":
 		return false, nil
 	}
-	return false, invalidRequest("%s must be 1 or 0", name)
+	return false, invalidRequest("%s must be 1, true, 0 or false", name)
 }
 
 // waitParam reads ?wait: a Go duration ("30s", "1m") or a number of

@@ -106,7 +106,7 @@ func TestHandler_ResultsStream(t *testing.T) {
 			rec := b.do(t, http.MethodGet, "/v1/batch/"+id+"/results?"+q, keyAlice, "")
 			wantError(t, rec, http.StatusBadRequest, map[string]string{
 				"after=-1": "invalid request: after must be a target index", "after=x": "invalid request: after must be a target index",
-				"after=1&after=2": "invalid request: after given more than once", "follow=maybe": "invalid request: follow must be 1 or 0",
+				"after=1&after=2": "invalid request: after given more than once", "follow=maybe": "invalid request: follow must be 1, true, 0 or false",
 			}[q])
 		}
 	})

@@ -222,7 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		WebhookSecret: secret,
 		MetricsKey:    o.metricsKey,
 		Logger:        log,
-		Limits:        daemon.Limits{MaxConns: o.maxConns},
+		Limits:        batchhttp.Limits{MaxConns: o.maxConns},
 	})
 	if err != nil {
 		ln.Close()

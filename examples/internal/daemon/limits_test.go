@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // serveTest opens a daemon on cfg (a database in the test's directory and
@@ -81,7 +82,7 @@ func TestDaemon_HeaderSizeCapped(t *testing.T) {
 // a connection for good (finding 1).
 func TestDaemon_StalledClientsCutOff(t *testing.T) {
 	t.Parallel()
-	addr := serveTest(t, Config{Limits: Limits{HeaderTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, BodyTimeout: 500 * time.Millisecond}})
+	addr := serveTest(t, Config{Limits: batchhttp.Limits{HeaderTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}, BodyTimeout: 500 * time.Millisecond})
 	for name, raw := range map[string]string{
 		"half the headers":    "POST /v1/batch HTTP/1.1\r\nHost: x\r\n",
 		"a stalled body":      "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-key\r\nContent-Length: 100\r\n\r\n{",
@@ -105,7 +106,7 @@ func TestDaemon_StalledClientsCutOff(t *testing.T) {
 // accepted, and is served once one closes.
 func TestDaemon_ConnectionsCapped(t *testing.T) {
 	t.Parallel()
-	addr := serveTest(t, Config{Limits: Limits{MaxConns: 2, HeaderTimeout: time.Minute}})
+	addr := serveTest(t, Config{Limits: batchhttp.Limits{MaxConns: 2, HeaderTimeout: time.Minute}})
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)

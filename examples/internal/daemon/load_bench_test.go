@@ -83,7 +83,7 @@ func loadDaemonInProcess(b *testing.B) (*Daemon, string) {
 		DB:     filepath.Join(b.TempDir(), "load.db"),
 		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
 		Allow:  []string{pln.Addr().String()},
-		Limits: Limits{MaxConns: 1024},
+		Limits: batchhttp.Limits{MaxConns: 1024},
 	}
 	d, err := Open(context.Background(), cfg)
 	if err != nil {

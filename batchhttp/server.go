@@ -1,0 +1,233 @@
+package batchhttp
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+)
+
+// Limits bound what one client can hold of a host's HTTP server. The zero
+// value of each field means its default; the defaults fit the batch API
+// (a long-poll or a followed stream lasts up to [batch.MaxWait]).
+type Limits struct {
+	// MaxConns caps the connections served at once; more wait in the
+	// kernel's backlog to be accepted. Defaults to 256, well below a
+	// default limit of 1024 open files, which the store and the fetcher's
+	// own connections share.
+	MaxConns int
+	// HeaderTimeout bounds the read of a request's headers. Defaults to 5s.
+	HeaderTimeout time.Duration
+	// MaxHeaderBytes caps a request's headers: the API needs a few hundred
+	// bytes. Defaults to 8 KiB.
+	MaxHeaderBytes int
+	// ReadTimeout bounds the read of a whole request. Defaults to 30s. (A
+	// submit's body has its own, shorter bound: [HandlerOpts].BodyTimeout.)
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the writing of an answer; it must outlast the
+	// longest long-poll. Defaults to [batch.MaxWait] + 30s (90s).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends nothing.
+	// Defaults to 60s.
+	IdleTimeout time.Duration
+}
+
+// Defaults for [Limits].
+const (
+	DefaultMaxConns       = 256
+	DefaultHeaderTimeout  = 5 * time.Second
+	DefaultMaxHeaderBytes = 8 << 10
+	DefaultReadTimeout    = 30 * time.Second
+	DefaultWriteTimeout   = batch.MaxWait + 30*time.Second
+	DefaultIdleTimeout    = 60 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	l.MaxConns = cmp.Or(l.MaxConns, DefaultMaxConns)
+	l.HeaderTimeout = cmp.Or(l.HeaderTimeout, DefaultHeaderTimeout)
+	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, DefaultReadTimeout)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, DefaultWriteTimeout)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)
+	return l
+}
+
+func (l Limits) validate() error {
+	if l.MaxConns < 0 || l.HeaderTimeout < 0 || l.MaxHeaderBytes < 0 || l.ReadTimeout < 0 || l.WriteTimeout < 0 || l.IdleTimeout < 0 {
+		return errors.New("batchhttp: Limits must not be negative")
+	}
+	if l.WriteTimeout != 0 && l.WriteTimeout <= batch.MaxWait {
+		return fmt.Errorf("batchhttp: Limits.WriteTimeout %s must exceed the longest long-poll, %s", l.WriteTimeout, batch.MaxWait)
+	}
+	return nil
+}
+
+// Closer is what [Serve] closes first when it shuts down: a
+// *batch.Runner.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
+// ServerOpts configure [Serve].
+type ServerOpts struct {
+	// Handler serves every request: the host's mux, with the [Handler]
+	// mounted on it. Required.
+	Handler http.Handler
+	// Runner is the batch runner behind Handler. Required.
+	Runner Closer
+	// Limits are the server's. The zero value is the defaults.
+	Limits Limits
+	// Logger gets the server's own errors (a TLS handshake, a malformed
+	// request) at debug level and one line when shutdown begins. Defaults
+	// to discarding them.
+	Logger *slog.Logger
+	// CloseTimeout bounds Runner.Close at shutdown. Defaults to 10s.
+	CloseTimeout time.Duration
+	// Grace bounds the wait for requests still in flight once the runner
+	// is closed. Defaults to 5s.
+	Grace time.Duration
+	// AfterShutdown, if set, is called last, once no request is served
+	// any more: the place to close the store.
+	AfterShutdown func() error
+}
+
+// Defaults for [ServerOpts].
+const (
+	DefaultCloseTimeout = 10 * time.Second
+	DefaultGrace        = 5 * time.Second
+)
+
+// Serve serves opts.Handler on ln, within opts.Limits (at most MaxConns
+// connections at once, the timeouts on every connection), until ctx is
+// done (a signal, say), and then shuts down in the order a batch host
+// needs, returning once everything is closed:
+//
+//  1. Runner.Close, with a context of its own bounded by CloseTimeout (not
+//     ctx, which is already done: a runner closed with a done context
+//     returns at once and leaves its jobs running until the next start).
+//     It stops taking work, cuts in-flight fetches short, fails its own
+//     jobs as "restart" and ends long-polls, which answer with the job as
+//     it is.
+//  2. The server's base context is cancelled, so that every request still
+//     in flight — a followed results stream, a host route waiting on
+//     something slow — sees its context done.
+//  3. The server shuts down: it stops accepting and waits up to Grace for
+//     those requests, then closes what is left.
+//  4. AfterShutdown, which closes the store: no request can reach it now.
+//
+// It returns nil after a shutdown that went as planned, and otherwise the
+// errors of the steps that failed, or the server's own error if serving
+// stopped by itself. A host that runs its own [http.Server] follows the
+// same order (see the package documentation).
+func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
+	if opts.Handler == nil || opts.Runner == nil {
+		return errors.New("batchhttp: Serve needs a Handler and a Runner")
+	}
+	if err := opts.Limits.validate(); err != nil {
+		return err
+	}
+	if opts.CloseTimeout < 0 || opts.Grace < 0 {
+		return errors.New("batchhttp: ServerOpts timeouts must not be negative")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := opts.Limits.withDefaults()
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           opts.Handler,
+		ReadHeaderTimeout: l.HeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(LimitListener(ln, l.MaxConns)) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "shutting down")
+
+	rctx, rcancel := context.WithTimeout(context.Background(), cmp.Or(opts.CloseTimeout, DefaultCloseTimeout))
+	defer rcancel()
+	runErr := opts.Runner.Close(rctx)
+	cancelBase()
+	sctx, scancel := context.WithTimeout(context.Background(), cmp.Or(opts.Grace, DefaultGrace))
+	defer scancel()
+	shutErr := srv.Shutdown(sctx)
+	if shutErr != nil {
+		shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: %w", shutErr), srv.Close())
+	}
+	if serveErr == nil {
+		serveErr = <-errc
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	var closeErr error
+	if opts.AfterShutdown != nil {
+		closeErr = opts.AfterShutdown()
+	}
+	return errors.Join(serveErr, runErr, shutErr, closeErr)
+}
+
+// LimitListener returns ln accepting at most n connections at once: Accept
+// waits while n are open, so the kernel's backlog holds the rest rather
+// than each taking a file descriptor. Closing the listener ends a waiting
+// Accept with [net.ErrClosed]. [Serve] uses it with Limits.MaxConns; a
+// host that runs its own server wraps its listener with it.
+func LimitListener(ln net.Listener, n int) net.Listener {
+	return &limited{Listener: ln, slots: make(chan struct{}, max(n, 1)), done: make(chan struct{})}
+}
+
+type limited struct {
+	net.Listener
+	slots     chan struct{}
+	done      chan struct{} // closed by Close, so that a waiting Accept returns
+	closeOnce sync.Once
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limited) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
