@@ -72,3 +72,22 @@ func TestReadKeyFile(t *testing.T) {
 		t.Errorf("a bad line: %v, want the file and line 2", err)
 	}
 }
+
+func TestParseKey(t *testing.T) {
+	t.Parallel()
+	ok := func(in string, want Key) {
+		t.Helper()
+		got, err := ParseKey(in)
+		if err != nil || got != want {
+			t.Errorf("ParseKey(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	ok("alice=s3cret", Key{Name: "alice", Secret: "s3cret"})
+	ok("agency=xyz:restricted", Key{Name: "agency", Secret: "xyz", Restricted: true})
+	ok("a=b=c", Key{Name: "a", Secret: "b=c"})
+	for _, bad := range []string{"", "alice", "=secret", "alice=", "alice=:restricted"} {
+		if _, err := ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) accepted", bad)
+		}
+	}
+}

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +31,7 @@ import (
 	"unicode"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
@@ -37,14 +39,44 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(os.Stderr, "batchd: %v\n", err)
-		}
-		os.Exit(2)
-	}
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
+
+// Exit codes: 0 after a graceful stop (or -h, -version), 1 when the
+// daemon could not start or serve (a port in use, a locked database, a
+// key file others can read), 2 for a wrong command line.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError is a wrong command line: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
+
+// run runs the daemon until ctx ends and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := serve(ctx, args, stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, errVersion):
+		return exitOK
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintf(stderr, "batchd: %v\nRun \"batchd -h\" for the flags.\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "batchd: %v\n", err)
+	return exitError
+}
+
+// errVersion ends a run that printed the version.
+var errVersion = errors.New("version printed")
 
 // listFlag is a repeatable string flag.
 type listFlag []string
@@ -57,6 +89,7 @@ type options struct {
 	addr, db, metricsKey, sync string
 	keyFile, logLevel, schema  string
 	webhookSecretFile          string
+	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
 	batch                      batch.Config
@@ -70,10 +103,15 @@ const keysEnv = "BATCHD_KEYS"
 // webhookSecretEnv holds the webhook secret, as -webhook-secret-file does.
 const webhookSecretEnv = "BATCHD_WEBHOOK_SECRET"
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+// parseFlags parses batchd's command line. -h prints the flags on stdout
+// and returns flag.ErrHelp; a wrong command line is a *usageError, with
+// the flags on stderr.
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("batchd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&o.db, "db", "batchkit.db", "SQLite database `file`, or a postgres:// URL: the PostgreSQL store, which several batchd can share (give its password in $PGPASSWORD or ~/.pgpass, not in the URL)")
 	fs.StringVar(&o.schema, "pg-schema", "", "PostgreSQL `schema` of the store (default batchkit)")
@@ -112,39 +150,45 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&b.WebhookBackoff, "webhook-backoff", "wait after a webhook's first failed attempt (doubling, up to an hour)")
 	b.WebhookRetryFor = batch.Duration(batch.DefaultWebhookRetryFor)
 	fs.Var(&b.WebhookRetryFor, "webhook-retry-for", "how long after a job's end its webhook is retried before it is dropped")
+	fs.Usage = func() {
+		fmt.Fprintf(&usage, "usage: batchd [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			stdout.Write(usage.Bytes())
+			return o, err
+		}
+		stderr.Write(usage.Bytes())
+		return o, &usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return o, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return o, nil
 }
 
-// loadKeys gathers the keys of -key, -key-file and $BATCHD_KEYS.
+// loadKeys gathers the keys of -key, $BATCHD_KEYS and -key-file (which
+// must be readable by its owner only).
 func loadKeys(o options) ([]batchhttp.Key, error) {
 	specs := []string(o.keys)
 	if env := os.Getenv(keysEnv); env != "" {
 		specs = append(specs, strings.FieldsFunc(env, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })...)
 	}
-	if o.keyFile != "" {
-		b, err := os.ReadFile(o.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("-key-file: %w", err)
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-				specs = append(specs, line)
-			}
-		}
-	}
 	var keys []batchhttp.Key
 	for _, s := range specs {
-		k, err := parseKey(s)
+		k, err := batchhttp.ParseKey(s)
 		if err != nil {
 			return nil, err
 		}
 		keys = append(keys, k)
+	}
+	if o.keyFile != "" {
+		fromFile, err := batchhttp.ReadKeyFile(o.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-key-file: %w", err)
+		}
+		keys = append(keys, fromFile...)
 	}
 	return keys, nil
 }
@@ -165,26 +209,15 @@ func loadWebhookSecret(o options) (string, error) {
 	return "", fmt.Errorf("-webhook-secret-file: %s is empty", o.webhookSecretFile)
 }
 
-// parseKey parses NAME=SECRET or NAME=SECRET:restricted.
-func parseKey(s string) (batchhttp.Key, error) {
-	name, secret, ok := strings.Cut(s, "=")
-	if !ok || name == "" || secret == "" {
-		return batchhttp.Key{}, fmt.Errorf("key %q: want NAME=SECRET or NAME=SECRET:restricted", redact(s))
-	}
-	k := batchhttp.Key{Name: name, Secret: secret}
-	if base, found := strings.CutSuffix(secret, ":restricted"); found {
-		if base == "" {
-			return batchhttp.Key{}, fmt.Errorf("key of %q: empty secret", name)
-		}
-		k.Secret, k.Restricted = base, true
-	}
-	return k, nil
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseFlags(args, stderr)
+// serve runs the daemon until ctx ends.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintf(stdout, "batchd %s\n", batchcli.Version())
+		return errVersion
 	}
 	keys, err := loadKeys(o)
 	if err != nil {
@@ -196,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("-log-level %q: want debug, info, warn or error", o.logLevel)
+		return usagef("-log-level %q: want debug, info, warn or error", o.logLevel)
 	}
 	generated := ""
 	if len(keys) == 0 {
@@ -244,14 +277,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)
-}
-
-// redact keeps the name of a malformed key spec and hides the rest, so that
-// an error message does not print a secret.
-func redact(spec string) string {
-	name, _, found := strings.Cut(spec, "=")
-	if !found {
-		return "…"
-	}
-	return name + "=…"
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/testbin"
 )
 
@@ -28,30 +29,11 @@ import (
 // binary is built the same way and reuses the build cache.
 var raceEnabled bool
 
-func TestParseKey(t *testing.T) {
-	t.Parallel()
-	ok := func(in string, want batchhttp.Key) {
-		t.Helper()
-		got, err := parseKey(in)
-		if err != nil || got != want {
-			t.Errorf("parseKey(%q) = %+v, %v; want %+v", in, got, err, want)
-		}
-	}
-	ok("alice=s3cret", batchhttp.Key{Name: "alice", Secret: "s3cret"})
-	ok("agency=xyz:restricted", batchhttp.Key{Name: "agency", Secret: "xyz", Restricted: true})
-	ok("a=b=c", batchhttp.Key{Name: "a", Secret: "b=c"})
-	for _, bad := range []string{"", "alice", "=secret", "alice=", "alice=:restricted"} {
-		if _, err := parseKey(bad); err == nil {
-			t.Errorf("parseKey(%q) accepted", bad)
-		}
-	}
-}
-
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
 	o, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-key", "a=b", "-key", "c=d:restricted", "-allow", "127.0.0.1:81",
 		"-workers", "3", "-ttl", "2h", "-max-bytes", "1000",
-		"-webhook-secret-file", "/etc/hook", "-webhook-timeout", "3s", "-webhook-backoff", "1s", "-webhook-retry-for", "6h"}, io.Discard)
+		"-webhook-secret-file", "/etc/hook", "-webhook-timeout", "3s", "-webhook-backoff", "1s", "-webhook-retry-for", "6h"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +45,10 @@ func TestParseFlags(t *testing.T) {
 		o.batch.WebhookRetryFor != batch.Duration(6*time.Hour) {
 		t.Errorf("parsed webhook flags %+v", o)
 	}
-	if _, err := parseFlags([]string{"-bogus"}, io.Discard); err == nil {
+	if _, err := parseFlags([]string{"-bogus"}, io.Discard, io.Discard); err == nil {
 		t.Error("unknown flag accepted")
 	}
-	if _, err := parseFlags([]string{"extra"}, io.Discard); err == nil {
+	if _, err := parseFlags([]string{"extra"}, io.Discard, io.Discard); err == nil {
 		t.Error("stray argument accepted")
 	}
 }
@@ -384,4 +366,55 @@ func TestLoadKeys(t *testing.T) {
 	if _, err := loadKeys(options{}); err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("malformed key: %v", err)
 	}
+}
+
+// The exit codes: 0 for -h and -version (on stdout), 2 for a wrong
+// command line, 1 when the daemon cannot start: a port in use, a database
+// another process holds, a key file others can read or with a bad line.
+func TestRun_ExitCodes(t *testing.T) {
+	t.Parallel()
+	f := func(args []string, want int, wantOut, wantErr string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if got := run(t.Context(), args, &stdout, &stderr); got != want {
+			t.Errorf("batchd %q: exit %d, want %d\nstdout: %s\nstderr: %s", args, got, want, &stdout, &stderr)
+		}
+		if !strings.Contains(stdout.String(), wantOut) || !strings.Contains(stderr.String(), wantErr) {
+			t.Errorf("batchd %q:\nstdout %q, want %q in it\nstderr %q, want %q in it", args, &stdout, wantOut, &stderr, wantErr)
+		}
+	}
+	f([]string{"-h"}, exitOK, "usage: batchd [flags]", "")
+	f([]string{"--help"}, exitOK, "-key-file", "")
+	f([]string{"-version"}, exitOK, "batchd ", "")
+	f([]string{"--version"}, exitOK, "batchd (devel)", "")
+	f([]string{"-bogus"}, exitUsage, "", "flag provided but not defined: -bogus")
+	f([]string{"extra"}, exitUsage, "", `unexpected argument "extra"`)
+	f([]string{"-log-level", "loud"}, exitUsage, "", `Run "batchd -h"`)
+
+	dir := t.TempDir()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	db := filepath.Join(dir, "batch.db")
+	f([]string{"-addr", busy.Addr().String(), "-db", db, "-key", "a=b"}, exitError, "", "address already in use")
+
+	held, err := batchstore.Open(t.Context(), filepath.Join(dir, "held.db"), batchstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	f([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "held.db"), "-key", "a=b"}, exitError, "", "in use by another store")
+
+	open := filepath.Join(dir, "keys-open")
+	if err := os.WriteFile(open, []byte("a=b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", open}, exitError, "", "permissions 0644 are too open")
+	bad := filepath.Join(dir, "keys-bad")
+	if err := os.WriteFile(bad, []byte("# keys\na=b\nbroken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", bad}, exitError, "", "line 3")
 }

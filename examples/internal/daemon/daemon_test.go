@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -322,5 +323,36 @@ func TestDaemon_Readyz(t *testing.T) {
 	}
 	if resp := probe("/healthz"); resp.StatusCode != http.StatusOK {
 		t.Errorf("healthz with a closed store = %d, want 200: the process still answers", resp.StatusCode)
+	}
+}
+
+// A local URL refused at submit says how to allow a local test server;
+// a URL refused for another reason gets no such hint.
+func TestDaemon_AllowHint(t *testing.T) {
+	t.Parallel()
+	srv := openTest(t, Config{})
+	submit := func(url string) batchhttp.ErrorResponse {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/batch",
+			strings.NewReader(`{"targets":[{"url":"`+url+`"}]}`))
+		req.Header.Set("Authorization", "Bearer alice-key")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e batchhttp.ErrorResponse
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Fatalf("submit of %s: %d, %v", url, resp.StatusCode, err)
+		}
+		return e
+	}
+	for _, u := range []string{"http://127.0.0.1:8709/secret", "http://10.0.0.1/", "http://example.com:8080/", "http://localhost/"} {
+		if e := submit(u); e.Code != batchhttp.CodeBlocked || !strings.Contains(e.Hint, "-allow HOST:PORT") {
+			t.Errorf("submit of %s: %+v, want blocked with the -allow hint", u, e)
+		}
+	}
+	if e := submit("ftp://example.com/"); e.Code != batchhttp.CodeBlocked || e.Hint != "" {
+		t.Errorf("submit of an ftp URL: %+v, want blocked without a hint", e)
 	}
 }
