@@ -2,7 +2,9 @@ package batchcli
 
 import "strings"
 
-// Usage is the overview that "batch help" and "batch --help" print.
+// Usage is the overview that "batch help" and "batch --help" print, for a
+// CLI of the default name ([DefaultName]). A host that mounts the commands
+// under another name prints [UsageFor] of that name.
 const Usage = `usage: batch <command> [arguments]
 
 commands:
@@ -35,15 +37,16 @@ type verb struct {
 	optional int
 	// flags maps each flag's name to whether it takes a value.
 	flags map[string]bool
-	// help is what "batch <verb> --help" prints; its first line is the
-	// synopsis a usage error repeats.
+	// help is what "batch <verb> --help" prints, written for
+	// [DefaultName] and rendered by [named]; its first line is the synopsis
+	// a usage error repeats.
 	help string
 }
 
-// synopsis is the first line of the verb's help.
-func (v verb) synopsis() string {
+// synopsis is the first line of the verb's help, for a CLI named name.
+func (v verb) synopsis(name string) string {
 	line, _, _ := strings.Cut(v.help, "\n")
-	return line
+	return named(line, name)
 }
 
 // verbs are the commands. Adding one means an entry here, a line in
@@ -126,10 +129,29 @@ Print the list of commands, or the help of one command (the same as
 `},
 }
 
-// helpText is what "batch help [topic]" prints.
-func helpText(topic string) string {
+// UsageFor is [Usage] for a CLI named name, such as "sift batch": what
+// "<name> help" and "<name> --help" print. An empty name is [DefaultName].
+func UsageFor(name string) string { return named(Usage, name) }
+
+// helpText is what "<name> help [topic]" prints.
+func helpText(name, topic string) string {
 	if topic == "" {
-		return Usage
+		return UsageFor(name)
 	}
-	return verbs[topic].help
+	return named(verbs[topic].help, name)
+}
+
+// named renders a help text, written for [DefaultName], for name. The texts
+// write the program's name in two places only: after "usage: " and after an
+// opening quote (Run "batch status --help"), always followed by a space;
+// so that "batch" in running prose never becomes the name, TestUsageFor
+// checks that a rendered text holds no "batch" but the name's.
+func named(text, name string) string {
+	if name == "" || name == DefaultName {
+		return text
+	}
+	return strings.NewReplacer(
+		"usage: "+DefaultName+" ", "usage: "+name+" ",
+		`"`+DefaultName+" ", `"`+name+" ",
+	).Replace(text)
 }
