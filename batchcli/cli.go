@@ -20,6 +20,11 @@ type Config struct {
 	// each command's help, every error line and every command line the CLI
 	// suggests start with it. Defaults to [DefaultName].
 	Name string
+	// Version is what "<Name> --version" prints after the name. Defaults
+	// to [Version], the version of batchkit built into the program; a host
+	// may pass its own, so that "sift batch --version" agrees with "sift
+	// --version".
+	Version string
 	// Client talks to the server. Required by every command but help.
 	Client *batchhttp.Client
 	// Stdin is read by "submit -". Defaults to os.Stdin.
@@ -61,6 +66,9 @@ func New(cfg Config) *CLI {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
 	}
+	if cfg.Version == "" {
+		cfg.Version = Version()
+	}
 	if cfg.Stdin == nil {
 		cfg.Stdin = os.Stdin
 	}
@@ -92,7 +100,8 @@ func New(cfg Config) *CLI {
 var ErrReported = errors.New("batchcli: error reported")
 
 // Run parses args (the arguments after the command name, e.g.
-// ["status", id, "--wait"]) and runs the command. It writes the error to
+// ["status", id, "--wait"]) and runs the command; "--help" prints the
+// usage and "--version" the name and version, on Stdout. It writes the error to
 // Stderr itself and returns it wrapped in [ErrReported]; [ExitCode] maps
 // it to the exit code. If ctx is cancelled (the host's Ctrl-C), Run ends
 // with a short note of what became of the request, and ExitCode gives
@@ -172,6 +181,9 @@ func (c *CLI) run(ctx context.Context, cmd Command) error {
 	switch cmd.Verb {
 	case VerbHelp:
 		_, err := io.WriteString(c.cfg.Stdout, helpText(c.cfg.Name, cmd.Topic))
+		return err
+	case VerbVersion:
+		_, err := fmt.Fprintf(c.cfg.Stdout, "%s %s\n", c.cfg.Name, c.cfg.Version)
 		return err
 	}
 	if c.cfg.Client == nil {

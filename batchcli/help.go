@@ -17,8 +17,9 @@ commands:
   list [--limit N]                 list your jobs, newest first
   help [command]                   print this help, or a command's
 
-Run "batch <command> --help" for the details of a command. Answers are the
-server's JSON bodies on standard output; errors go to standard error.
+Run "batch <command> --help" for the details of a command, "batch --version"
+for the version. Answers are the server's JSON bodies on standard output;
+errors go to standard error.
 
 exit status:
   0    ok; for status --wait, the job ended done

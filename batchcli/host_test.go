@@ -81,7 +81,7 @@ func TestUsageFor(t *testing.T) {
 	if !strings.HasPrefix(got, "usage: sift batch <command> [arguments]\n") {
 		t.Errorf("UsageFor(%q) starts %q", name, got[:min(len(got), 60)])
 	}
-	for _, want := range []string{`Run "sift batch <command> --help"`} {
+	for _, want := range []string{`Run "sift batch <command> --help"`, `"sift batch --version"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("UsageFor(%q) lacks %q:\n%s", name, want, got)
 		}
@@ -175,4 +175,31 @@ func TestCLI_Name(t *testing.T) {
 			onlyName(t, verb+" --bogus", r.stderr, name)
 		}
 	})
+}
+
+// --version prints the name and the version; it is a flag of the command
+// set, given alone, not a command.
+func TestCLI_Version(t *testing.T) {
+	t.Parallel()
+	r := runHost(t, t.Context(), batchcli.Config{}, "", "", "--version")
+	if want := "batch " + batchcli.Version() + "\n"; r.code != batchcli.ExitOK || r.stdout != want || r.stderr != "" {
+		t.Errorf("default: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+	}
+	host := batchcli.Config{Name: "sift batch", Version: "v1.4.0"}
+	for _, flag := range []string{"--version", "-version"} {
+		r := runHost(t, t.Context(), host, "", "", flag)
+		if r.code != batchcli.ExitOK || r.stdout != "sift batch v1.4.0\n" || r.stderr != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want %q", flag, r.code, r.stdout, r.stderr, "sift batch v1.4.0\n")
+		}
+	}
+	f := func(wantInStderr string, args ...string) {
+		t.Helper()
+		r := runHost(t, t.Context(), host, "", "", args...)
+		if r.code != batchcli.ExitUsage || r.stdout != "" || !strings.HasPrefix(r.stderr, wantInStderr) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", args, r.code, r.stdout, r.stderr, wantInStderr)
+		}
+	}
+	f(`sift batch: unexpected argument "list" after --version`, "--version", "list")
+	f(`sift batch: unknown command "version"`, "version")
+	f(`sift batch: status: unknown flag "--version"`, "status", "j", "--version")
 }

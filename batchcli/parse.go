@@ -16,6 +16,11 @@ const (
 	VerbResults = "results"
 	VerbList    = "list"
 	VerbHelp    = "help"
+	// VerbVersion is what [Parse] makes of "--version" (or "-version")
+	// given alone: print the CLI's name and version. It is a flag of the
+	// command set, as --help is, not a command: "version" alone is an
+	// unknown command, so that it never shadows a host's own "version".
+	VerbVersion = "version"
 )
 
 // Command is one parsed command line.
@@ -73,13 +78,19 @@ func usagef(verb, format string, args ...any) error {
 // take one or two dashes; a flag's value follows it or an "=". A lone "-" is
 // a positional argument (standard input), and "--" ends the flags. -h or
 // --help anywhere before "--" asks for the verb's help: the result is
-// VerbHelp with the verb as Topic, whatever else the line holds. Every
-// error is a *[UsageError].
+// VerbHelp with the verb as Topic, whatever else the line holds. --version
+// as the only argument is [VerbVersion]. Every error is a *[UsageError].
 func Parse(args []string) (Command, error) {
 	if len(args) == 0 {
 		return Command{}, usagef("", "missing command")
 	}
 	name := args[0]
+	if name == "--version" || name == "-version" {
+		if len(args) > 1 {
+			return Command{}, usagef("", "unexpected argument %q after %s", args[1], name)
+		}
+		return Command{Verb: VerbVersion}, nil
+	}
 	if isHelpFlag(name) {
 		name = VerbHelp
 	}
