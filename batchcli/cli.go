@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/siftfetch/batchkit/batchhttp"
@@ -25,6 +26,15 @@ type Config struct {
 	// may pass its own, so that "sift batch --version" agrees with "sift
 	// --version".
 	Version string
+	// GlobalFlags are the host's own flags, the ones typed between Name
+	// and the command, as its usage writes them, with a placeholder for a
+	// value: "--server URL", "--key KEY". Given one of them after the
+	// command ("batch list --key K"), the usage error says where it goes:
+	// "global flags such as --key go before the command: batch --key KEY
+	// list". The hint shows the placeholder, never what the user typed.
+	// Without GlobalFlags the error only says that the command takes no
+	// such flag.
+	GlobalFlags []string
 	// Client talks to the server. Required by every command but help.
 	Client *batchhttp.Client
 	// Stdin is read by "submit -". Defaults to os.Stdin.
@@ -141,6 +151,9 @@ func (c *CLI) report(err error) {
 			return
 		}
 		fmt.Fprintf(w, "%s: %s\n", name, ue)
+		if hint := c.globalFlagHint(ue); hint != "" {
+			fmt.Fprintf(w, "hint: %s\n", hint)
+		}
 		fmt.Fprintf(w, "%s\nRun \"%s %s --help\" for details.\n", verbs[ue.Verb].synopsis(name), name, ue.Verb)
 		return
 	}
@@ -175,6 +188,30 @@ func (c *CLI) report(err error) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", name, err)
+}
+
+// globalFlagHint says where a global flag goes when ue is one of
+// [Config.GlobalFlags] given after the command: "global flags such as
+// --key go before the command: batch --key KEY list". It is empty for any
+// other error, and for a flag the host does not declare (a typo of one of
+// the command's flags, most likely).
+func (c *CLI) globalFlagHint(ue *UsageError) string {
+	given := strings.TrimLeft(ue.Flag, "-")
+	if given == "" {
+		return ""
+	}
+	for _, g := range c.cfg.GlobalFlags {
+		flag, _, _ := strings.Cut(strings.TrimSpace(g), " ")
+		if strings.TrimLeft(flag, "-") != given {
+			continue
+		}
+		line := c.cfg.Name + " " + strings.TrimSpace(g) + " " + ue.Verb
+		if len(verbs[ue.Verb].args) > 0 {
+			line += " …"
+		}
+		return fmt.Sprintf("global flags such as %s go before the command: %s", flag, line)
+	}
+	return ""
 }
 
 func (c *CLI) run(ctx context.Context, cmd Command) error {

@@ -1,6 +1,9 @@
 package batchcli
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Usage is the overview that "batch help" and "batch --help" print, for a
 // CLI of the default name ([DefaultName]). A host that mounts the commands
@@ -48,6 +51,20 @@ type verb struct {
 func (v verb) synopsis(name string) string {
 	line, _, _ := strings.Cut(v.help, "\n")
 	return named(line, name)
+}
+
+// takes says which flags the verb takes, for an unknown flag's error:
+// "list takes --limit", "cancel takes no flags".
+func (v verb) takes(name string) string {
+	if len(v.flags) == 0 {
+		return name + " takes no flags"
+	}
+	fs := make([]string, 0, len(v.flags))
+	for f := range v.flags {
+		fs = append(fs, "--"+f)
+	}
+	slices.Sort(fs)
+	return name + " takes " + strings.Join(fs, ", ")
 }
 
 // verbs are the commands. Adding one means an entry here, a line in

@@ -203,3 +203,80 @@ func TestCLI_Version(t *testing.T) {
 	f(`sift batch: unknown command "version"`, "version")
 	f(`sift batch: status: unknown flag "--version"`, "status", "j", "--version")
 }
+
+func TestParse_HostFlags(t *testing.T) {
+	t.Parallel()
+	if got, err := batchcli.Parse([]string{"--version"}); err != nil || got != (batchcli.Command{Verb: batchcli.VerbVersion}) {
+		t.Errorf("Parse(--version) = %+v, %v", got, err)
+	}
+	f := func(args, wantFlag, wantMsg string) {
+		t.Helper()
+		_, err := batchcli.Parse(strings.Fields(args))
+		ue, ok := errors.AsType[*batchcli.UsageError](err)
+		if !ok {
+			t.Fatalf("Parse(%q) error = %v, want a UsageError", args, err)
+		}
+		if ue.Flag != wantFlag || ue.Error() != wantMsg {
+			t.Errorf("Parse(%q) = Flag %q, %q; want %q, %q", args, ue.Flag, ue.Error(), wantFlag, wantMsg)
+		}
+	}
+	f("list --key K", "--key", `list: unknown flag "--key" (list takes --limit)`)
+	// The value of a flag may be a key: it is never repeated.
+	f("list --key=s3cret", "--key", `list: unknown flag "--key" (list takes --limit)`)
+	f("status abc -server http://a.test", "-server", `status: unknown flag "-server" (status takes --results, --wait)`)
+	f("results abc --bogus", "--bogus", `results: unknown flag "--bogus" (results takes --after, --follow)`)
+	f("cancel abc --wait", "--wait", `cancel: unknown flag "--wait" (cancel takes no flags)`)
+	f("status", "", "status: missing <id>")
+}
+
+// A global flag of the host given after the command is an error that says
+// where it goes, when the host declares its global flags.
+func TestCLI_GlobalFlagAfterCommand(t *testing.T) {
+	t.Parallel()
+	cfg := batchcli.Config{GlobalFlags: []string{"--server URL", "--key KEY"}}
+	r := runHost(t, t.Context(), cfg, "", "", "list", "--key", "K")
+	want := `batch: list: unknown flag "--key" (list takes --limit)
+hint: global flags such as --key go before the command: batch --key KEY list
+usage: batch list [--limit N]
+Run "batch list --help" for details.
+`
+	if r.code != batchcli.ExitUsage || r.stderr != want || r.stdout != "" {
+		t.Errorf("list --key K: exit %d, stdout %q, stderr\n%s\nwant 2 and\n%s", r.code, r.stdout, r.stderr, want)
+	}
+
+	f := func(cfg batchcli.Config, args []string, want ...string) {
+		t.Helper()
+		r := runHost(t, t.Context(), cfg, "", "", args...)
+		if r.code != batchcli.ExitUsage {
+			t.Errorf("%q: exit %d, want 2", args, r.code)
+		}
+		for _, w := range want {
+			if neg, ok := strings.CutPrefix(w, "!"); ok {
+				if strings.Contains(r.stderr, neg) {
+					t.Errorf("%q: stderr holds %q:\n%s", args, neg, r.stderr)
+				}
+			} else if !strings.Contains(r.stderr, w) {
+				t.Errorf("%q: stderr lacks %q:\n%s", args, w, r.stderr)
+			}
+		}
+	}
+	// Any spelling of the flag; the hint shows the placeholder, never the
+	// value given; "…" stands for the command's arguments.
+	f(cfg, []string{"status", "abc", "--wait", "-server=http://secret.test"},
+		"batch: status: unknown flag \"-server\"",
+		"\nhint: global flags such as --server go before the command: batch --server URL status …\n",
+		"!secret.test")
+	f(cfg, []string{"submit", "--key=s3cret", "-"},
+		"\nhint: global flags such as --key go before the command: batch --key KEY submit …\n", "!s3cret")
+	// A flag the host does not declare is a typo: no hint.
+	f(cfg, []string{"list", "--bogus"}, `batch: list: unknown flag "--bogus" (list takes --limit)`, "!hint:")
+	// Without GlobalFlags, no hint.
+	f(batchcli.Config{}, []string{"list", "--key", "K"}, `batch: list: unknown flag "--key" (list takes --limit)`, "!hint:")
+	// A mounted CLI names itself.
+	sift := batchcli.Config{Name: "sift batch", GlobalFlags: []string{"--profile NAME", "--verbose"}}
+	f(sift, []string{"cancel", "j", "--profile", "work"},
+		"sift batch: cancel: unknown flag \"--profile\" (cancel takes no flags)\n"+
+			"hint: global flags such as --profile go before the command: sift batch --profile NAME cancel …\n"+
+			"usage: sift batch cancel <id>\n", "!work")
+	f(sift, []string{"list", "--verbose"}, "hint: global flags such as --verbose go before the command: sift batch --verbose list\n")
+}

@@ -59,6 +59,11 @@ type UsageError struct {
 	Verb string
 	// Msg says what is wrong, e.g. "missing <id>".
 	Msg string
+	// Flag is the flag as given, without a value ("--key" of
+	// "--key=K"), when the error is that Verb does not take it; empty
+	// otherwise. The CLI uses it to tell a host's global flag given after
+	// the command (see [Config.GlobalFlags]).
+	Flag string
 }
 
 // Error returns the message, prefixed with the verb if there is one.
@@ -79,7 +84,8 @@ func usagef(verb, format string, args ...any) error {
 // a positional argument (standard input), and "--" ends the flags. -h or
 // --help anywhere before "--" asks for the verb's help: the result is
 // VerbHelp with the verb as Topic, whatever else the line holds. --version
-// as the only argument is [VerbVersion]. Every error is a *[UsageError].
+// as the only argument is [VerbVersion]. Every error is a *[UsageError];
+// none repeats the value of a flag, which may be a key.
 func Parse(args []string) (Command, error) {
 	if len(args) == 0 {
 		return Command{}, usagef("", "missing command")
@@ -123,7 +129,8 @@ func Parse(args []string) (Command, error) {
 		fname, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		takesValue, known := v.flags[fname]
 		if !known {
-			return Command{}, usagef(name, "unknown flag %q", a)
+			given, _, _ := strings.Cut(a, "=")
+			return Command{}, &UsageError{Verb: name, Flag: given, Msg: fmt.Sprintf("unknown flag %q (%s)", given, v.takes(name))}
 		}
 		if _, dup := flags[fname]; dup {
 			return Command{}, usagef(name, "flag --%s given twice", fname)
