@@ -35,7 +35,8 @@ type Config struct {
 	// Without GlobalFlags the error only says that the command takes no
 	// such flag.
 	GlobalFlags []string
-	// Client talks to the server. Required by every command but help.
+	// Client talks to the server. Required by every command but help and
+	// --version.
 	Client *batchhttp.Client
 	// Stdin is read by "submit -". Defaults to os.Stdin.
 	Stdin io.Reader

@@ -84,8 +84,9 @@ func usagef(verb, format string, args ...any) error {
 // a positional argument (standard input), and "--" ends the flags. -h or
 // --help anywhere before "--" asks for the verb's help: the result is
 // VerbHelp with the verb as Topic, whatever else the line holds. --version
-// as the only argument is [VerbVersion]. Every error is a *[UsageError];
-// none repeats the value of a flag, which may be a key.
+// as the only argument is [VerbVersion]. Every error is a *[UsageError].
+// An unknown flag's error names the flag without its value ("--key" of
+// "--key=K"): it may be a host's global flag, and its value a key.
 func Parse(args []string) (Command, error) {
 	if len(args) == 0 {
 		return Command{}, usagef("", "missing command")
