@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/siftfetch/batchkit/batchhttp"
@@ -15,7 +16,27 @@ import (
 
 // Config configures a [CLI].
 type Config struct {
-	// Client talks to the server. Required by every command but help.
+	// Name is the command name as the user types it, such as "sift batch"
+	// for a host that mounts the commands as "sift batch …". The usage,
+	// each command's help, every error line and every command line the CLI
+	// suggests start with it. Defaults to [DefaultName].
+	Name string
+	// Version is what "<Name> --version" prints after the name. Defaults
+	// to [Version], the version of batchkit built into the program; a host
+	// may pass its own, so that "sift batch --version" agrees with "sift
+	// --version".
+	Version string
+	// GlobalFlags are the host's own flags, the ones typed between Name
+	// and the command, as its usage writes them, with a placeholder for a
+	// value: "--server URL", "--key KEY". Given one of them after the
+	// command ("batch list --key K"), the usage error says where it goes:
+	// "global flags such as --key go before the command: batch --key KEY
+	// list". The hint shows the placeholder, never what the user typed.
+	// Without GlobalFlags the error only says that the command takes no
+	// such flag.
+	GlobalFlags []string
+	// Client talks to the server. Required by every command but help and
+	// --version.
 	Client *batchhttp.Client
 	// Stdin is read by "submit -". Defaults to os.Stdin.
 	Stdin io.Reader
@@ -38,6 +59,10 @@ type Config struct {
 	KeyHint string
 }
 
+// DefaultName is the [Config.Name] of a CLI that names none: the name of
+// the example CLI.
+const DefaultName = "batch"
+
 // DefaultKeyHint is the [Config.KeyHint] of a CLI that takes its key as
 // the example CLI does.
 const DefaultKeyHint = "pass the key with --key KEY or in the BATCH_KEY environment variable"
@@ -49,6 +74,12 @@ type CLI struct {
 
 // New returns a CLI for cfg, filling its defaults.
 func New(cfg Config) *CLI {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.Version == "" {
+		cfg.Version = Version()
+	}
 	if cfg.Stdin == nil {
 		cfg.Stdin = os.Stdin
 	}
@@ -74,11 +105,14 @@ func New(cfg Config) *CLI {
 }
 
 // ErrReported is returned (wrapped) by [CLI.Run] once it has written the
-// error to Stderr, so the host need not print it again.
+// error to Stderr, so the host need not print it again. Every line it
+// writes starts with [Config.Name] ("sift batch: not found (HTTP 404)") or
+// continues one that does ("hint: …").
 var ErrReported = errors.New("batchcli: error reported")
 
 // Run parses args (the arguments after the command name, e.g.
-// ["status", id, "--wait"]) and runs the command. It writes the error to
+// ["status", id, "--wait"]) and runs the command; "--help" prints the
+// usage and "--version" the name and version, on Stdout. It writes the error to
 // Stderr itself and returns it wrapped in [ErrReported]; [ExitCode] maps
 // it to the exit code. If ctx is cancelled (the host's Ctrl-C), Run ends
 // with a short note of what became of the request, and ExitCode gives
@@ -94,7 +128,7 @@ func (c *CLI) Run(ctx context.Context, args []string) error {
 	_, usage := errors.AsType[*UsageError](err)
 	_, ended := errors.AsType[*jobError](err)
 	if errors.Is(ctx.Err(), context.Canceled) && !usage && !ended {
-		err = &interruptedError{err: err, note: interruptNote(cmd)}
+		err = &interruptedError{err: err, note: interruptNote(c.cfg.Name, cmd)}
 	}
 	c.report(err)
 	return fmt.Errorf("%w: %w", ErrReported, err)
@@ -103,25 +137,29 @@ func (c *CLI) Run(ctx context.Context, args []string) error {
 // report writes err to Stderr for a person: the server's message and hint,
 // or what went wrong on the way, never a raw "context canceled".
 func (c *CLI) report(err error) {
-	w := c.cfg.Stderr
+	w, name := c.cfg.Stderr, c.cfg.Name
 	if ie, ok := errors.AsType[*interruptedError](err); ok {
 		if ie.note != "" {
-			fmt.Fprintf(w, "batch: interrupted; %s\n", ie.note)
+			fmt.Fprintf(w, "%s: interrupted; %s\n", name, ie.note)
 		} else {
-			fmt.Fprintln(w, "batch: interrupted")
+			fmt.Fprintf(w, "%s: interrupted\n", name)
 		}
 		return
 	}
 	if ue, ok := errors.AsType[*UsageError](err); ok {
-		if ue.Verb != "" {
-			fmt.Fprintf(w, "batch: %s\n%s\nRun \"batch %s --help\" for details.\n", ue, verbs[ue.Verb].synopsis(), ue.Verb)
-		} else {
-			fmt.Fprintf(w, "batch: %s\n\n%s", ue, Usage)
+		if ue.Verb == "" {
+			fmt.Fprintf(w, "%s: %s\n\n%s", name, ue, UsageFor(name))
+			return
 		}
+		fmt.Fprintf(w, "%s: %s\n", name, ue)
+		if hint := c.globalFlagHint(ue); hint != "" {
+			fmt.Fprintf(w, "hint: %s\n", hint)
+		}
+		fmt.Fprintf(w, "%s\nRun \"%s %s --help\" for details.\n", verbs[ue.Verb].synopsis(name), name, ue.Verb)
 		return
 	}
 	if ae, ok := errors.AsType[*batchhttp.APIError](err); ok {
-		fmt.Fprintf(w, "batch: %s (HTTP %d)\n", ae.Message, ae.StatusCode)
+		fmt.Fprintf(w, "%s: %s (HTTP %d)\n", name, ae.Message, ae.StatusCode)
 		hint := ae.Hint
 		if ae.StatusCode == http.StatusUnauthorized {
 			// The server's hint speaks HTTP ("send Authorization: Bearer");
@@ -144,18 +182,46 @@ func (c *CLI) report(err error) {
 			origin = u.Scheme + "://" + u.Host
 		}
 		if ue.Timeout() {
-			fmt.Fprintf(w, "batch: no answer from %s in time: %v\n", origin, ue.Err)
+			fmt.Fprintf(w, "%s: no answer from %s in time: %v\n", name, origin, ue.Err)
 		} else {
-			fmt.Fprintf(w, "batch: no answer from %s: %v\n", origin, ue.Err)
+			fmt.Fprintf(w, "%s: no answer from %s: %v\n", name, origin, ue.Err)
 		}
 		return
 	}
-	fmt.Fprintf(w, "batch: %v\n", err)
+	fmt.Fprintf(w, "%s: %v\n", name, err)
+}
+
+// globalFlagHint says where a global flag goes when ue is one of
+// [Config.GlobalFlags] given after the command: "global flags such as
+// --key go before the command: batch --key KEY list". It is empty for any
+// other error, and for a flag the host does not declare (a typo of one of
+// the command's flags, most likely).
+func (c *CLI) globalFlagHint(ue *UsageError) string {
+	given := strings.TrimLeft(ue.Flag, "-")
+	if given == "" {
+		return ""
+	}
+	for _, g := range c.cfg.GlobalFlags {
+		flag, _, _ := strings.Cut(strings.TrimSpace(g), " ")
+		if strings.TrimLeft(flag, "-") != given {
+			continue
+		}
+		line := c.cfg.Name + " " + strings.TrimSpace(g) + " " + ue.Verb
+		if len(verbs[ue.Verb].args) > 0 {
+			line += " …"
+		}
+		return fmt.Sprintf("global flags such as %s go before the command: %s", flag, line)
+	}
+	return ""
 }
 
 func (c *CLI) run(ctx context.Context, cmd Command) error {
-	if cmd.Verb == VerbHelp {
-		_, err := io.WriteString(c.cfg.Stdout, helpText(cmd.Topic))
+	switch cmd.Verb {
+	case VerbHelp:
+		_, err := io.WriteString(c.cfg.Stdout, helpText(c.cfg.Name, cmd.Topic))
+		return err
+	case VerbVersion:
+		_, err := fmt.Fprintf(c.cfg.Stdout, "%s %s\n", c.cfg.Name, c.cfg.Version)
 		return err
 	}
 	if c.cfg.Client == nil {

@@ -19,6 +19,34 @@
 // is finished. retry makes a new job of a finished job's targets that did
 // not end done and prints the answer as submit does.
 //
+// # Mounting the commands in a host
+//
+// A host builds one [CLI] with [New] and calls [CLI.Run] with the arguments
+// that follow its own command name; the example CLI, examples/batch, is
+// such a host. The [Config] fields a host sets:
+//
+//   - Name: the command as the user types it, "sift batch". Usage, help,
+//     every error line and every command line the CLI suggests start with
+//     it ("sift batch: not found (HTTP 404)"). [UsageFor] renders the
+//     overview for a name, for the host's own --help. Defaults to "batch".
+//   - KeyHint: what a 401 tells the user, in the host's terms ("log in
+//     with: sift login"); the server's own hint speaks of HTTP headers.
+//   - GlobalFlags: the host's flags that go between Name and the command,
+//     as its usage writes them ("--server URL", "--key KEY"). One of them
+//     given after the command is still a usage error, but it says where
+//     the flag goes: "sift batch --key KEY list". The error names an
+//     unknown flag without its value, which may be a key.
+//   - Version: what "<Name> --version" prints after the name; [Version],
+//     batchkit's module version, unless the host passes its own.
+//     --version is a flag of the command set, given alone, as --help is,
+//     and not a command: "version" stays free for the host.
+//   - Client, Stdin, Stdout, Stderr: the server and the streams; only help
+//     and --version run without a Client.
+//
+// Run writes its own errors to Stderr and returns them wrapped in
+// [ErrReported], so the host prints nothing more; the host's main exits
+// with [ExitCode] of the error, and cancels Run's context on Ctrl-C.
+//
 // # Exit codes
 //
 // Scripts can rely on these; each is a constant:

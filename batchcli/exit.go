@@ -114,12 +114,12 @@ type interruptedError struct {
 func (e *interruptedError) Error() string { return "interrupted" }
 func (e *interruptedError) Unwrap() error { return e.err }
 
-// interruptNote says what an interruption of cmd leaves behind on the
-// server.
-func interruptNote(cmd Command) string {
+// interruptNote says what an interruption of cmd, run by the CLI named
+// name, leaves behind on the server.
+func interruptNote(name string, cmd Command) string {
 	switch {
 	case cmd.Verb == VerbStatus && cmd.Wait:
-		return fmt.Sprintf("stopped waiting; the job goes on (batch cancel %s stops it)", cmd.ID)
+		return fmt.Sprintf("stopped waiting; the job goes on (%s cancel %s stops it)", name, cmd.ID)
 	case cmd.Verb == VerbResults && cmd.Follow:
 		return "stopped following; the job goes on"
 	case cmd.Verb == VerbRetry:

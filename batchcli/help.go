@@ -1,8 +1,13 @@
 package batchcli
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
-// Usage is the overview that "batch help" and "batch --help" print.
+// Usage is the overview that "batch help" and "batch --help" print, for a
+// CLI of the default name ([DefaultName]). A host that mounts the commands
+// under another name prints [UsageFor] of that name.
 const Usage = `usage: batch <command> [arguments]
 
 commands:
@@ -15,8 +20,9 @@ commands:
   list [--limit N]                 list your jobs, newest first
   help [command]                   print this help, or a command's
 
-Run "batch <command> --help" for the details of a command. Answers are the
-server's JSON bodies on standard output; errors go to standard error.
+Run "batch <command> --help" for the details of a command, "batch --version"
+for the version. Answers are the server's JSON bodies on standard output;
+errors go to standard error.
 
 exit status:
   0    ok; for status --wait, the job ended done
@@ -35,15 +41,30 @@ type verb struct {
 	optional int
 	// flags maps each flag's name to whether it takes a value.
 	flags map[string]bool
-	// help is what "batch <verb> --help" prints; its first line is the
-	// synopsis a usage error repeats.
+	// help is what "batch <verb> --help" prints, written for
+	// [DefaultName] and rendered by [named]; its first line is the synopsis
+	// a usage error repeats.
 	help string
 }
 
-// synopsis is the first line of the verb's help.
-func (v verb) synopsis() string {
+// synopsis is the first line of the verb's help, for a CLI named name.
+func (v verb) synopsis(name string) string {
 	line, _, _ := strings.Cut(v.help, "\n")
-	return line
+	return named(line, name)
+}
+
+// takes says which flags the verb takes, for an unknown flag's error:
+// "list takes --limit", "cancel takes no flags".
+func (v verb) takes(name string) string {
+	if len(v.flags) == 0 {
+		return name + " takes no flags"
+	}
+	fs := make([]string, 0, len(v.flags))
+	for f := range v.flags {
+		fs = append(fs, "--"+f)
+	}
+	slices.Sort(fs)
+	return name + " takes " + strings.Join(fs, ", ")
 }
 
 // verbs are the commands. Adding one means an entry here, a line in
@@ -126,10 +147,29 @@ Print the list of commands, or the help of one command (the same as
 `},
 }
 
-// helpText is what "batch help [topic]" prints.
-func helpText(topic string) string {
+// UsageFor is [Usage] for a CLI named name, such as "sift batch": what
+// "<name> help" and "<name> --help" print. An empty name is [DefaultName].
+func UsageFor(name string) string { return named(Usage, name) }
+
+// helpText is what "<name> help [topic]" prints.
+func helpText(name, topic string) string {
 	if topic == "" {
-		return Usage
+		return UsageFor(name)
 	}
-	return verbs[topic].help
+	return named(verbs[topic].help, name)
+}
+
+// named renders a help text, written for [DefaultName], for name. The texts
+// write the program's name in two places only: after "usage: " and after an
+// opening quote (Run "batch status --help"), always followed by a space;
+// so that "batch" in running prose never becomes the name, TestUsageFor
+// checks that a rendered text holds no "batch" but the name's.
+func named(text, name string) string {
+	if name == "" || name == DefaultName {
+		return text
+	}
+	return strings.NewReplacer(
+		"usage: "+DefaultName+" ", "usage: "+name+" ",
+		`"`+DefaultName+" ", `"`+name+" ",
+	).Replace(text)
 }

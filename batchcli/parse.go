@@ -16,6 +16,11 @@ const (
 	VerbResults = "results"
 	VerbList    = "list"
 	VerbHelp    = "help"
+	// VerbVersion is what [Parse] makes of "--version" (or "-version")
+	// given alone: print the CLI's name and version. It is a flag of the
+	// command set, as --help is, not a command: "version" alone is an
+	// unknown command, so that it never shadows a host's own "version".
+	VerbVersion = "version"
 )
 
 // Command is one parsed command line.
@@ -54,6 +59,11 @@ type UsageError struct {
 	Verb string
 	// Msg says what is wrong, e.g. "missing <id>".
 	Msg string
+	// Flag is the flag as given, without a value ("--key" of
+	// "--key=K"), when the error is that Verb does not take it; empty
+	// otherwise. The CLI uses it to tell a host's global flag given after
+	// the command (see [Config.GlobalFlags]).
+	Flag string
 }
 
 // Error returns the message, prefixed with the verb if there is one.
@@ -73,13 +83,21 @@ func usagef(verb, format string, args ...any) error {
 // take one or two dashes; a flag's value follows it or an "=". A lone "-" is
 // a positional argument (standard input), and "--" ends the flags. -h or
 // --help anywhere before "--" asks for the verb's help: the result is
-// VerbHelp with the verb as Topic, whatever else the line holds. Every
-// error is a *[UsageError].
+// VerbHelp with the verb as Topic, whatever else the line holds. --version
+// as the only argument is [VerbVersion]. Every error is a *[UsageError].
+// An unknown flag's error names the flag without its value ("--key" of
+// "--key=K"): it may be a host's global flag, and its value a key.
 func Parse(args []string) (Command, error) {
 	if len(args) == 0 {
 		return Command{}, usagef("", "missing command")
 	}
 	name := args[0]
+	if name == "--version" || name == "-version" {
+		if len(args) > 1 {
+			return Command{}, usagef("", "unexpected argument %q after %s", args[1], name)
+		}
+		return Command{Verb: VerbVersion}, nil
+	}
 	if isHelpFlag(name) {
 		name = VerbHelp
 	}
@@ -112,7 +130,8 @@ func Parse(args []string) (Command, error) {
 		fname, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		takesValue, known := v.flags[fname]
 		if !known {
-			return Command{}, usagef(name, "unknown flag %q", a)
+			given, _, _ := strings.Cut(a, "=")
+			return Command{}, &UsageError{Verb: name, Flag: given, Msg: fmt.Sprintf("unknown flag %q (%s)", given, v.takes(name))}
 		}
 		if _, dup := flags[fname]; dup {
 			return Command{}, usagef(name, "flag --%s given twice", fname)

@@ -40,10 +40,17 @@ func main() {
 	os.Exit(code)
 }
 
+// name is the program's name, as its usage and errors print it.
+const name = "batch"
+
+// globalFlags are the flags run takes before the command, as batchcli's
+// hint for one given after the command shows them.
+var globalFlags = []string{"--server URL", "--key KEY"}
+
 // run parses the global flags, then runs the batch command; it returns the
 // exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	// What the flag package prints goes to stdout for --help, which a
 	// person asked for, and to stderr for a mistake; which it was shows
 	// only once Parse returns.
@@ -53,9 +60,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	key := fs.String("key", os.Getenv("BATCH_KEY"), "bearer `key` (env BATCH_KEY)")
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(&usage, "usage: batch [--server URL] [--key KEY] <command> [arguments]\n       batch --version\n\nglobal flags:\n")
+		fmt.Fprintf(&usage, "usage: %[1]s [--server URL] [--key KEY] <command> [arguments]\n       %[1]s --version\n\nglobal flags:\n", name)
 		fs.PrintDefaults()
-		fmt.Fprintf(&usage, "\n%s", batchcli.Usage)
+		fmt.Fprintf(&usage, "\n%s", batchcli.UsageFor(name))
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -65,21 +72,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		stderr.Write(usage.Bytes())
 		return batchcli.ExitUsage
 	}
+	cfg := batchcli.Config{
+		Name: name, GlobalFlags: globalFlags,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr,
+	}
 	if *version {
-		fmt.Fprintf(stdout, "batch %s\n", batchcli.Version())
-		return batchcli.ExitOK
+		// batchcli's own --version, which needs no server.
+		return batchcli.ExitCode(batchcli.New(cfg).Run(ctx, []string{"--version"}))
 	}
 	// A long-poll waits up to a minute; the timeout only guards a dead server.
 	client, err := batchhttp.NewClient(*server, *key, &http.Client{Timeout: 2 * time.Minute})
 	if err != nil {
-		fmt.Fprintf(stderr, "batch: --server %q: %v\n", *server, err)
+		fmt.Fprintf(stderr, "%s: --server %q: %v\n", name, *server, err)
 		return batchcli.ExitUsage
 	}
-	cli := batchcli.New(batchcli.Config{
-		Client: client, Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		KeyHint: keyHint(fs, *key),
-	})
-	return batchcli.ExitCode(cli.Run(ctx, fs.Args()))
+	cfg.Client, cfg.KeyHint = client, keyHint(fs, *key)
+	return batchcli.ExitCode(batchcli.New(cfg).Run(ctx, fs.Args()))
 }
 
 // keyHint is what a 401 tells the user, which depends on where the key

@@ -151,3 +151,30 @@ func TestTargetsSample(t *testing.T) {
 		t.Errorf("status --wait: exit %d, %s", code, stderr)
 	}
 }
+
+// A global flag given after the command is a usage error that shows where
+// it goes, and never the value given with it.
+func TestRun_GlobalFlagAfterCommand(t *testing.T) {
+	t.Parallel()
+	f := func(wantHint string, args ...string) {
+		t.Helper()
+		code, stdout, stderr := runBatch(t, "", args...)
+		if code != batchcli.ExitUsage || stdout != "" || !strings.HasPrefix(stderr, "batch: ") || !strings.Contains(stderr, "\nhint: "+wantHint+"\n") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and the hint %q", args, code, stdout, stderr, wantHint)
+		}
+		if strings.Contains(stderr, "s3cret") || strings.Contains(stderr, "secret.test") {
+			t.Errorf("%q: stderr %q repeats a flag's value", args, stderr)
+		}
+	}
+	f("global flags such as --key go before the command: batch --key KEY list", "list", "--key", "s3cret")
+	f("global flags such as --key go before the command: batch --key KEY list", "list", "--key=s3cret")
+	f("global flags such as --server go before the command: batch --server URL status …", "--key", "s3cret", "status", "abc", "-server=http://secret.test")
+	// Every flag the hint names is one run takes before the command.
+	for _, g := range globalFlags {
+		flag, _, _ := strings.Cut(g, " ")
+		code, _, stderr := runBatch(t, "", flag+"=x", "--help")
+		if code != batchcli.ExitOK {
+			t.Errorf("global flag %q is not a flag of run: exit %d, %s", g, code, stderr)
+		}
+	}
+}
