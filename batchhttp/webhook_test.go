@@ -203,6 +203,7 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 	if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
 		t.Errorf("our own verifier refuses the delivery: %v", err)
 	}
+	checkWebhookDelivery(t, d)
 	if id := d.header.Get(HeaderWebhookID); id != "msg_"+sub.JobID {
 		t.Errorf("webhook-id %q", id)
 	}
