@@ -10,6 +10,27 @@
 // (batchcli); batch/batchtest has an in-memory store, fake fetchers and the
 // conformance suites.
 //
+// # Which names are whose
+//
+// A host (a daemon that embeds batchkit) uses [New], [Config] (with
+// [Duration]), [Runner] and its methods, [FetchFunc], [Caller], [Target],
+// [Options], [Result], the outcomes ([Outcome], [NewFetchError],
+// [ErrFetchBusy], [OutcomeError], [HintError]), the statuses ([JobStatus],
+// [TargetStatus]), what the runner's methods return ([JobInfo],
+// [TargetInfo], [TargetResult], [StatusOptions], [WaitOptions],
+// [SubmitOptions]), webhooks ([DeliverFunc], [WebhookEvent]), and the errors
+// ([ErrNotFound], [ErrCallerBusy], [ErrBusy], … and [TargetError]). The
+// adapters batchstore (SQLite) and batchstore/pgstore (PostgreSQL) supply a
+// [Store], batchhttp the HTTP side (handler, readiness, metrics, server),
+// batchnet the guarded fetch client, batchcli the commands.
+//
+// A store author implements [Store], and uses what its methods take and
+// return: the *Params structs ([CreateParams], [ClaimParams],
+// [FinishParams], …), [Job], [Claimed], [Step], [TargetFinish],
+// [TargetRecord], [Limits], [Stats], [Capabilities], [ChangeFeed],
+// [WebhookDelivery], [LeaseGrain], [CanonicalTargets] and [IdemKeyWith];
+// see "Writing a Store" below. A host never needs these.
+//
 // # Wiring
 //
 //	r, err := batch.New(batch.Config{
@@ -19,8 +40,8 @@
 //	})
 //	if err != nil { … }
 //	if err := r.Start(ctx); err != nil { … }   // fails jobs a previous process left live
-//	defer r.Close(ctx)                          // cancels in-flight fetches, waits for workers
-//	metrics.RegisterSet(r.Metrics())            // or r.Metrics().WritePrometheus(w)
+//	defer r.Close(context.Background())         // a fresh context: one done already returns at once
+//	metrics.RegisterSet(r.Metrics())            // or batchhttp.Metrics, with # HELP from r.MetricsHelp()
 //
 //	job, reused, err := r.Submit(ctx, caller, targets)   // job.ID, job.Status
 //	info, err := r.Status(ctx, caller, job.ID, batch.StatusOptions{Results: true})

@@ -1,6 +1,10 @@
 // Package batchstore is the SQLite [batch.Store], built on
 // zombiezen.com/go/sqlite: the embedded default of batchkit, one process
-// and one file.
+// and one file. Its subpackage batchstore/pgstore is the other store, on
+// PostgreSQL, for several nodes that share one database; the two pass the
+// same conformance suites and share no code but the reading of their
+// numbered migration files. A host imports the one it uses (only pgstore
+// compiles pgx).
 //
 //	store, err := batchstore.Open(ctx, "/var/lib/sift/batch.db", batchstore.Options{})
 //	if err != nil { … }         // ErrLocked, ErrCorrupt, ErrReadOnly, …
