@@ -240,3 +240,34 @@ func TestOutcome_Retryable(t *testing.T) {
 	f(batch.OutcomeOther, true)
 	f("upstream_3xx", true) // unknown: judged as other
 }
+
+// Every family of a runner's set has a # HELP text in MetricsHelp, under
+// its full name, and MetricsHelp names no family the set lacks.
+func TestRunner_MetricsHelp(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{MetricsPrefix: "sift_batch"})
+	help := r.MetricsHelp()
+	var buf bytes.Buffer
+	r.Metrics().WritePrometheus(&buf)
+	families := map[string]bool{}
+	for line := range strings.Lines(buf.String()) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.Fields(line)[0], "{")
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && help[base] != "" {
+				name = base
+			}
+		}
+		families[name] = true
+		if help[name] == "" {
+			t.Errorf("family %s has no help text", name)
+		}
+	}
+	for name := range help {
+		if !families[name] {
+			t.Errorf("MetricsHelp names %s, which the set does not have", name)
+		}
+	}
+}

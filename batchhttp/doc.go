@@ -1,18 +1,30 @@
 // Package batchhttp serves a [batch.Runner] over HTTP as the /v1/batch wire
-// API, and provides a [Client] for it.
+// API, provides a [Client] for it, and has the rest of what a host daemon
+// needs around it: readiness, metrics, a server with limits and the right
+// shutdown order, bearer keys, and a Standard Webhooks sender.
 //
 // A host builds a [Handler] with [NewHandler] from the runner and its hooks
-// ([HandlerOpts]: authenticate, pre-check, logger, observe), and mounts it
-// on both "/v1/batch" and "/v1/batch/":
+// ([HandlerOpts]: authenticate, pre-check, logger, observe) and mounts it on
+// its mux with [Handler.Mount]; [HandlerOpts].Prefix serves it under a path
+// such as "/api" (or put [http.StripPrefix] in front of a handler without
+// one):
 //
-//	auth, err := batchhttp.NewKeyAuth(keys)
+//	keys, err := batchhttp.ReadKeyFile("keys")        // NAME=SECRET[:restricted] lines, chmod 600
+//	auth, err := batchhttp.NewKeyAuth(keys)           // or the host's own CallerFunc
+//	m, err := batchhttp.NewMetrics(batchhttp.MetricsOpts{Prefix: "sift", Authenticate: auth})
+//	m.Add(runner.Metrics(), runner.MetricsHelp())
 //	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
 //		Authenticate: auth,
-//		Precheck:     batchhttp.PrecheckURL,
+//		Precheck:     guard.PrecheckFunc,             // batchnet: the same rules as the fetcher's dialer
 //		Logger:       logger,
+//		Observe:      m.Observe,
 //	})
-//	mux.Handle("/v1/batch", h)
-//	mux.Handle("/v1/batch/", h)
+//	h.Mount(mux)                                      // /v1/batch and /v1/batch/
+//	mux.Handle("GET /readyz", batchhttp.ReadyHandler(runner))
+//	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, logger))
+//	err = batchhttp.Serve(ctx, ln, batchhttp.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
+//
+// examples/embed is a whole host built this way, in one file.
 //
 // # Routes
 //
@@ -42,7 +54,7 @@
 // Errors. Every error has one shape, [ErrorResponse]:
 // {"success":false,"code":"…","error":"…","hint"?,"request_id":"…"}. code
 // is one of the Code constants, stable across releases; error is English
-// for a person. SPEC §6 has the seeds' statuses and messages: 400
+// for a person. The statuses and messages: 400
 // "invalid batch: …" ([CodeInvalidBatch]); 422 "blocked: target <idx>:
 // <reason>" ([CodeBlocked]; no job is created); 422 "too many targets (max
 // N)" ([CodeTooManyTargets]); 429 "busy: a batch of yours is still running"
@@ -96,7 +108,7 @@
 // count (422), the pre-check of each URL in order (422), then the runner's
 // own validation (400 for an empty url or unknown mode) and caps (429).
 //
-// # Additions to the seeds
+// # Long-polls, expiry and the job list
 //
 // Long-poll. GET /v1/batch/{id}?wait=<d> answers as soon as the job is
 // finished, or, with since=<n>, as soon as its targets_done differs from n;
@@ -163,8 +175,31 @@
 // read GET /v1/batch/{id}/{idx}), and at most
 // [HandlerOpts].MaxResultsInFlight (4) are written at once (then 429 with
 // Retry-After: 1). The server's own limits (header size and timeouts, idle
-// connections, the number of connections) are the host's http.Server and
-// listener; examples/internal/daemon shows values that fit this API.
+// connections, the number of connections) are [Limits], which [Serve]
+// applies; their defaults fit this API.
+//
+// # Serving and shutdown
+//
+// [Serve] runs the host's mux until its context ends and then shuts down
+// in the order a batch host needs: the runner first, with a context of its
+// own (a signal's context is already done, and a runner closed with it
+// returns at once, leaving its jobs running for the next start to fail),
+// which ends long-polls and cuts in-flight fetches short; then the
+// server's base context, so that streams and slow host routes see theirs
+// done; then the server's Shutdown; then the store. A host that runs its
+// own [http.Server] does the same: BaseContext from a context it cancels,
+// [LimitListener] around its listener, WriteTimeout above [batch.MaxWait].
+//
+// # A host's own routes
+//
+// [ReadyHandler] (GET /readyz: 200 while the runner and its store can
+// serve, else 503 with Retry-After) and [HealthHandler] (GET /healthz)
+// need no key. [Metrics] serves GET /metrics with # HELP and # TYPE lines
+// for every family, optionally behind a key; its [Metrics.Observe] is the
+// [ObserveFunc] that gives every route its series. [Instrument] wraps a
+// host route with a request id, one observation and one debug log line
+// that never carries the URL. [ReadKeyFile] reads the keys of a
+// [NewKeyAuth] from a file, refusing one that others can read.
 //
 // # Logs and metrics
 //
@@ -176,7 +211,7 @@
 // target URL, a host name, an idem key or a pre-check reason, for any
 // caller; the cause of a 500 is logged for unrestricted callers only.
 //
-// The [ObserveFunc] gets one of four fixed route labels ([RouteList],
-// [RouteJob], [RouteResult], [RouteOther]), never a job id; a client that
-// went away before the answer is counted as status 499.
+// The [ObserveFunc] gets a fixed route label, the path of one of [Routes]
+// or [RouteOther], never a job id; a client that went away before the
+// answer is counted as status 499.
 package batchhttp

@@ -45,8 +45,7 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/batch", h)
-	mux.Handle("/v1/batch/", h)
+	h.Mount(mux) // on /v1/batch and /v1/batch/
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
