@@ -418,3 +418,23 @@ func TestRun_ExitCodes(t *testing.T) {
 	}
 	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", bad}, exitError, "", "line 3")
 }
+
+// The keys file the README has a newcomer write at the root of a clone
+// (and examples/embed's) is git-ignored, so that it is not committed.
+func TestKeysFileIgnored(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not in a git work tree: %v", err)
+	}
+	for _, p := range []string{"keys", "examples/embed/keys"} {
+		cmd := exec.Command("git", "check-ignore", "-q", p)
+		cmd.Dir = strings.TrimSpace(string(root))
+		if err := cmd.Run(); err != nil {
+			t.Errorf("%s is not git-ignored: %v", p, err)
+		}
+	}
+}
