@@ -118,7 +118,8 @@ func (g *Guard) PrecheckFunc(_ context.Context, _ batch.Caller, rawURL string) e
 //
 // The error is a *[BlockedError] and never contains the URL. Precheck is
 // not sufficient on its own: a name can resolve to any address, so the
-// fetcher must check every dial again at connect time ([Guard.Control]).
+// fetcher must check every dial again at connect time ([Guard.Control]), as
+// a [Client] does.
 func (g *Guard) Precheck(rawURL string) error {
 	if len(rawURL) > MaxURLBytes {
 		return blocked(ReasonURLTooLong)
