@@ -150,10 +150,10 @@ func (c *Client) HTTPClient() *http.Client { return c.client }
 // transport.
 func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 
-// Do sends req, a request whose URL passes [Guard.Precheck], and returns
-// the response, whatever its status ([StatusError] classifies it). It
-// bounds the request by Timeout within req's context, redirects and the
-// body included.
+// Do checks req's URL with [Guard.Precheck], sends req, and returns the
+// response, whatever its status ([StatusError] classifies it). It bounds
+// the request by [ClientOptions.Timeout] within req's context, redirects
+// and reading the body included.
 //
 // Every error Do returns, and every error of reading the response body
 // other than io.EOF, is already cleaned by [CleanError]: it is a
