@@ -1,6 +1,7 @@
 package batchnet
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"net/url"
@@ -92,9 +93,19 @@ func (g *Guard) allowed(key string) bool {
 	return ok
 }
 
-// Precheck checks rawURL without any DNS lookup, using no allow list. It
-// has the shape of the batchhttp pre-check hook. See [Guard.Precheck].
+// Precheck checks rawURL without any DNS lookup, using no allow list; see
+// [Guard.Precheck]. batchhttp.PrecheckURL, the ready pre-check hook of a
+// batchhttp handler, calls it; [Guard.PrecheckFunc] is the hook with an
+// allow list.
 func Precheck(rawURL string) error { return (*Guard)(nil).Precheck(rawURL) }
+
+// PrecheckFunc is [Guard.Precheck] in the shape of the batchhttp pre-check
+// hook (batchhttp.PrecheckFunc), so that a handler refuses at submit what
+// the guard would refuse: HandlerOpts{Precheck: guard.PrecheckFunc}. ctx
+// and caller are not used.
+func (g *Guard) PrecheckFunc(_ context.Context, _ batch.Caller, rawURL string) error {
+	return g.Precheck(rawURL)
+}
 
 // Precheck checks rawURL without any DNS lookup. It allows only http and
 // https URLs of at most [MaxURLBytes] bytes, on port 80 or 443 (explicit or
@@ -107,7 +118,8 @@ func Precheck(rawURL string) error { return (*Guard)(nil).Precheck(rawURL) }
 //
 // The error is a *[BlockedError] and never contains the URL. Precheck is
 // not sufficient on its own: a name can resolve to any address, so the
-// fetcher must check every dial again at connect time ([Guard.Control]).
+// fetcher must check every dial again at connect time ([Guard.Control]), as
+// a [Client] does.
 func (g *Guard) Precheck(rawURL string) error {
 	if len(rawURL) > MaxURLBytes {
 		return blocked(ReasonURLTooLong)

@@ -1,6 +1,7 @@
 package batchnet
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -9,11 +10,34 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// The pre-check has the shape of the batchhttp pre-check hook.
-var (
-	_ func(string) error = Precheck
-	_ func(string) error = (*Guard)(nil).Precheck
-)
+// precheckFunc is batchhttp.PrecheckFunc, declared identically (batchnet
+// may not import batchhttp): a guard's PrecheckFunc must be assignable to it.
+type precheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) error
+
+// batchhttp.PrecheckURL calls Precheck.
+var _ func(rawURL string) error = Precheck
+
+func TestGuard_PrecheckFunc(t *testing.T) {
+	t.Parallel()
+
+	var hook precheckFunc = NewGuard([]string{"127.0.0.1:8081"}).PrecheckFunc
+	caller := batch.Caller{Name: "c", Class: "k", Restricted: true}
+	if err := hook(t.Context(), caller, "http://127.0.0.1:8081/x"); err != nil {
+		t.Errorf("hook(allow-listed) = %v, want nil", err)
+	}
+	if err := hook(t.Context(), caller, "https://example.com/"); err != nil {
+		t.Errorf("hook(public) = %v, want nil", err)
+	}
+	var be *BlockedError
+	if err := hook(t.Context(), caller, "http://127.0.0.1:8082/x"); !errors.As(err, &be) || be.Reason != ReasonPort {
+		t.Errorf("hook(another port) = %v, want blocked: %s", err, ReasonPort)
+	}
+	// A nil guard has an empty allow list, as for Precheck.
+	hook = (*Guard)(nil).PrecheckFunc
+	if err := hook(t.Context(), caller, "http://127.0.0.1:8081/x"); !errors.As(err, &be) || be.Reason != ReasonPort {
+		t.Errorf("nil guard hook = %v, want blocked: %s", err, ReasonPort)
+	}
+}
 
 func TestPrecheck(t *testing.T) {
 	t.Parallel()

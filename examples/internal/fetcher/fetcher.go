@@ -1,46 +1,31 @@
 // Package fetcher is a real web fetcher for the example daemon: a
-// [batch.FetchFunc] over net/http with a server-side request forgery (SSRF)
-// guard, usable by any host that embeds batchkit.
+// [batch.FetchFunc] over the guarded HTTP client of [batchnet], with the
+// fetch modes, content types and text decoding of its own.
 //
 // # Guard
 //
-// The guard is [batchnet.Guard], the classifier the batchhttp pre-check
-// uses too, and works in two places. [batchnet.Guard.Precheck] checks a URL
-// without DNS and fits the batchhttp pre-check hook:
-// http or https only, port 80 or 443, no userinfo, a host, at most
-// [batchnet.MaxURLBytes] bytes, no IP literal in a refused range and no legacy numeric
-// host form. It cannot see where a name points, so the [Fetcher] checks every
-// connection again at connect time: it resolves the host once, refuses the
-// dial if any answer is refused by [batchnet.Classify] (so a name with mixed public and
-// private answers is refused whole, whichever answer a dialer would pick), dials
-// the checked addresses rather than the name, and a [net.Dialer] Control
-// ([batchnet.Guard.Control]) checks the address once more just before connect. This
-// holds for every redirect (at most [MaxRedirects]), each of which also passes
-// the pre-check, and for a name whose answer changed since the pre-check (DNS
-// rebinding). The transport never uses a proxy from the environment.
-//
-// An allow list of exact host:port strings exempts local test servers; see
-// [batchnet.Guard].
+// Every fetch goes through a [batchnet.Client]: the URL passes
+// [batchnet.Guard.Precheck] (the pre-check a batchhttp handler runs at
+// submit too), the host is resolved once and refused whole if any answer is
+// refused by [batchnet.Classify], the checked addresses are dialled and
+// checked again just before connect, every redirect (at most
+// [batchnet.DefaultMaxRedirects]) is checked the same way, and no proxy
+// from the environment is used. An allow list of exact host:port strings
+// exempts local test servers; see [batchnet.Guard].
 //
 // # Errors
 //
 // No error the fetcher returns contains the URL, a host name or an address:
-// the runner stores target errors and returns them to the job's owner, and
-// *url.Error, *net.OpError and x509 errors all embed them. Every error is
-// replaced by one of fixed text that carries a [batch.Outcome]: "blocked: …"
+// the runner stores target errors and returns them to the job's owner.
+// Every error has a fixed text and carries a [batch.Outcome]. Those of the
+// network, the guard and the HTTP status are [batchnet]'s (see
+// [batchnet.CleanError] and [batchnet.StatusError]): "blocked: …"
 // (blocked), "upstream: status 404" (upstream_4xx), "upstream: status 502"
-// (upstream_5xx), "unsupported: …" (unsupported), "too long: …" (too_long),
-// "timeout: …" and "dns: lookup timed out" (timeout; a context deadline also
-// matches context.DeadlineExceeded with [errors.Is]). Network failures get
-// the outcome that says whether a retry can help (see
-// [batch.Outcome.Retryable]): "dns: host not found" is upstream_4xx (the
-// name does not exist; a retry repeats it), "dns: lookup failed",
-// "connect: connection refused", "connect: no route to host" and
-// "fetch: connection closed by upstream" (a reset) are upstream_5xx, and
-// "tls: certificate verification failed" and "tls: handshake failed" are
-// unsupported (the target cannot be fetched securely). What is left,
-// "fetch: too many redirects", "fetch: request failed" and an odd status, is
-// other.
+// (upstream_5xx), "timeout: …" (a context deadline also matches
+// context.DeadlineExceeded with [errors.Is]), "dns: …", "connect: …",
+// "tls: …" and "fetch: …". The fetcher adds its own: "unsupported: …"
+// (unsupported: a mode, an option or a content type it cannot serve) and
+// "too long: …" (too_long).
 //
 // # Modes
 //
@@ -59,10 +44,9 @@ package fetcher
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -74,101 +58,81 @@ import (
 
 // Defaults for [Options].
 const (
-	DefaultMaxBytes = 2 << 20
-	DefaultTimeout  = 30 * time.Second
-	// DefaultHeaderTimeout: how long an upstream may take to start its
-	// answer.
-	DefaultHeaderTimeout = 30 * time.Second
-	DefaultUserAgent     = "batchkit-fetcher/1.0"
+	DefaultMaxBytes  = 2 << 20
+	DefaultUserAgent = "batchkit-fetcher/1.0"
 )
-
-// LookupFunc resolves a host name to its addresses.
-type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
-
-// ConnectFunc is called with each address a connection is about to be made
-// to, after the guard let it through; a non-nil error refuses the
-// connection.
-type ConnectFunc func(network string, addr netip.AddrPort) error
 
 // Options configure a [Fetcher]. The zero value is ready to use.
 type Options struct {
 	// Allow lists exact "host:port" strings exempt from the guard's port
-	// and address rules, for local testing; see [Guard]. Defaults to none.
+	// and address rules, for local testing; see [batchnet.Guard]. Defaults
+	// to none.
 	Allow []string
 	// MaxBytes caps a response body (after decompression); a larger body
 	// fails with outcome too_long. Defaults to DefaultMaxBytes (2 MiB).
 	MaxBytes int64
 	// Timeout bounds one fetch, redirects and body included, within the
 	// deadline the caller's context already has. Defaults to
-	// DefaultTimeout (30s).
+	// [batchnet.DefaultTimeout] (30s).
 	Timeout time.Duration
 	// HeaderTimeout bounds the wait for the response headers once a
-	// request is sent, within Timeout. Defaults to 30s.
+	// request is sent, within Timeout. Defaults to
+	// [batchnet.DefaultHeaderTimeout] (30s).
 	HeaderTimeout time.Duration
 	// UserAgent is the User-Agent header. Defaults to DefaultUserAgent.
 	UserAgent string
 	// Lookup resolves host names. Tests set it to map names to loopback
 	// addresses without real DNS. Defaults to [net.DefaultResolver]'s
 	// LookupNetIP.
-	Lookup LookupFunc
+	Lookup batchnet.LookupFunc
 	// BeforeConnect, if set, is called just before each connect, after the
 	// guard approved the address; tests use it to record dials and to make
 	// sure nothing but loopback is ever dialled. Defaults to nil.
-	BeforeConnect ConnectFunc
+	BeforeConnect batchnet.ConnectFunc
 }
 
 // Fetcher fetches targets over HTTP behind the SSRF guard. It is safe for
 // concurrent use.
 type Fetcher struct {
-	guard         *batchnet.Guard
-	maxBytes      int64
-	timeout       time.Duration
-	headerTimeout time.Duration
-	userAgent     string
-	lookup        LookupFunc
-	beforeConnect ConnectFunc
-	dialer        *net.Dialer
-	transport     *http.Transport
-	client        *http.Client
+	client    *batchnet.Client
+	maxBytes  int64
+	userAgent string
 }
 
-// New returns a Fetcher configured by opts. A zero or negative MaxBytes or
-// Timeout means its default.
+// New returns a Fetcher configured by opts. A zero or negative MaxBytes,
+// Timeout or HeaderTimeout means its default.
 func New(opts Options) *Fetcher {
-	f := &Fetcher{
-		guard:         batchnet.NewGuard(opts.Allow),
-		maxBytes:      cmp.Or(max(opts.MaxBytes, 0), DefaultMaxBytes),
-		timeout:       cmp.Or(max(opts.Timeout, 0), DefaultTimeout),
-		headerTimeout: cmp.Or(max(opts.HeaderTimeout, 0), DefaultHeaderTimeout),
-		userAgent:     cmp.Or(opts.UserAgent, DefaultUserAgent),
-		lookup:        opts.Lookup,
-		beforeConnect: opts.BeforeConnect,
+	client, err := batchnet.NewClient(batchnet.ClientOptions{
+		Allow:         opts.Allow,
+		Timeout:       max(opts.Timeout, 0),
+		HeaderTimeout: max(opts.HeaderTimeout, 0),
+		Lookup:        opts.Lookup,
+		BeforeConnect: opts.BeforeConnect,
+	})
+	if err != nil {
+		panic("fetcher: " + err.Error()) // unreachable: no option passed on is negative
 	}
-	if f.lookup == nil {
-		f.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		}
+	return &Fetcher{
+		client:    client,
+		maxBytes:  cmp.Or(max(opts.MaxBytes, 0), DefaultMaxBytes),
+		userAgent: cmp.Or(opts.UserAgent, DefaultUserAgent),
 	}
-	f.dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: f.control}
-	f.transport = f.newTransport()
-	f.client = &http.Client{Transport: f.transport, CheckRedirect: f.checkRedirect}
-	return f
 }
 
 // Precheck checks rawURL with the fetcher's allow list and no DNS; see
-// [Guard.Precheck]. It fits the batchhttp pre-check hook.
-func (f *Fetcher) Precheck(rawURL string) error { return f.guard.Precheck(rawURL) }
+// [batchnet.Guard.Precheck].
+func (f *Fetcher) Precheck(rawURL string) error { return f.client.Precheck(rawURL) }
 
 // Client returns the fetcher's HTTP client: every connection it makes,
 // redirects included, passes the guard at connect time. A host gives it to
 // batchhttp.NewWebhookSender, so that a webhook cannot reach what a
 // target cannot (the sender does not follow redirects). Its errors hold the
-// URL: the sender replaces them.
-func (f *Fetcher) Client() *http.Client { return f.client }
+// URL: the sender replaces them. See [batchnet.Client.HTTPClient].
+func (f *Fetcher) Client() *http.Client { return f.client.HTTPClient() }
 
 // CloseIdleConnections closes the idle connections of the fetcher's
 // transport.
-func (f *Fetcher) CloseIdleConnections() { f.transport.CloseIdleConnections() }
+func (f *Fetcher) CloseIdleConnections() { f.client.CloseIdleConnections() }
 
 const accept = "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.1"
 
@@ -188,23 +152,21 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 	if t.Grep != "" {
 		match = matcher(t.Grep)
 	}
-	if err := f.guard.Precheck(t.URL); err != nil {
+	if err := f.client.Precheck(t.URL); err != nil {
 		return batch.Result{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
 	if err != nil {
-		return batch.Result{}, blocked(batchnet.ReasonUnparseable)
+		return batch.Result{}, &batchnet.BlockedError{Reason: batchnet.ReasonUnparseable}
 	}
 	req.Header.Set("User-Agent", f.userAgent)
 	req.Header.Set("Accept", accept)
-	resp, err := f.client.Do(req)
+	resp, err := f.client.Do(req) // its errors, and its body's, are clean
 	if err != nil {
-		return batch.Result{}, cleanError(ctx, err)
+		return batch.Result{}, err
 	}
 	defer resp.Body.Close()
-	if err := statusError(resp.StatusCode); err != nil {
+	if err := batchnet.StatusError(resp.StatusCode); err != nil {
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // lets a small error body's connection be reused
 		return batch.Result{}, err
 	}
@@ -217,7 +179,7 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes+1))
 	if err != nil {
-		return batch.Result{}, cleanError(ctx, err)
+		return batch.Result{}, err
 	}
 	if int64(len(body)) > f.maxBytes {
 		return batch.Result{}, f.tooLong()
@@ -279,18 +241,10 @@ func unsupported(what string) error {
 	return failf(batch.OutcomeUnsupported, "unsupported: "+what+" is not available in this fetcher")
 }
 
-// statusError maps a final HTTP status to an error, or nil for 2xx.
-func statusError(code int) error {
-	msg := "upstream: status " + strconv.Itoa(code)
-	switch {
-	case code >= 200 && code <= 299:
-		return nil
-	case code >= 400 && code <= 499:
-		return failf(batch.OutcomeUpstream4xx, msg)
-	case code >= 500 && code <= 599:
-		return failf(batch.OutcomeUpstream5xx, msg)
-	}
-	return failf(batch.OutcomeOther, msg) // a 3xx without a usable Location, or an odd code
+// failf is an error of fixed text that carries outcome, for what this
+// fetcher refuses on its own.
+func failf(outcome batch.Outcome, msg string) error {
+	return batch.NewFetchError(outcome, "", errors.New(msg))
 }
 
 // matcher returns the Grep line predicate: a regular expression if pattern

@@ -18,11 +18,6 @@ import (
 // Fetch is a batch.FetchFunc.
 var _ batch.FetchFunc = (*Fetcher)(nil).Fetch
 
-// publicIP stands for any public address in stub DNS answers. Tests never
-// connect to it: every fetcher under test has a dialRecorder that refuses
-// any non-loopback connection in the dialer's Control, before connect.
-const publicIP = "93.184.215.14"
-
 // dialRecorder is the BeforeConnect hook of every test fetcher. It records
 // each connection about to be made; one that is not to a loopback address
 // is refused (so no test sends a packet off the machine) and fails the test
@@ -67,25 +62,16 @@ func (r *dialRecorder) takeOffLoopback() []netip.AddrPort {
 type stubDNS struct {
 	mu      sync.Mutex
 	answers map[string][]netip.Addr
-	calls   map[string]int
-	next    map[string][][]netip.Addr // queued answers, used before answers
 }
 
 func newStubDNS() *stubDNS {
-	return &stubDNS{answers: map[string][]netip.Addr{}, calls: map[string]int{}, next: map[string][][]netip.Addr{}}
+	return &stubDNS{answers: map[string][]netip.Addr{}}
 }
 
 func (d *stubDNS) set(host string, addrs ...string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.answers[host] = parseAddrs(addrs)
-}
-
-// queue makes the next lookup of host answer addrs, once.
-func (d *stubDNS) queue(host string, addrs ...string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.next[host] = append(d.next[host], parseAddrs(addrs))
 }
 
 func parseAddrs(addrs []string) []netip.Addr {
@@ -99,22 +85,11 @@ func parseAddrs(addrs []string) []netip.Addr {
 func (d *stubDNS) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.calls[host]++
-	if q := d.next[host]; len(q) > 0 {
-		d.next[host] = q[1:]
-		return q[0], nil
-	}
 	if ips, ok := d.answers[host]; ok {
 		return ips, nil
 	}
 	// The real resolver's error names the host; the fetcher must not pass it on.
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
-func (d *stubDNS) callsFor(host string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.calls[host]
 }
 
 type testBundle struct {
@@ -237,30 +212,4 @@ func (b *testBundle) wantErr(t *testing.T, err error, u string, outcome batch.Ou
 		t.Errorf("error = %q, want %q", got, msg)
 	}
 	assertNoLeak(t, err, b.secrets(u)...)
-}
-
-// rawServer listens on loopback and answers every connection by reading
-// what the client sends first, writing reply (nothing if nil) and closing.
-// It returns its address.
-func rawServer(t *testing.T, reply []byte) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Read(make([]byte, 4096))
-			if reply != nil {
-				_, _ = c.Write(reply)
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
 }

@@ -1,4 +1,4 @@
-package fetcher
+package batchnet
 
 import (
 	"errors"
@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // cgoAnswers are what getaddrinfo (GODEBUG=netdns=cgo) answers for the
@@ -28,7 +29,7 @@ var cgoAnswers = map[string][]string{
 	"localhost":  {"127.0.0.1", "::1"},
 }
 
-func TestFetcher_SSRF(t *testing.T) {
+func TestClient_SSRF(t *testing.T) {
 	t.Parallel()
 
 	// newVictim starts a loopback server that is not on the allow list and
@@ -48,12 +49,12 @@ func TestFetcher_SSRF(t *testing.T) {
 		b := setup(t, nil)
 		victim, hits := newVictim(t)
 		// Straight to the dialer, past the pre-dial check: Control refuses.
-		_, err := b.f.dialer.DialContext(t.Context(), "tcp", victim.Listener.Addr().String())
-		var be *batchnet.BlockedError
-		if !errors.As(err, &be) || be.Reason != batchnet.ReasonLoopback {
+		_, err := b.c.dialer.DialContext(t.Context(), "tcp", victim.Listener.Addr().String())
+		var be *BlockedError
+		if !errors.As(err, &be) || be.Reason != ReasonLoopback {
 			t.Fatalf("dial = %v, want blocked: loopback address", err)
 		}
-		assertNoLeak(t, cleanError(t.Context(), err), victim.URL, victim.Listener.Addr().String(), "127.0.0.1")
+		assertNoLeak(t, CleanError(t.Context(), err), victim.URL, victim.Listener.Addr().String(), "127.0.0.1")
 		if hits.Load() != 0 || b.rec.count() != 0 {
 			t.Errorf("victim hits = %d, recorded dials = %d, want 0, 0", hits.Load(), b.rec.count())
 		}
@@ -69,8 +70,8 @@ func TestFetcher_SSRF(t *testing.T) {
 			"127.1:80", "2130706433:80", "0x7f000001:80", "0177.0.0.1:80", "0:80", "localhost:80",
 			"[::ffff:127.0.0.1]:80", "[::1]:80", "127.0.0.1.:80", "[fe80::1%lo]:80", "0.0.0.0:80",
 		} {
-			_, err := b.f.dialContext(t.Context(), "tcp", hostport)
-			var be *batchnet.BlockedError
+			_, err := b.c.dialContext(t.Context(), "tcp", hostport)
+			var be *BlockedError
 			if !errors.As(err, &be) {
 				t.Errorf("dial %s = %v, want blocked", hostport, err)
 			}
@@ -93,11 +94,11 @@ func TestFetcher_SSRF(t *testing.T) {
 		b.dns.set("mixed-c.test", publicIP, "::1")
 		b.dns.set("mixed-d.test", publicIP, "64:ff9b::a9fe:a9fe")
 		for host, reason := range map[string]string{
-			"mixed-a.test": batchnet.ReasonPrivate, "mixed-b.test": batchnet.ReasonPrivate,
-			"mixed-c.test": batchnet.ReasonLoopback, "mixed-d.test": batchnet.ReasonLinkLocal,
+			"mixed-a.test": ReasonPrivate, "mixed-b.test": ReasonPrivate,
+			"mixed-c.test": ReasonLoopback, "mixed-d.test": ReasonLinkLocal,
 		} {
 			u := "http://" + host + "/c-mixed?token=c-tok-mixed"
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.get(t, u)
 			b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: "+reason)
 			assertNoLeak(t, err, publicIP)
 		}
@@ -111,24 +112,24 @@ func TestFetcher_SSRF(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		for i, tc := range []struct{ addr, reason string }{
-			{"10.0.0.1", batchnet.ReasonPrivate},
-			{"192.168.1.1", batchnet.ReasonPrivate},
-			{"169.254.169.254", batchnet.ReasonLinkLocal},
-			{"100.64.0.1", batchnet.ReasonShared},
-			{"127.0.0.1", batchnet.ReasonLoopback},
-			{"0.0.0.0", batchnet.ReasonUnspecified},
-			{"::1", batchnet.ReasonLoopback},
-			{"fd00::1", batchnet.ReasonPrivate},
-			{"fe80::1", batchnet.ReasonLinkLocal},
-			{"::ffff:127.0.0.1", batchnet.ReasonLoopback},
-			{"64:ff9b::a00:1", batchnet.ReasonPrivate},
-			{"2002:a00:1::", batchnet.ReasonPrivate},
-			{"ff02::1", batchnet.ReasonMulticast},
+			{"10.0.0.1", ReasonPrivate},
+			{"192.168.1.1", ReasonPrivate},
+			{"169.254.169.254", ReasonLinkLocal},
+			{"100.64.0.1", ReasonShared},
+			{"127.0.0.1", ReasonLoopback},
+			{"0.0.0.0", ReasonUnspecified},
+			{"::1", ReasonLoopback},
+			{"fd00::1", ReasonPrivate},
+			{"fe80::1", ReasonLinkLocal},
+			{"::ffff:127.0.0.1", ReasonLoopback},
+			{"64:ff9b::a00:1", ReasonPrivate},
+			{"2002:a00:1::", ReasonPrivate},
+			{"ff02::1", ReasonMulticast},
 		} {
 			host := fmt.Sprintf("c-internal-%d.test", i)
 			b.dns.set(host, tc.addr)
 			u := "http://" + host + "/c-path?token=c-tok"
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.get(t, u)
 			b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: "+tc.reason)
 			assertNoLeak(t, err, tc.addr)
 		}
@@ -144,19 +145,19 @@ func TestFetcher_SSRF(t *testing.T) {
 			b.dns.set(host, addrs...)
 		}
 		for _, tc := range []struct{ host, reason string }{
-			{"127.1", batchnet.ReasonNonCanonical},
-			{"2130706433", batchnet.ReasonNonCanonical},
-			{"0x7f000001", batchnet.ReasonNonCanonical},
-			{"0177.0.0.1", batchnet.ReasonNonCanonical},
-			{"0", batchnet.ReasonNonCanonical},
-			{"[::ffff:127.0.0.1]", batchnet.ReasonLoopback},
-			{"[::1]", batchnet.ReasonLoopback},
-			{"localhost", batchnet.ReasonLoopback},
-			{"127.0.0.1.", batchnet.ReasonLoopback},
-			{"127.0.0.1:" + b.port + "0", batchnet.ReasonPort}, // not the allow-listed port
+			{"127.1", ReasonNonCanonical},
+			{"2130706433", ReasonNonCanonical},
+			{"0x7f000001", ReasonNonCanonical},
+			{"0177.0.0.1", ReasonNonCanonical},
+			{"0", ReasonNonCanonical},
+			{"[::ffff:127.0.0.1]", ReasonLoopback},
+			{"[::1]", ReasonLoopback},
+			{"localhost", ReasonLoopback},
+			{"127.0.0.1.", ReasonLoopback},
+			{"127.0.0.1:" + b.port + "0", ReasonPort}, // not the allow-listed port
 		} {
 			u := "http://" + tc.host + "/c-num"
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.get(t, u)
 			b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: "+tc.reason)
 		}
 		if n := b.rec.count(); n != 0 {
@@ -171,7 +172,7 @@ func TestFetcher_SSRF(t *testing.T) {
 		b := setup(t, nil)
 		b.dns.set("public.test", publicIP)
 		u := "http://public.test/c-pub"
-		_, err := b.fetch(t, u, batch.Options{})
+		_, err := b.get(t, u)
 		b.wantErr(t, err, u, batch.OutcomeOther, "fetch: request failed")
 		assertNoLeak(t, err, publicIP)
 		want := netip.MustParseAddrPort(publicIP + ":80")
@@ -189,12 +190,12 @@ func TestFetcher_SSRF(t *testing.T) {
 			t.Fatalf("first answer = %v", ips)
 		}
 		u := "http://rebind.test/c-rebind"
-		if err := b.f.Precheck(u); err != nil {
+		if err := b.c.Precheck(u); err != nil {
 			t.Fatalf("Precheck = %v, want nil (it does not resolve)", err)
 		}
 		// ... but at fetch time the name points at loopback.
 		b.dns.set("rebind.test", "127.0.0.1")
-		_, err := b.fetch(t, u, batch.Options{})
+		_, err := b.get(t, u)
 		b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: loopback address")
 		if n := b.rec.count(); n != 0 {
 			t.Errorf("%d connections attempted, want 0", n)
@@ -217,9 +218,9 @@ func TestFetcher_SSRF(t *testing.T) {
 			}[r.PathValue("to")]
 			http.Redirect(w, r, to, http.StatusFound)
 		})
-		for to, reason := range map[string]string{"internal": batchnet.ReasonLoopback, "metadata": batchnet.ReasonLinkLocal} {
+		for to, reason := range map[string]string{"internal": ReasonLoopback, "metadata": ReasonLinkLocal} {
 			u := b.base + "/go/" + to
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.get(t, u)
 			b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: "+reason)
 			assertNoLeak(t, err, victim.URL, "internal.test", "metadata.test", vport, "169.254.169.254")
 		}
@@ -250,11 +251,11 @@ func TestFetcher_SSRF(t *testing.T) {
 			http.Redirect(w, r, targets[r.PathValue("to")], http.StatusFound)
 		})
 		for to, reason := range map[string]string{
-			"port": batchnet.ReasonPort, "literal": batchnet.ReasonLoopback, "mapped": batchnet.ReasonLoopback,
-			"numeric": batchnet.ReasonNonCanonical, "scheme": batchnet.ReasonScheme,
+			"port": ReasonPort, "literal": ReasonLoopback, "mapped": ReasonLoopback,
+			"numeric": ReasonNonCanonical, "scheme": ReasonScheme,
 		} {
 			u := b.base + "/go/" + to
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.get(t, u)
 			b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: "+reason)
 			assertNoLeak(t, err, victim.URL, targets[to])
 		}
@@ -264,8 +265,8 @@ func TestFetcher_SSRF(t *testing.T) {
 	})
 }
 
-// TestFetcher_IgnoresProxyEnv is not parallel: it sets the environment.
-func TestFetcher_IgnoresProxyEnv(t *testing.T) {
+// TestClient_IgnoresProxyEnv is not parallel: it sets the environment.
+func TestClient_IgnoresProxyEnv(t *testing.T) {
 	var proxyHits atomic.Int64
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		proxyHits.Add(1)
@@ -280,12 +281,11 @@ func TestFetcher_IgnoresProxyEnv(t *testing.T) {
 
 	b := setup(t, nil)
 	// A name, not a loopback literal: net/http never proxies loopback literals.
-	b.f = New(Options{
+	b.c = newTestClient(t, ClientOptions{
 		Allow:         []string{"proxied.test:" + b.port, b.addr},
 		Lookup:        b.dns.lookup,
 		BeforeConnect: b.rec.beforeConnect,
 	})
-	t.Cleanup(b.f.CloseIdleConnections)
 	b.dns.set("proxied.test", "127.0.0.1")
 	b.mux.HandleFunc("/x", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "direct") })
 
@@ -294,9 +294,9 @@ func TestFetcher_IgnoresProxyEnv(t *testing.T) {
 	if p, _ := http.ProxyFromEnvironment(req); p != nil {
 		t.Logf("the default transport would use proxy %s", p.Host)
 	}
-	res, err := b.fetch(t, u, batch.Options{})
-	if err != nil || res.Content != "direct" {
-		t.Fatalf("fetch = %q, %v; want direct", res.Content, err)
+	body, err := b.get(t, u)
+	if err != nil || body != "direct" {
+		t.Fatalf("get = %q, %v; want direct", body, err)
 	}
 	if proxyHits.Load() != 0 {
 		t.Errorf("proxy got %d requests, want 0", proxyHits.Load())
@@ -307,5 +307,67 @@ func TestFetcher_IgnoresProxyEnv(t *testing.T) {
 		if d.String() != b.addr {
 			t.Errorf("connection to %s, want only %s", d, b.addr)
 		}
+	}
+}
+
+func TestNewClient(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		c := newTestClient(t, ClientOptions{})
+		if c.timeout != DefaultTimeout || c.headerTimeout != DefaultHeaderTimeout || c.maxRedirects != DefaultMaxRedirects {
+			t.Errorf("defaults = %s, %s, %d", c.timeout, c.headerTimeout, c.maxRedirects)
+		}
+		if c.transport.Proxy != nil {
+			t.Error("transport has a Proxy func, want none")
+		}
+		if c.transport.ResponseHeaderTimeout != 0 {
+			t.Errorf("ResponseHeaderTimeout = %s, want 0: it is not shorter than Timeout", c.transport.ResponseHeaderTimeout)
+		}
+		hc := c.HTTPClient()
+		if hc.Jar != nil || hc.CheckRedirect == nil || hc.Transport != c.transport || hc.Timeout != 0 {
+			t.Error("HTTPClient has a cookie jar, no redirect check, another transport or a timeout")
+		}
+		if c.Guard() == nil {
+			t.Error("Guard() = nil")
+		}
+	})
+
+	t.Run("HeaderTimeout", func(t *testing.T) {
+		t.Parallel()
+		c := newTestClient(t, ClientOptions{Timeout: time.Minute, HeaderTimeout: time.Second})
+		if got := c.transport.ResponseHeaderTimeout; got != time.Second {
+			t.Errorf("ResponseHeaderTimeout = %s, want 1s", got)
+		}
+	})
+
+	t.Run("Negative", func(t *testing.T) {
+		t.Parallel()
+		for name, opts := range map[string]ClientOptions{
+			"Timeout":       {Timeout: -time.Second},
+			"HeaderTimeout": {HeaderTimeout: -time.Second},
+			"MaxRedirects":  {MaxRedirects: -1},
+		} {
+			c, err := NewClient(opts)
+			if err == nil || c != nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("NewClient(negative %s) = %v, %v; want an error naming it", name, c, err)
+			}
+		}
+	})
+}
+
+func TestClient_Precheck(t *testing.T) {
+	t.Parallel()
+	c := newTestClient(t, ClientOptions{Allow: []string{"127.0.0.1:8081"}})
+	if err := c.Precheck("http://127.0.0.1:8081/"); err != nil {
+		t.Errorf("Precheck(allow-listed) = %v, want nil", err)
+	}
+	if err := c.Precheck("http://127.0.0.1:8082/"); err == nil || err.Error() != "blocked: port not allowed" {
+		t.Errorf("Precheck(another port) = %v, want blocked: port not allowed", err)
+	}
+	var hook precheckFunc = c.Guard().PrecheckFunc
+	if err := hook(t.Context(), batch.Caller{}, "http://127.0.0.1:8081/"); err != nil {
+		t.Errorf("Guard().PrecheckFunc(allow-listed) = %v, want nil", err)
 	}
 }
