@@ -319,13 +319,11 @@ func TestLimitListener(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	var clients []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", inner.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		clients = append(clients, c)
 		defer c.Close()
 	}
 	first := <-accepted

@@ -178,6 +178,16 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// Get is [Client.Do] of a GET of rawURL with ctx. A URL that does not parse is a *[BlockedError], as the
+// pre-check has it; no error holds the URL.
+func (c *Client) Get(ctx context.Context, rawURL string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, blocked(ReasonUnparseable)
+	}
+	return c.Do(req)
+}
+
 // cleanBody is a response body whose read errors are cleaned, and whose
 // Close ends the request's context.
 type cleanBody struct {

@@ -3,6 +3,7 @@ package batchnet
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -369,5 +370,35 @@ func TestClient_Precheck(t *testing.T) {
 	var hook precheckFunc = c.Guard().PrecheckFunc
 	if err := hook(t.Context(), batch.Caller{}, "http://127.0.0.1:8081/"); err != nil {
 		t.Errorf("Guard().PrecheckFunc(allow-listed) = %v, want nil", err)
+	}
+}
+
+// Get is Do of a GET: the page of an allowed server, the guard's refusal
+// of another, and a URL that does not parse refused without repeating it.
+func TestClient_Get(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Method+" page")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(ClientOptions{Allow: []string{srv.Listener.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	resp, err := c.Get(t.Context(), srv.URL+"/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "GET page" {
+		t.Errorf("body %q", body)
+	}
+	if _, err := c.Get(t.Context(), "http://127.0.0.2:1/secret-token"); !errors.As(err, new(*BlockedError)) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("Get of a refused address: %v, want a BlockedError without the URL", err)
+	}
+	if _, err := c.Get(t.Context(), "http://exa mple.com/%zz-secret"); !errors.As(err, new(*BlockedError)) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("Get of an unparsable URL: %v, want a BlockedError without the URL", err)
 	}
 }
