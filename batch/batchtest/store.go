@@ -428,7 +428,7 @@ func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (n int, err erro
 		if s.bytes <= p.MaxBytes {
 			return nil
 		}
-		var callers shares
+		callers := shares{held: map[string]int64{}, evictable: map[string]int64{}, queues: map[string][]*memJob{}}
 		for _, j := range s.jobs {
 			callers.add(j)
 		}
@@ -462,9 +462,6 @@ type shares struct {
 }
 
 func (c *shares) add(j *memJob) {
-	if c.held == nil {
-		c.held, c.evictable, c.queues = map[string]int64{}, map[string]int64{}, map[string][]*memJob{}
-	}
 	name := j.job.Caller.Name
 	c.held[name] += j.job.Bytes
 	if j.job.Status.Finished() && j.cursor < 0 {

@@ -56,7 +56,7 @@ func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 				bytes += b
 				names, heldBytes = append(names, name), append(heldBytes, b)
 			}
-			skip := []string{}
+			skip := []string{} // not nil: "<> ALL (NULL)" would match no caller
 			for bytes > p.MaxBytes && n < gcTxJobs {
 				rows, err := tx.Query(ctx, s.q.evictPick, names, heldBytes, skip)
 				if err != nil {
