@@ -65,8 +65,11 @@ type Config struct {
 	// bumped. Defaults to 24h.
 	TTL Duration `json:"ttl" toml:"ttl"`
 	// MaxBytes is the byte budget for stored results and errors over all
-	// jobs; finished jobs are evicted oldest lease first above it. Defaults
-	// to 64 MiB.
+	// jobs, shared per caller: above it, finished jobs are evicted from the
+	// caller that holds the most bytes, its oldest lease first (see
+	// [Store.Evict]), so a caller within MaxBytes divided by the number of
+	// callers holding results keeps them while another is over. Defaults to
+	// 64 MiB.
 	MaxBytes int64 `json:"max_bytes" toml:"max_bytes"`
 	// Workers is how many jobs drain at once, each one target at a time, so
 	// batch work never takes more than this many of the host's fetch slots.

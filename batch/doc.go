@@ -118,9 +118,15 @@
 // every target completion, and on every owner read ([Runner.Touch]; stores
 // may skip bumps smaller than [LeaseGrain]). A background sweeper deletes a
 // finished job once its lease is older than Config.TTL, and evicts whole
-// finished jobs, oldest lease first, while the stored result and error bytes
-// exceed Config.MaxBytes. Live jobs are never swept or evicted. Owner reads
-// are scoped: another caller's job is [ErrNotFound], like an unknown id.
+// finished jobs while the stored result and error bytes exceed
+// Config.MaxBytes. The budget is shared per caller: eviction takes from the
+// caller that holds the most bytes (live jobs' included), its oldest lease
+// first, so one caller's writes evict its own results before anyone else's,
+// and a caller within an equal share (MaxBytes divided by the number of
+// callers holding results) loses nothing while another caller is over its
+// share and has a finished job to give ([Store.Evict]). Live jobs are never
+// swept or evicted. Owner reads are scoped: another caller's job is
+// [ErrNotFound], like an unknown id.
 //
 // # Webhooks
 //

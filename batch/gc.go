@@ -36,11 +36,12 @@ type Collected struct {
 
 // Collect runs one collection pass, as the background sweeper does every
 // Config.SweepInterval: it deletes finished jobs whose lease is older than
-// the TTL, evicts finished jobs, oldest lease first, while the store holds
-// more than Config.MaxBytes, and fails as "restart" the jobs held by runners
-// whose heartbeat is older than Config.StaleAfter (their finished targets
-// stay). Live jobs are never swept or evicted. It also samples the queue
-// depth gauge.
+// the TTL, evicts finished jobs while the store holds more than
+// Config.MaxBytes (from the caller holding the most bytes first, its
+// oldest lease first: see [Store.Evict]), and fails as "restart" the jobs
+// held by runners whose heartbeat is older than Config.StaleAfter (their
+// finished targets stay). Live jobs are never swept or evicted. It also
+// samples the queue depth gauge.
 func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var c Collected
 	now := r.cfg.Now()

@@ -397,11 +397,19 @@ type Store interface {
 	// live job, nor a cancelled one whose target is still in flight.
 	Sweep(ctx context.Context, p SweepParams) (int, error)
 
-	// Evict deletes whole finished jobs, oldest lease first, until the store
-	// total is at most p.MaxBytes or no finished job is left, and returns
-	// how many it deleted. It never deletes a live job, nor a cancelled one
-	// whose target is still in flight. Concurrent evictions
-	// never delete more than one eviction alone would.
+	// Evict deletes whole evictable jobs (finished, with no target in
+	// flight) until the store total is at most p.MaxBytes or no evictable
+	// job holds bytes, and returns how many it deleted. The budget is
+	// shared per caller: each job it deletes is the one with the oldest
+	// lease (then the oldest insert) of the caller that holds the most
+	// bytes, its live jobs' included, among the callers whose evictable
+	// jobs hold any; callers holding equal bytes go in name order. So one
+	// caller's writes evict its own results first, and a caller within an
+	// equal share (p.MaxBytes divided by the number of callers holding
+	// bytes) loses nothing while a caller over its share has an evictable
+	// job. It never deletes a live job, nor a cancelled one whose target
+	// is still in flight. Concurrent evictions never delete more than one
+	// eviction alone would.
 	Evict(ctx context.Context, p EvictParams) (int, error)
 
 	// Heartbeat records that p.Runner is alive at Now. It never moves a

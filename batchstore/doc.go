@@ -91,12 +91,17 @@
 //     byte total, the total cap and [Store.Stats] never scan. The counters
 //     can be re-derived from the rows at any time; the tests do after every
 //     test.
+//   - batch_caller: the bytes of each caller's finished jobs, a row per
+//     caller with any, kept exact by triggers on batch_job like batch_stat
+//     and indexed by bytes, most first: the eviction's next caller (see
+//     Ordering).
 //
 // Partial indexes serve the queries that must stay flat as the store
 // grows: the live jobs per caller (the caps), the queued jobs by age
-// (claim), the held jobs by runner (the reaper and the byte total), and the
-// finished jobs by lease (sweep and eviction, which a live job's lease
-// updates never touch). A test pins the query plans.
+// (claim), the held jobs by runner (the reaper and the byte total), the
+// finished jobs by lease (sweep) and each caller's finished jobs by lease
+// (eviction); a live job's lease updates touch neither of the last two. A
+// test pins the query plans.
 //
 // # The drain
 //
@@ -148,8 +153,13 @@
 //
 // Ordering: [Store.Claim] takes the oldest queued job by creation time,
 // then by insertion order; [Store.List] returns the newest by creation time,
-// then by insertion order; [Store.Evict] evicts the oldest lease first, then
-// the oldest insert. (The in-memory batchtest store does the same.)
+// then by insertion order; [Store.Evict] shares the budget per caller: it
+// evicts the job with the oldest lease (then the oldest insert) of the
+// caller that holds the most bytes, held jobs' bytes included, the smaller
+// name (byte order) of equals, one job at a time. A pick reads the first
+// entry of batch_caller's index, the counters of the callers of the few
+// held jobs, and that caller's first entry by lease: it costs the same at
+// any store size. (The in-memory batchtest store does the same.)
 //
 // # Leases
 //

@@ -51,48 +51,6 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	}
 }
 
-// Evict implements [batch.Store.Evict]: finished jobs go oldest lease first
-// (then oldest insert) while the byte total is above maxBytes. Neither the
-// total nor the order needs a scan. Each batch decides on the total read in
-// its own transaction, so concurrent evictions never over-evict.
-func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
-	maxBytes := p.MaxBytes
-	total := 0
-	for {
-		n, more := 0, false
-		err := s.write(ctx, "evict", func(conn *sqlite.Conn) error {
-			bytes, err := totalBytes(conn)
-			if err != nil || bytes <= maxBytes {
-				return err
-			}
-			jobs, err := pickJobs(conn, `SELECT seq, bytes FROM batch_job
-				WHERE `+whereFinished+` AND `+whereReleased+` ORDER BY lease, seq LIMIT `+gcBatchSQL)
-			if err != nil {
-				return err
-			}
-			for _, j := range jobs {
-				if bytes <= maxBytes {
-					break
-				}
-				if err := deleteJob(conn, j.seq); err != nil {
-					return err
-				}
-				bytes -= j.n
-				n++
-			}
-			more = bytes > maxBytes && len(jobs) == gcBatch
-			return vacuum(conn, n)
-		})
-		if err != nil { // the batch rolled back
-			return total, errors.Join(err, s.reclaim(ctx, total))
-		}
-		total += n
-		if !more {
-			return total, s.reclaim(ctx, total)
-		}
-	}
-}
-
 // jobNum is a job and a number selected with it: its bytes, or a count.
 type jobNum struct{ seq, n int64 }
 

@@ -38,7 +38,8 @@ func openTest(t testing.TB, opts Options) *Store {
 // checkCounters re-derives the maintained counters from the rows and
 // reports any difference: the byte counter of finished jobs from their
 // bytes, the store total from the stored results and errors, the live
-// counts from the statuses; and every result body belongs to one target.
+// counts from the statuses, each caller's byte counter from its finished
+// jobs; and every result body belongs to one target.
 func (s *Store) checkCounters(ctx context.Context) error {
 	return s.read(ctx, "check counters", func(conn *sqlite.Conn) error {
 		var got, want [6]int64
@@ -80,6 +81,17 @@ func (s *Store) checkCounters(ctx context.Context) error {
 		}
 		if got != want {
 			return fmt.Errorf("counters (finished bytes, queued, running, total bytes, bodies, dangling) = %v, rows say %v", got, want)
+		}
+		// Each caller's counter against its finished jobs' bytes, both ways.
+		const derived = `SELECT caller, sum(bytes) FROM batch_job WHERE ` + whereFinished + `
+			GROUP BY caller HAVING sum(bytes) <> 0`
+		wrong, err := countInt(conn, `SELECT (SELECT count(*) FROM (SELECT caller, bytes FROM batch_caller EXCEPT `+derived+`))
+			+ (SELECT count(*) FROM (`+derived+` EXCEPT SELECT caller, bytes FROM batch_caller))`)
+		if err != nil {
+			return err
+		}
+		if wrong != 0 {
+			return fmt.Errorf("%d callers' byte counters differ from their rows", wrong)
 		}
 		return nil
 	})

@@ -421,31 +421,68 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (n int, err erro
 	return n, err
 }
 
-// Evict implements [batch.Store].
+// Evict implements [batch.Store]: while over budget, the oldest-lease
+// evictable job of the caller holding the most bytes goes, one at a time.
 func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (n int, err error) {
 	err = s.locked(ctx, func() error {
 		if s.bytes <= p.MaxBytes {
 			return nil
 		}
-		var finished []*memJob
+		callers := shares{held: map[string]int64{}, evictable: map[string]int64{}, queues: map[string][]*memJob{}}
 		for _, j := range s.jobs {
-			if j.job.Status.Finished() && j.cursor < 0 {
-				finished = append(finished, j)
-			}
+			callers.add(j)
 		}
-		slices.SortFunc(finished, func(a, b *memJob) int {
-			return cmp.Or(a.job.Lease.Compare(b.job.Lease), cmp.Compare(a.seq, b.seq))
-		})
-		for _, j := range finished {
-			if s.bytes <= p.MaxBytes {
+		for _, q := range callers.queues {
+			slices.SortFunc(q, func(a, b *memJob) int {
+				return cmp.Or(a.job.Lease.Compare(b.job.Lease), cmp.Compare(a.seq, b.seq))
+			})
+		}
+		for s.bytes > p.MaxBytes {
+			c, ok := callers.largest()
+			if !ok {
 				break
 			}
+			j := callers.queues[c][0]
+			callers.queues[c] = callers.queues[c][1:]
+			callers.held[c] -= j.job.Bytes
+			callers.evictable[c] -= j.job.Bytes
 			s.remove(j)
 			n++
 		}
 		return nil
 	})
 	return n, err
+}
+
+// shares is what each caller holds, for Evict: its bytes (live jobs'
+// included), the bytes of its evictable jobs, and those jobs.
+type shares struct {
+	held, evictable map[string]int64
+	queues          map[string][]*memJob
+}
+
+func (c *shares) add(j *memJob) {
+	name := j.job.Caller.Name
+	c.held[name] += j.job.Bytes
+	if j.job.Status.Finished() && j.cursor < 0 {
+		c.evictable[name] += j.job.Bytes
+		c.queues[name] = append(c.queues[name], j)
+	}
+}
+
+// largest returns the caller that holds the most bytes among those whose
+// evictable jobs hold any, the smaller name of equals.
+func (c *shares) largest() (string, bool) {
+	best, ok := "", false
+	for name, b := range c.evictable {
+		if b <= 0 {
+			continue
+		}
+		if !ok || c.held[name] > c.held[best] || c.held[name] == c.held[best] && name < best {
+			best, ok = name, true
+		}
+	}
+	return best, ok
 }
 
 // Heartbeat implements [batch.Store].

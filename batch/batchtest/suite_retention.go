@@ -11,10 +11,14 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// retentionCases: the TTL sweep, the byte budget and the counters.
+// retentionCases: the TTL sweep, the byte budget (shared per caller, see
+// suite_share.go) and the counters.
 var retentionCases = map[string]func(*testing.T, batch.Store){
 	"EvictConcurrentNoOverEviction": storeEvictConcurrent,
 	"EvictOldestLeaseFirst":         storeEvict,
+	"EvictShareCountsLive":          storeEvictShareCountsLive,
+	"EvictShareLargestFirst":        storeEvictShareLargestFirst,
+	"EvictShareSparesSmallCaller":   storeEvictShareSparesSmallCaller,
 	"StatsCounts":                   storeStats,
 	"SweepExpiredFinished":          storeSweep,
 	"SweepSparesHeldCancelledJob":   storeSweepHeld,

@@ -46,6 +46,10 @@
 //     byte (text would refuse a NUL or invalid UTF-8).
 //   - runner: a heartbeat row per runner.
 //   - stat: the byte counter (see Byte budget).
+//   - caller_bytes: the byte counter of each caller, a row per caller with
+//     released bytes, kept by triggers on job and indexed by bytes, most
+//     first (see Byte budget); job_evict, a partial index of each caller's
+//     released finished jobs by lease, serves the eviction.
 //   - webhook: the webhook outbox, a row per pending event (see the
 //     guarantees below); job.webhook is a job's webhook URL, NULL for none.
 //
@@ -134,10 +138,12 @@
 //     indexes, and the three paths that finish a job unchanged.)
 //   - Sweep and eviction ([Store.Sweep], [Store.Evict]): both lock the byte
 //     counter's row first, so passes on several nodes decide one after the
-//     other: an eviction sees the total the previous one left and never
+//     other: an eviction sees the totals the previous one left and never
 //     deletes more than one alone would. Their candidates skip rows another
 //     transaction holds (a lease bump). A pass with nothing to do is one
-//     read that locks nothing.
+//     read that locks nothing. The caller whose jobs an eviction takes is
+//     decided in its transaction from caller_bytes, on any node: the share
+//     per caller holds across nodes.
 //
 // # Byte budget
 //
@@ -149,6 +155,19 @@
 // statement or transaction. The counter can be re-derived at any time as
 // the sum of the bytes of the jobs no runner holds; the tests do, after
 // every test.
+//
+// The budget is shared per caller ([batch.Store.Evict]): an eviction takes
+// the oldest-lease released finished job (then the oldest insert) of the
+// caller that holds the most bytes, its held jobs' included, the smaller
+// name in byte order (COLLATE "C") of equals. caller_bytes holds each
+// caller's released bytes; row triggers on job move it in the statement
+// that moves a job's share (a release, a reap, a sweep, an eviction), and
+// every such statement locks the stat row before its triggers fire, so
+// the caller rows never deadlock. A pick reads the first two entries of
+// caller_bytes by bytes and the rows of the callers of the held jobs, and
+// deletes that caller's oldest jobs while it still holds more than the
+// runner-up: a cost that does not grow with the store. The tests re-derive
+// caller_bytes after every test too.
 //
 // # Change feed
 //

@@ -9,9 +9,9 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// gcBatch is how many jobs one sweep or eviction statement deletes at
-// most, and gcTxJobs how many one transaction deletes before it commits
-// and lets the writers it holds up go on.
+// gcBatch is how many jobs one sweep statement deletes at most, and
+// gcTxJobs how many one sweep or eviction transaction deletes before it
+// commits and lets the writers it holds up go on.
 const (
 	gcBatch  = 256
 	gcTxJobs = 4 * gcBatch
@@ -67,80 +67,6 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 		}
 		total += n
 		if n < gcTxJobs {
-			return total, nil
-		}
-	}
-}
-
-// Evict implements [batch.Store.Evict]: released finished jobs go oldest
-// lease first (then oldest insert) while the store's bytes are above
-// p.MaxBytes. Each transaction holds the byte counter's row lock from the
-// first read of the total to the commit, so a concurrent eviction, on any
-// node, waits and then sees the total this one left: concurrent evictions
-// never delete more than one alone would. A store under its budget costs
-// one read, and locks nothing.
-func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
-	ctx, cancel, err := s.begin(ctx)
-	defer cancel()
-	if err != nil {
-		return 0, s.wrap(ctx, "evict", err)
-	}
-	var bytes int64
-	if err := s.pool.QueryRow(ctx, s.q.totalBytes).Scan(&bytes); err != nil || bytes <= p.MaxBytes {
-		return 0, s.wrap(ctx, "evict", err)
-	}
-	total := 0
-	for {
-		n, more := 0, false
-		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			var counted, held int64
-			if err := tx.QueryRow(ctx, s.q.lockStat).Scan(&counted); err != nil {
-				return err
-			}
-			if err := tx.QueryRow(ctx, s.q.heldBytes).Scan(&held); err != nil {
-				return err
-			}
-			bytes := counted + held
-			for bytes > p.MaxBytes && n < gcTxJobs {
-				rows, err := tx.Query(ctx, s.q.evictCandidates, gcBatch)
-				if err != nil {
-					return err
-				}
-				var seqs []int64
-				candidates := 0
-				for rows.Next() {
-					var seq, b int64
-					if err := rows.Scan(&seq, &b); err != nil {
-						rows.Close()
-						return err
-					}
-					candidates++
-					if bytes > p.MaxBytes {
-						seqs, bytes = append(seqs, seq), bytes-b
-					}
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return err
-				}
-				if len(seqs) > 0 {
-					if _, err := tx.Exec(ctx, s.q.evict, seqs); err != nil {
-						return err
-					}
-				}
-				n += len(seqs)
-				if candidates < gcBatch {
-					return nil // no finished job left
-				}
-			}
-			more = bytes > p.MaxBytes
-			return nil
-		})
-		if err != nil {
-			return total, s.wrap(ctx, "evict", err)
-		}
-		total += n
-		if !more {
 			return total, nil
 		}
 	}

@@ -119,7 +119,7 @@ func openOn(tb testing.TB, opts Options) *Store {
 
 // checkCounters re-derives what the store maintains from its rows and
 // reports any difference: the byte counter from the released jobs, each
-// job's bytes and progress from its targets, and the drain's invariant (a
+// caller's byte counter from its released jobs, each job's bytes and progress from its targets, and the drain's invariant (a
 // held job's target in flight is pending in its row).
 func (s *Store) checkCounters(ctx context.Context) error {
 	if s.closed.Load() {
@@ -143,6 +143,17 @@ func (s *Store) checkCounters(ctx context.Context) error {
 	if counted != released || badJobs != 0 || badHeld != 0 {
 		return fmt.Errorf("byte counter %d, released jobs' bytes %d; %d jobs whose bytes or counts differ from their targets; %d held jobs whose target in flight is not pending",
 			counted, released, badJobs, badHeld)
+	}
+	// Each caller's counter against its released jobs' bytes, both ways.
+	derived := `SELECT caller, sum(bytes) FROM ` + schema + `.job WHERE runner = '' GROUP BY caller HAVING sum(bytes) <> 0`
+	var wrong int64
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM ((SELECT caller, bytes FROM `+schema+`.caller_bytes EXCEPT `+derived+`)
+		UNION ALL (`+derived+` EXCEPT SELECT caller, bytes FROM `+schema+`.caller_bytes)) d`).Scan(&wrong)
+	if err != nil {
+		return fmt.Errorf("check caller counters: %w", err)
+	}
+	if wrong != 0 {
+		return fmt.Errorf("%d callers' byte counters differ from their released jobs", wrong)
 	}
 	return nil
 }

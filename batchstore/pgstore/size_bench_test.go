@@ -38,6 +38,18 @@ func BenchmarkStoreSize(b *testing.B) {
 					return err
 				}},
 				{"evict-under-budget", func(int) error { _, err := s.Evict(ctx, batch.EvictParams{MaxBytes: 1 << 40}); return err }},
+				// One job over the budget (a Stats read, then the pass that
+				// picks the caller holding the most and deletes its oldest job).
+				{"evict-one", func(int) error {
+					st, err := s.Stats(ctx)
+					if err != nil {
+						return err
+					}
+					if n, err := s.Evict(ctx, batch.EvictParams{MaxBytes: st.Bytes - 1}); err != nil || n != 1 {
+						return fmt.Errorf("evict = %d, %w; want 1", n, err)
+					}
+					return nil
+				}},
 				{"reap-nothing-stale", func(int) error {
 					_, err := s.Reap(ctx, batch.ReapParams{StaleBefore: now.Add(-time.Hour), Now: now, Reason: "restart"})
 					return err

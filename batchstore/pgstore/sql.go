@@ -216,9 +216,24 @@ var sqlTemplates = queries{
 	oldestExpired: `SELECT seq FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
 		AND lease < coalesce($1::timestamptz, now() - $2::interval) ORDER BY lease, seq LIMIT 1`,
 	totalBytes: `SELECT (SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)`,
-	heldBytes:  `SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld,
-	evictCandidates: `SELECT seq, bytes FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
-		ORDER BY lease, seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+	// The eviction's picks (see evict.go): the held jobs' bytes by caller
+	// ($1 of evictPick with their bytes $2), the two callers holding the
+	// most bytes among those with released bytes, the callers in $3 left
+	// out (names in byte order for equals), and a caller's oldest
+	// released finished jobs.
+	heldByCaller: `SELECT caller, bytes FROM {s}.job WHERE ` + whereHeld,
+	evictPick: `WITH h AS (
+			SELECT * FROM unnest($1::text[], $2::bigint[]) AS h (caller, bytes)
+		), c AS (
+			(SELECT caller, bytes FROM {s}.caller_bytes WHERE caller <> ALL ($3::text[])
+			 ORDER BY bytes DESC, caller COLLATE "C" LIMIT 2)
+			UNION
+			SELECT caller, bytes FROM {s}.caller_bytes WHERE caller = ANY ($1::text[]) AND caller <> ALL ($3::text[])
+		)
+		SELECT c.caller, c.bytes + coalesce(h.bytes, 0) AS held FROM c LEFT JOIN h ON h.caller = c.caller
+		ORDER BY held DESC, c.caller COLLATE "C" LIMIT 2`,
+	evictOldest: `SELECT seq, bytes FROM {s}.job WHERE caller = $1 AND ` + whereFinished + ` AND ` + whereReleased + `
+		ORDER BY lease, seq LIMIT $2 FOR UPDATE SKIP LOCKED`,
 	evict: `WITH d AS (
 			DELETE FROM {s}.job WHERE seq = ANY($1) RETURNING bytes
 		)
@@ -255,17 +270,17 @@ var sqlTemplates = queries{
 
 // queries holds the store's statements for one schema.
 type queries struct {
-	lockXact, reuse, callerLive, insert                   string
-	claim, anyQueued, finish, finishMissed, cancel        string
-	getJob, get, getResults, getTarget, list, touch       string
-	heartbeat                                             string
-	forgetAll, forgetRunner, forgetStale, reapJobs        string
-	reapLive, reapRunner, reapOrphans, reapTargets        string
-	lockStat, oldestExpired, sweep, totalBytes, heldBytes string
-	evictCandidates, evict                                string
-	stats, notify                                         string
-	hookClaim, hookDone, hookRetry                        string
-	hookRelease, hookReleaseAll                           string
+	lockXact, reuse, callerLive, insert             string
+	claim, anyQueued, finish, finishMissed, cancel  string
+	getJob, get, getResults, getTarget, list, touch string
+	heartbeat                                       string
+	forgetAll, forgetRunner, forgetStale, reapJobs  string
+	reapLive, reapRunner, reapOrphans, reapTargets  string
+	lockStat, oldestExpired, sweep, totalBytes      string
+	heldByCaller, evictPick, evictOldest, evict     string
+	stats, notify                                   string
+	hookClaim, hookDone, hookRetry                  string
+	hookRelease, hookReleaseAll                     string
 }
 
 // render returns the statements for schema.
@@ -285,8 +300,8 @@ func (q *queries) fields() []*string {
 		&q.getJob, &q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
 		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs,
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
-		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes, &q.heldBytes,
-		&q.evictCandidates, &q.evict,
+		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
+		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict,
 		&q.stats, &q.notify,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll,
 	}
