@@ -185,9 +185,10 @@
 // own (a signal's context is already done, and a runner closed with it
 // returns at once, leaving its jobs running for the next start to fail),
 // which ends long-polls and cuts in-flight fetches short; then the
-// server's base context, so that streams and slow host routes see theirs
-// done; then the server's Shutdown; then the store. A host that runs its
-// own [http.Server] does the same: BaseContext from a context it cancels,
+// server's Shutdown, which lets the requests in flight answer, for up to a
+// grace; then, if some are still running, the server's base context, so
+// that they see theirs done; then the store. A host that runs its own
+// [http.Server] does the same: BaseContext from a context it cancels,
 // [LimitListener] around its listener, WriteTimeout above [batch.MaxWait].
 //
 // # A host's own routes

@@ -221,8 +221,8 @@ func (c *closer) Close(ctx context.Context) error {
 }
 
 // Serve shuts down in order: the runner (with a live context, though the
-// serving context is done), then the base context (a request still in
-// flight sees it end), then the server, then AfterShutdown.
+// serving context is done), then the server, which ends a request still in
+// flight after Grace by cancelling its context, then AfterShutdown.
 func TestServe_ShutdownOrder(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -236,7 +236,7 @@ func TestServe_ShutdownOrder(t *testing.T) {
 	inFlight := make(chan struct{})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(inFlight)
-		<-r.Context().Done() // a followed stream, say: ends with the base context
+		<-r.Context().Done() // a slow host route, say: ends with the base context
 		mu.Lock()
 		events = append(events, "request ended")
 		mu.Unlock()
@@ -248,7 +248,7 @@ func TestServe_ShutdownOrder(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, ServerOpts{Handler: handler, Runner: c, AfterShutdown: func() error {
+		served <- Serve(ctx, ln, ServerOpts{Handler: handler, Runner: c, Grace: 100 * time.Millisecond, AfterShutdown: func() error {
 			note("store closed")
 			return nil
 		}})

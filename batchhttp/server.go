@@ -104,6 +104,10 @@ const (
 	DefaultGrace        = 5 * time.Second
 )
 
+// endWait is how long requests whose context Serve cancelled get to return
+// before their connections are closed.
+const endWait = time.Second
+
 // Serve serves opts.Handler on ln, within opts.Limits (at most MaxConns
 // connections at once, the timeouts on every connection), until ctx is
 // done (a signal, say), and then shuts down in the order a batch host
@@ -115,11 +119,13 @@ const (
 //     It stops taking work, cuts in-flight fetches short, fails its own
 //     jobs as "restart" and ends long-polls, which answer with the job as
 //     it is.
-//  2. The server's base context is cancelled, so that every request still
-//     in flight — a followed results stream, a host route waiting on
-//     something slow — sees its context done.
-//  3. The server shuts down: it stops accepting and waits up to Grace for
-//     those requests, then closes what is left.
+//  2. The server shuts down: it stops accepting, closes idle connections
+//     and waits up to Grace for the requests in flight, which now answer
+//     at once (a long-poll with the job as it is).
+//  3. If Grace passes with requests still in flight — a host route waiting
+//     on something slow — the server's base context is cancelled, so that
+//     they see their context done, and what is left a moment later is
+//     closed.
 //  4. AfterShutdown, which closes the store: no request can reach it now.
 //
 // It returns nil after a shutdown that went as planned, and otherwise the
@@ -165,12 +171,18 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 	rctx, rcancel := context.WithTimeout(context.Background(), cmp.Or(opts.CloseTimeout, DefaultCloseTimeout))
 	defer rcancel()
 	runErr := opts.Runner.Close(rctx)
-	cancelBase()
 	sctx, scancel := context.WithTimeout(context.Background(), cmp.Or(opts.Grace, DefaultGrace))
 	defer scancel()
-	shutErr := srv.Shutdown(sctx)
-	if shutErr != nil {
-		shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: %w", shutErr), srv.Close())
+	var shutErr error
+	if err := srv.Shutdown(sctx); err != nil {
+		// Grace is over and requests are still in flight: end their
+		// contexts, give them a moment to return, and close what is left.
+		cancelBase()
+		ectx, ecancel := context.WithTimeout(context.Background(), endWait)
+		defer ecancel()
+		if err := srv.Shutdown(ectx); err != nil {
+			shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: requests still in flight after the grace: %w", err), srv.Close())
+		}
 	}
 	if serveErr == nil {
 		serveErr = <-errc
