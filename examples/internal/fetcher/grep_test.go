@@ -74,7 +74,7 @@ func TestCompileGrep(t *testing.T) {
 	refuse("[a-z]{998}X", tooComplex)
 	accept(`(?i)price|cost|fee`, true)
 	accept(`\d{4}-\d{2}-\d{2}`, true)
-	accept("f(x", false) // does not parse: a literal
+	accept("f(x", false)                                        // does not parse: a literal
 	accept(strings.Repeat("[ab]", DefaultMaxGrepBytes/4), true) // 1024 bytes, 258 instructions
 	refuse(strings.Repeat("x", 999), tooComplex)                // a regexp of 999 literal runes: 1001 instructions
 	refuse(strings.Repeat("x", DefaultMaxGrepBytes+1), "grep pattern too large: 1025 bytes (max 1024)")
