@@ -31,7 +31,7 @@ const (
 // wherever it lies in the line; a longer one only within one window. At a
 // window's edge, ^, $ and \b see the edge as the line's start or end.
 const (
-	GrepWindow  = 8 << 10
+	GrepWindow  = 4 << 10
 	GrepOverlap = 1 << 10
 )
 
