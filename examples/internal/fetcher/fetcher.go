@@ -52,7 +52,7 @@
 // example daemon answers 422 invalid_option), and a fetch fails with
 // outcome unsupported ("unsupported: grep pattern too large: …" or "…
 // too complex: …") before anything is fetched. A line longer than
-// [GrepWindow] (4 KiB) is matched in overlapping windows, and the fetch's
+// [GrepWindow] (2 KiB) is matched in overlapping windows, and the fetch's
 // context is checked before every line and every window: a grep that its
 // deadline ends fails with outcome timeout ("timeout: grep did not finish
 // before the deadline", which matches context.DeadlineExceeded), so that a

@@ -31,8 +31,8 @@ const (
 // wherever it lies in the line; a longer one only within one window. At a
 // window's edge, ^, $ and \b see the edge as the line's start or end.
 const (
-	GrepWindow  = 4 << 10
-	GrepOverlap = 1 << 10
+	GrepWindow  = 2 << 10
+	GrepOverlap = 512
 )
 
 // grepHint is the hint of a refused pattern at submit.
