@@ -145,6 +145,21 @@ func TestGrepLines_Windows(t *testing.T) {
 		line := strings.Repeat("a", at) + "needle5" + strings.Repeat("b", 3*GrepWindow)
 		f(fmt.Sprintf("across a window edge at %d", at), line, true)
 	}
+	// A match as long as the overlap, anywhere, among 3-byte runes.
+	long, _ := New(Options{}).compileGrep("x[^x]*x")
+	var ats []int // every start near the first two window edges, and a few more
+	for k := 1; k <= 2; k++ {
+		for d := -16; d <= 16; d++ {
+			ats = append(ats, k*step+d)
+		}
+	}
+	for _, at := range append(ats, 0, 1, 2, 700, GrepWindow, 3*GrepWindow) {
+		line := strings.Repeat("€", at/3) + strings.Repeat("a", at%3) + "x" + strings.Repeat("€", (GrepOverlap-2)/3) +
+			strings.Repeat("a", (GrepOverlap-2)%3) + "x" + strings.Repeat("€", GrepWindow)
+		if ok, err := long.match(t.Context(), line); !ok || err != nil {
+			t.Errorf("a %d-byte match at %d of a %d-byte line: %v, %v; want found", GrepOverlap, at, len(line), ok, err)
+		}
+	}
 }
 
 // A grep checks its context between lines and within long lines: the
