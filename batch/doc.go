@@ -177,6 +177,7 @@
 //	<p>_result_bytes              histogram: stored result envelope size
 //	<p>_webhooks_total{outcome}   delivered failed dropped (failed: an attempt; dropped: an event given up)
 //	<p>_webhook_seconds           histogram: one delivery attempt
+//	<p>_fetch_overruns_total      fetches that returned over FetchOverrunGrace after their context ended
 //
 // Every series exists from construction; an outcome outside its set counts as
 // other.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -180,7 +181,7 @@ func (r *Runner) fetchTarget(job Job, t TargetRecord) (fin TargetFinish, d time.
 	fin = TargetFinish{Idx: t.Idx}
 	backoff := 100 * time.Millisecond
 	for {
-		fr := r.callFetch(job.Caller, t.Target)
+		fr := r.callFetch(job, t)
 		switch {
 		case fr.interrupted:
 			return fin, time.Since(start), true
@@ -257,8 +258,10 @@ type fetchReturn struct {
 // callFetch calls the fetcher once under the per-target deadline and encodes
 // its result, in a goroutine of its own: a panic there (in the fetcher or in
 // a Meta value's MarshalJSON) fails only this target, and a fetcher that
-// ignores its context is abandoned at the deadline.
-func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
+// ignores its context is abandoned at the deadline. A call that returns
+// more than [FetchOverrunGrace] after its context ended is counted and
+// logged (see overran).
+func (r *Runner) callFetch(job Job, t TargetRecord) fetchReturn {
 	// A fetch slot first: a call abandoned at its deadline keeps its slot
 	// until it returns, so even a fetcher that ignores its context never has
 	// more than Workers calls running.
@@ -269,6 +272,8 @@ func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
 	}
 	ctx, cancel := context.WithTimeout(r.fetchCtx, time.Duration(r.cfg.TargetTimeout))
 	defer cancel()
+	var ended atomic.Int64 // when ctx ended, in Unix nanoseconds; 0 while it runs
+	stopEnded := context.AfterFunc(ctx, func() { ended.Store(time.Now().UnixNano()) })
 	ch := make(chan fetchReturn, 1)
 	r.fetchWG.Add(1)
 	go func() {
@@ -279,7 +284,13 @@ func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
 				ch <- fetchReturn{err: errPanic} // the panic value may hold a URL: never logged
 			}
 		}()
-		res, err := r.cfg.Fetch(ctx, caller, t)
+		var returned time.Time
+		defer func() { // before the answer of a panic
+			stopEnded()
+			r.overran(job, t.Idx, ended.Load(), returned)
+		}()
+		res, err := r.cfg.Fetch(ctx, job.Caller, t.Target)
+		returned = time.Now()
 		if err != nil {
 			ch <- fetchReturn{err: err}
 			return
@@ -306,6 +317,28 @@ func (r *Runner) callFetch(caller Caller, t Target) fetchReturn {
 	fr.interrupted = closing && (!answered || fr.err != nil)
 	fr.timedOut = !fr.interrupted && fr.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	return fr
+}
+
+// overran counts and logs a fetch of job's target idx that returned (at
+// returned; the zero time for a panic, which is judged now) more than
+// [FetchOverrunGrace] after its context ended (at ended, Unix nanoseconds;
+// 0 if it had not): a FetchFunc that ignores its context, which held a
+// worker's fetch slot all that time.
+func (r *Runner) overran(job Job, idx int, ended int64, returned time.Time) {
+	if ended == 0 {
+		return
+	}
+	if returned.IsZero() {
+		returned = time.Now()
+	}
+	late := returned.Sub(time.Unix(0, ended))
+	if late <= FetchOverrunGrace {
+		return
+	}
+	r.metrics.fetchOverruns.Inc()
+	r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch fetch overran its deadline; the FetchFunc ignores its context",
+		slog.String("job_id", job.ID), slog.String("caller", job.Caller.Name), slog.Int("idx", idx),
+		slog.Duration("late", late), slog.Duration("target_timeout", time.Duration(r.cfg.TargetTimeout)))
 }
 
 // truncate cuts s to at most n bytes without leaving a broken UTF-8

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // FetchFunc fetches one target for caller. It is the only behaviour the host
@@ -14,13 +15,23 @@ import (
 // and its eventual result ignored. An abandoned call still counts against
 // Config.Workers until it returns, so batch work never has more than Workers
 // fetches running: a FetchFunc that ignores ctx stalls the drain instead of
-// piling up calls. [Runner.Close] waits for it too.
+// piling up calls. [Runner.Close] waits for it too. A call that returns
+// more than [FetchOverrunGrace] after ctx ended (its deadline passed, or
+// the runner closed) is an overrun: the runner counts it in
+// <prefix>_fetch_overruns_total and logs it at Warn (job_id, idx and how
+// late it returned, never the URL), so that a host learns that its
+// FetchFunc ignores ctx.
 //
 // An error fails the target. It may carry an [Outcome] (an [OutcomeError]) and
 // a hint (a [HintError]), found with [errors.As]; see [NewFetchError]. An error
 // whose outcome is [OutcomeBusy] (see [ErrFetchBusy]) is not a failure: the
 // runner waits and retries the same target.
 type FetchFunc func(ctx context.Context, caller Caller, t Target) (Result, error)
+
+// FetchOverrunGrace is how long after its context ended a [FetchFunc] may
+// take to return before the runner counts the call as an overrun. A
+// FetchFunc that watches ctx returns within milliseconds of it.
+const FetchOverrunGrace = time.Second
 
 // Outcome classifies how a target ended. It is a metrics label value, so the
 // set is fixed: an outcome outside it is counted as [OutcomeOther].

@@ -52,6 +52,8 @@ var metricsHelp = map[string]string{
 	"_result_bytes":     "Size of stored batch result envelopes.",
 	"_webhooks_total":   "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
 	"_webhook_seconds":  "Time one batch webhook delivery attempt took.",
+	"_fetch_overruns_total": "Batch fetches that returned more than 1s after their deadline or the runner's close: " +
+		"a FetchFunc that ignores its context, holding a worker's fetch slot meanwhile.",
 }
 
 // runnerMetrics is a runner's instruments, all in one *metrics.Set.
@@ -67,6 +69,8 @@ type runnerMetrics struct {
 	webhooks   map[string]*metrics.Counter
 	// webhookSecs: one delivery attempt, failed ones included.
 	webhookSecs *metrics.PrometheusHistogram
+	// fetchOverruns: fetches that returned long after their context ended.
+	fetchOverruns *metrics.Counter
 }
 
 // newRunnerMetrics creates every series of the fixed vocabulary up front, so
@@ -85,6 +89,8 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 		webhooks:   make(map[string]*metrics.Counter, len(webhookOutcomes)),
 
 		webhookSecs: s.NewPrometheusHistogramExt(prefix+"_webhook_seconds", targetSecondsBuckets),
+
+		fetchOverruns: s.NewCounter(prefix + "_fetch_overruns_total"),
 	}
 	for _, o := range jobOutcomes {
 		m.jobs[o] = s.NewCounter(fmt.Sprintf(`%s_jobs_total{outcome=%q}`, prefix, o))

@@ -56,7 +56,9 @@
 // is one of the Code constants, stable across releases; error is English
 // for a person. The statuses and messages: 400
 // "invalid batch: …" ([CodeInvalidBatch]); 422 "blocked: target <idx>:
-// <reason>" ([CodeBlocked]; no job is created); 422 "too many targets (max
+// <reason>" ([CodeBlocked]; no job is created); 422 "invalid option:
+// target <idx>: <reason>" ([CodeInvalidOption]: the host's
+// [HandlerOpts].CheckTarget refused a target's options); 422 "too many targets (max
 // N)" ([CodeTooManyTargets]); 429 "busy: a batch of yours is still running"
 // with Retry-After: 30 ([CodeCallerBusy]); 429 "batch jobs busy" with
 // Retry-After: 60 ([CodeJobsBusy]); 413 for a body over [MaxBodyBytes]
@@ -105,7 +107,8 @@
 // duplicate keys, wrong types, invalid UTF-8 and data after the object are
 // all 400; null counts as an absent field. The Content-Type is not checked.
 // The order of checks is: size (413), syntax and shape (400), the target
-// count (422), the pre-check of each URL in order (422), then the runner's
+// count (422), the pre-check of each URL in order (422), the host's check
+// of each target's options in order (422), then the runner's
 // own validation (400 for an empty url or unknown mode) and caps (429).
 //
 // # Long-polls, expiry and the job list

@@ -43,6 +43,7 @@ const (
 	CodeNothingToRetry   = "nothing_to_retry"   // 409: retry of a job whose every target is done
 	CodeBodyTooLarge     = "body_too_large"     // 413: the submit body is over its cap
 	CodeBlocked          = "blocked"            // 422: the pre-check refused a target or the webhook URL
+	CodeInvalidOption    = "invalid_option"     // 422: the host's option check refused a target (e.g. a grep pattern over its limits)
 	CodeTooManyTargets   = "too_many_targets"   // 422: more targets than a job may have
 	CodeWebhooksDisabled = "webhooks_disabled"  // 422: a submit with a webhook to a server that sends none
 	CodeResultsTooLarge  = "results_too_large"  // 422: ?results=1 of a job over the answer cap

@@ -42,6 +42,15 @@ type CallerFunc func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool
 // webhook URL passes the same check ("blocked: webhook: <reason>").
 type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) error
 
+// CheckTargetFunc checks one target's options at submit, without I/O: the
+// host's own limits on what its fetcher serves (such as the size of a grep
+// pattern), which the runner, treating options as data, does not know. An
+// error refuses the whole submit with 422 [CodeInvalidOption]
+// "invalid option: target <idx>: <reason>", where reason is the error's
+// text, and with the error's hint if it is a [batch.HintError]. The reason
+// goes to the caller only, never to a log line.
+type CheckTargetFunc func(ctx context.Context, caller batch.Caller, t batch.Target) error
+
 // ObserveFunc receives one observation per request for the host's metrics:
 // a fixed route label (one of [RouteList], [RouteJob], [RouteResult],
 // [RouteResults], [RouteRetry], [RouteOther]; never a job id), the HTTP status written (499 if the client
@@ -77,6 +86,10 @@ type HandlerOpts struct {
 	// Precheck checks each target URL at submit. Defaults to no check; see
 	// [PrecheckURL] for a ready one.
 	Precheck PrecheckFunc
+	// CheckTarget checks each target's options at submit, in idx order,
+	// after every URL passed Precheck (a target with an empty URL is left
+	// to the runner, which refuses it). Defaults to no check.
+	CheckTarget CheckTargetFunc
 	// Logger gets one line per request. Defaults to discarding them.
 	Logger *slog.Logger
 	// Observe gets one observation per request. Defaults to none.
@@ -106,6 +119,7 @@ type Handler struct {
 	runner   Runner
 	auth     CallerFunc
 	precheck PrecheckFunc
+	check    CheckTargetFunc
 	log      *slog.Logger
 	observe  ObserveFunc
 	prefix   string
@@ -141,6 +155,7 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 		runner:          runner,
 		auth:            opts.Authenticate,
 		precheck:        opts.Precheck,
+		check:           opts.CheckTarget,
 		log:             opts.Logger,
 		observe:         opts.Observe,
 		prefix:          opts.Prefix,
@@ -248,7 +263,7 @@ type request struct {
 	targets   int // -1 if not known
 	jobStatus batch.JobStatus
 	reused    *bool
-	blocked   int // index of the target the pre-check refused, or -1
+	blocked   int // index of the target the pre-check or the option check refused, or -1
 }
 
 // route wraps fn: it authenticates, turns a returned error into its answer,

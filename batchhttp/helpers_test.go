@@ -56,6 +56,7 @@ type testBundle struct {
 type setupOpts struct {
 	fetch    batch.FetchFunc
 	precheck PrecheckFunc
+	check    CheckTargetFunc // HandlerOpts.CheckTarget
 	store    batch.Store
 	config   func(*batch.Config) // adjusts the runner config
 	noStart  bool                // build the runner without starting it
@@ -87,6 +88,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		b.runner = batchtest.NewRunner(t, cfg)
 	}
 	b.handler = newTestHandler(t, b.runner, o.precheck, b.logs, b.obs)
+	b.handler.check = o.check
 	return b
 }
 
@@ -197,7 +199,7 @@ func knownCode(c string) bool {
 	switch c {
 	case CodeInvalidBatch, CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
 		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeNothingToRetry, CodeBodyTooLarge,
-		CodeBlocked, CodeWebhooksDisabled, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
+		CodeBlocked, CodeInvalidOption, CodeWebhooksDisabled, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
 		CodeResultsBusy, CodeInternal, CodeUnavailable:
 		return true
 	}

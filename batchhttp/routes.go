@@ -42,6 +42,9 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err := h.precheckAll(r, req, targets); err != nil {
 		return err
 	}
+	if err := h.checkTargets(r, req, targets); err != nil {
+		return err
+	}
 	var opts batch.SubmitOptions
 	if sub.Webhook != nil {
 		if err := h.precheckWebhook(r, req, sub.Webhook.URL); err != nil {
@@ -74,6 +77,32 @@ func (h *Handler) precheckAll(r *http.Request, req *request, targets []batch.Tar
 		if err := h.precheck(r.Context(), req.caller, t.URL); err != nil {
 			req.blocked = i
 			return blockedAnswer(fmt.Sprintf("target %d", i), err)
+		}
+	}
+	return nil
+}
+
+// checkTargets runs the host's option check on every target, in order,
+// and refuses the submit at the first failure with 422 invalid_option. An
+// empty URL is left to the runner, as in precheckAll.
+func (h *Handler) checkTargets(r *http.Request, req *request, targets []batch.Target) error {
+	if h.check == nil {
+		return nil
+	}
+	for i, t := range targets {
+		if t.URL == "" {
+			continue
+		}
+		if err := h.check(r.Context(), req.caller, t); err != nil {
+			req.blocked = i
+			ans := &httpError{
+				status: http.StatusUnprocessableEntity, code: CodeInvalidOption,
+				msg: fmt.Sprintf("invalid option: target %d: %s", i, cmp.Or(err.Error(), "refused")),
+			}
+			if he, ok := errors.AsType[batch.HintError](err); ok {
+				ans.hint = he.Hint()
+			}
+			return ans
 		}
 	}
 	return nil

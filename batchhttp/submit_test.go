@@ -112,6 +112,59 @@ func TestHandler_Submit(t *testing.T) {
 		noJobs(t, b, alice)
 	})
 
+	t.Run("InvalidOption", func(t *testing.T) {
+		t.Parallel()
+		var seen []batch.Target
+		check := func(_ context.Context, c batch.Caller, tg batch.Target) error {
+			if c.Name != "alice" {
+				t.Errorf("CheckTarget got caller %q", c.Name)
+			}
+			seen = append(seen, tg)
+			if len(tg.Grep) > 4 {
+				return batch.NewFetchError(batch.OutcomeUnsupported, "use a shorter pattern", errors.New("grep pattern too large: 5 bytes (max 4)"))
+			}
+			if tg.JQ != "" {
+				return errors.New("")
+			}
+			return nil
+		}
+		b := setup(t, setupOpts{precheck: PrecheckURL, check: check})
+		targets := []batch.Target{
+			{URL: "https://a.test/", Options: batch.Options{Grep: "ok"}},
+			{URL: "https://b.test/", Options: batch.Options{Grep: "aaaaa", Mode: batch.ModeClean}},
+			{URL: "https://c.test/", Options: batch.Options{Grep: "bbbbb"}},
+		}
+		rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitBody(t, targets))
+		wantError(t, rec, http.StatusUnprocessableEntity, "invalid option: target 1: grep pattern too large: 5 bytes (max 4)")
+		checkGolden(t, rec)
+		if len(seen) != 2 || seen[1].URL != "https://b.test/" || seen[1].Mode != batch.ModeClean {
+			t.Errorf("CheckTarget saw %+v, want targets 0 and 1 with their options", seen)
+		}
+		// The URL pre-check comes first: a blocked URL is "blocked".
+		rec = b.do(t, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"https://a.test/","grep":"aaaaa"},{"url":"http://10.0.0.1/"}]}`)
+		wantError(t, rec, http.StatusUnprocessableEntity, "blocked: target 1: private address")
+		// An empty reason still says something; an empty URL is the runner's 400.
+		rec = b.do(t, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"https://a.test/","jq":"."}]}`)
+		wantError(t, rec, http.StatusUnprocessableEntity, "invalid option: target 0: refused")
+		rec = b.do(t, http.MethodPost, "/v1/batch", keyAlice, `{"targets":[{"url":"","grep":"aaaaa"}]}`)
+		wantError(t, rec, http.StatusBadRequest, "invalid batch: target 0: empty url")
+		noJobs(t, b, alice)
+		lines := b.logs.lines(t)
+		if l := lines[0]; l["error"] != CodeInvalidOption || l["target_idx"] != 1.0 {
+			t.Errorf("log line %v, want error %s at target_idx 1", l, CodeInvalidOption)
+		}
+		for _, l := range lines {
+			for k, v := range l {
+				if s, _ := v.(string); strings.Contains(s, "grep pattern") || strings.Contains(s, ".test") {
+					t.Errorf("log line %v: %s = %q repeats the refusal or a URL", l, k, s)
+				}
+			}
+		}
+		// Without a check, the same body makes a job.
+		plain := setup(t, setupOpts{precheck: PrecheckURL})
+		plain.submit(t, keyAlice, targets, http.StatusAccepted)
+	})
+
 	t.Run("NotStarted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})

@@ -177,6 +177,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
 			return allowHint(f.Precheck(rawURL))
 		},
+		CheckTarget: f.CheckTarget, // a grep pattern over the fetcher's limits: 422 invalid_option
 		Logger:      cfg.Logger,
 		Observe:     m.Observe,
 		BodyTimeout: cfg.BodyTimeout,

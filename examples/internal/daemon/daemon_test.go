@@ -356,3 +356,39 @@ func TestDaemon_AllowHint(t *testing.T) {
 		t.Errorf("submit of an ftp URL: %+v, want blocked without a hint", e)
 	}
 }
+
+// A grep pattern over the fetcher's limits is refused at submit with 422
+// invalid_option and a hint, and no job is made; one within them is taken.
+func TestDaemon_GrepLimits(t *testing.T) {
+	t.Parallel()
+	srv := openTest(t, Config{})
+	submit := func(grep string) (int, batchhttp.ErrorResponse) {
+		t.Helper()
+		body, _ := json.Marshal(batchhttp.SubmitRequest{Targets: []batch.Target{{URL: "https://example.com/", Options: batch.Options{Grep: grep}}}})
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/batch", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer alice-key")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e batchhttp.ErrorResponse
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e
+	}
+	for _, c := range []struct{ grep, msg string }{
+		{strings.Repeat("[a-z\u0100]{1000}X|", 70) + "X", "invalid option: target 0: grep pattern too large: 1051 bytes (max 1024)"},
+		{strings.Repeat("[a-z]{1000}X|", 2) + "X", "invalid option: target 0: grep pattern too complex: its program is over 1000 instructions"},
+	} {
+		code, e := submit(c.grep)
+		if code != http.StatusUnprocessableEntity || e.Code != batchhttp.CodeInvalidOption || e.Error != c.msg || e.Hint == "" {
+			t.Errorf("submit of a %d-byte pattern: %d %+v, want 422 %s %q with a hint", len(c.grep), code, e, batchhttp.CodeInvalidOption, c.msg)
+		}
+	}
+	if code, body := get(t, srv.URL+"/v1/batch", "alice-key"); code != http.StatusOK || !strings.Contains(body, `"jobs":[]`) {
+		t.Errorf("list after the refusals: %d %s, want no job", code, body)
+	}
+	if code, e := submit(`(?i)price|cost`); code != http.StatusAccepted {
+		t.Errorf("submit of a small pattern: %d %+v, want 202", code, e)
+	}
+}

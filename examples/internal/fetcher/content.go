@@ -88,22 +88,3 @@ func decodeText(body []byte, charset string) string {
 	}
 	return s
 }
-
-// grepLines keeps the lines of text that match, and returns them joined
-// by newlines with how many there were.
-func grepLines(text string, match func(string) bool) (string, int) {
-	var b strings.Builder
-	n := 0
-	for line := range strings.Lines(text) {
-		line = strings.TrimRight(line, "\r\n")
-		if !match(line) {
-			continue
-		}
-		if n > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(line)
-		n++
-	}
-	return b.String(), n
-}

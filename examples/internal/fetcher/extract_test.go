@@ -75,9 +75,13 @@ func TestGrepLines(t *testing.T) {
 
 	f := func(text, pattern, want string, wantN int) {
 		t.Helper()
-		got, n := grepLines(text, matcher(pattern))
-		if got != want || n != wantN {
-			t.Errorf("grep(%q, %q) = %q, %d; want %q, %d", text, pattern, got, n, want, wantN)
+		g, reason := New(Options{}).compileGrep(pattern)
+		if reason != "" {
+			t.Fatalf("compileGrep(%q): %s", pattern, reason)
+		}
+		got, n, err := grepLines(t.Context(), text, g)
+		if err != nil || got != want || n != wantN {
+			t.Errorf("grep(%q, %q) = %q, %d, %v; want %q, %d", text, pattern, got, n, err, want, wantN)
 		}
 	}
 

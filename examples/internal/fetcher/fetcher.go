@@ -32,13 +32,33 @@
 // Mode "" and "raw" return the body as text. Mode "clean" returns the readable
 // text of an HTML page (see [ExtractText]) and other text types unchanged.
 // Grep then keeps only the lines that match: Grep is a Go regular expression
-// (RE2 syntax; use "(?i)" for case-insensitive matching) when it compiles, and
-// a literal substring otherwise. Mode "digest" and the options question, jq and
+// (RE2 syntax; use "(?i)" for case-insensitive matching) when it parses, and
+// a literal substring otherwise (see Grep limits). Mode "digest" and the options question, jq and
 // pages need a model or a parser this fetcher does not have: they fail with
 // outcome unsupported before anything is fetched. Context and Recover are
 // accepted and ignored. Bodies are decoded as UTF-8 (invalid bytes become
 // U+FFFD) unless the charset is ISO-8859-1 or windows-1252, read as Latin-1;
 // a body whose type is not text fails with outcome unsupported.
+//
+// # Grep limits
+//
+// Go's regexp is linear in the input, but times the size of the compiled
+// program, so a caller's pattern could otherwise hold a worker for hours.
+// A pattern is refused when it is longer than [Options].MaxGrepBytes (1024
+// bytes by default) or compiles to a program of more than
+// [Options].MaxGrepInsts instructions (1000; x{n} repeats x's program n
+// times: \w{900} is 902 instructions), and when Go itself refuses it
+// as too large or too deep: [Fetcher.CheckTarget] refuses it at submit (the
+// example daemon answers 422 invalid_option), and a fetch fails with
+// outcome unsupported ("unsupported: grep pattern too large: …" or "…
+// too complex: …") before anything is fetched. A line longer than
+// [GrepWindow] (2 KiB) is matched in overlapping windows, and the fetch's
+// context is checked before every line and every window: a grep that its
+// deadline ends fails with outcome timeout ("timeout: grep did not finish
+// before the deadline", which matches context.DeadlineExceeded), so that a
+// target's CPU work ends with its deadline. At about 7ns per byte and
+// instruction, the largest program takes some 15s over a 2 MiB body on one
+// core.
 package fetcher
 
 import (
@@ -47,9 +67,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -89,6 +107,13 @@ type Options struct {
 	// guard approved the address; tests use it to record dials and to make
 	// sure nothing but loopback is ever dialled. Defaults to nil.
 	BeforeConnect batchnet.ConnectFunc
+	// MaxGrepBytes caps the length of a Grep pattern. Defaults to
+	// DefaultMaxGrepBytes (1024).
+	MaxGrepBytes int
+	// MaxGrepInsts caps the size of a Grep pattern's compiled program, in
+	// instructions (regexp/syntax's), which bounds the work per byte
+	// matched. Defaults to DefaultMaxGrepInsts (1000).
+	MaxGrepInsts int
 }
 
 // Fetcher fetches targets over HTTP behind the SSRF guard. It is safe for
@@ -97,10 +122,13 @@ type Fetcher struct {
 	client    *batchnet.Client
 	maxBytes  int64
 	userAgent string
+
+	maxGrepBytes int
+	maxGrepInsts int
 }
 
 // New returns a Fetcher configured by opts. A zero or negative MaxBytes,
-// Timeout or HeaderTimeout means its default.
+// Timeout, HeaderTimeout, MaxGrepBytes or MaxGrepInsts means its default.
 func New(opts Options) *Fetcher {
 	client, err := batchnet.NewClient(batchnet.ClientOptions{
 		Allow:         opts.Allow,
@@ -116,6 +144,9 @@ func New(opts Options) *Fetcher {
 		client:    client,
 		maxBytes:  cmp.Or(max(opts.MaxBytes, 0), DefaultMaxBytes),
 		userAgent: cmp.Or(opts.UserAgent, DefaultUserAgent),
+
+		maxGrepBytes: cmp.Or(max(opts.MaxGrepBytes, 0), DefaultMaxGrepBytes),
+		maxGrepInsts: cmp.Or(max(opts.MaxGrepInsts, 0), DefaultMaxGrepInsts),
 	}
 }
 
@@ -148,9 +179,11 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 	if err != nil {
 		return batch.Result{}, err
 	}
-	var match func(string) bool
+	var g *grepper
 	if t.Grep != "" {
-		match = matcher(t.Grep)
+		if g, err = f.grep(t.Grep); err != nil {
+			return batch.Result{}, err
+		}
 	}
 	if err := f.client.Precheck(t.URL); err != nil {
 		return batch.Result{}, err
@@ -200,9 +233,11 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 		"bytes":        len(body),
 		"mode":         mode,
 	}
-	if match != nil {
+	if g != nil {
 		var n int
-		content, n = grepLines(content, match)
+		if content, n, err = grepLines(ctx, content, g); err != nil {
+			return batch.Result{}, err
+		}
 		meta["matches"] = n
 	}
 	meta["elapsed_ms"] = time.Since(start).Milliseconds()
@@ -245,13 +280,4 @@ func unsupported(what string) error {
 // fetcher refuses on its own.
 func failf(outcome batch.Outcome, msg string) error {
 	return batch.NewFetchError(outcome, "", errors.New(msg))
-}
-
-// matcher returns the Grep line predicate: a regular expression if pattern
-// compiles, a substring test otherwise.
-func matcher(pattern string) func(string) bool {
-	if re, err := regexp.Compile(pattern); err == nil {
-		return re.MatchString
-	}
-	return func(s string) bool { return strings.Contains(s, pattern) }
 }
