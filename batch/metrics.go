@@ -43,15 +43,16 @@ var (
 // metricsHelp describes each metric family of a runner by its name after
 // the prefix.
 var metricsHelp = map[string]string{
-	"_jobs_total":       "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart.",
-	"_targets_total":    "Batch targets fetched, by outcome.",
-	"_queue_depth":      "Batch jobs queued and waiting for a worker.",
-	"_targets_inflight": "Batch target fetches in flight.",
-	"_job_seconds":      "Time from a batch job's claim to its end.",
-	"_target_seconds":   "Time one batch target took, busy waits included.",
-	"_result_bytes":     "Size of stored batch result envelopes.",
-	"_webhooks_total":   "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
-	"_webhook_seconds":  "Time one batch webhook delivery attempt took.",
+	"_jobs_total":        "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart.",
+	"_targets_total":     "Batch targets fetched, by outcome.",
+	"_queue_depth":       "Batch jobs queued and waiting for a worker.",
+	"_targets_inflight":  "Batch target fetches in flight.",
+	"_job_seconds":       "Time from a batch job's claim to its end.",
+	"_target_seconds":    "Time one batch target took, busy waits included.",
+	"_result_bytes":      "Size of stored batch result envelopes.",
+	"_webhooks_total":    "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
+	"_webhook_seconds":   "Time one batch webhook delivery attempt took.",
+	"_webhooks_inflight": "Batch webhook deliveries in flight on this runner: the pool's busy slots.",
 }
 
 // runnerMetrics is a runner's instruments, all in one *metrics.Set.
@@ -67,6 +68,8 @@ type runnerMetrics struct {
 	webhooks   map[string]*metrics.Counter
 	// webhookSecs: one delivery attempt, failed ones included.
 	webhookSecs *metrics.PrometheusHistogram
+	// webhooksInFlight: the deliverer's busy slots.
+	webhooksInFlight *metrics.Gauge
 }
 
 // newRunnerMetrics creates every series of the fixed vocabulary up front, so
@@ -84,7 +87,8 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 		resultSize: s.NewPrometheusHistogramExt(prefix+"_result_bytes", resultBytesBuckets),
 		webhooks:   make(map[string]*metrics.Counter, len(webhookOutcomes)),
 
-		webhookSecs: s.NewPrometheusHistogramExt(prefix+"_webhook_seconds", targetSecondsBuckets),
+		webhookSecs:      s.NewPrometheusHistogramExt(prefix+"_webhook_seconds", targetSecondsBuckets),
+		webhooksInFlight: s.NewGauge(prefix+"_webhooks_inflight", nil),
 	}
 	for _, o := range jobOutcomes {
 		m.jobs[o] = s.NewCounter(fmt.Sprintf(`%s_jobs_total{outcome=%q}`, prefix, o))
