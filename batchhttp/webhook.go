@@ -103,6 +103,41 @@ func webhookKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
+// callerSecretLabel starts the message that derives a caller's secret
+// from the master secret (see [CallerWebhookSecret]); the version lets a
+// later derivation differ.
+const callerSecretLabel = "batchkit webhook v1\x00"
+
+// callerKey derives a caller's signing key from the master key:
+// HMAC-SHA256(master, "batchkit webhook v1\x00" + caller).
+func callerKey(master []byte, caller string) []byte {
+	m := hmac.New(sha256.New, master)
+	m.Write([]byte(callerSecretLabel))
+	m.Write([]byte(caller))
+	return m.Sum(nil)
+}
+
+// CallerWebhookSecret returns the secret that signs the webhook deliveries
+// of caller's jobs under the deployment's master secret (see
+// [NewWebhookSender]): "whsec_" and the standard base64 of
+// HMAC-SHA256(master key, "batchkit webhook v1\x00" + caller), 32 bytes, a
+// Standard Webhooks secret that any of its libraries verifies with. Each
+// caller's is its own: knowing one caller's secret tells nothing of
+// another's or of the master, so no caller can sign a delivery another
+// caller's receiver accepts. An operator gives each caller its secret (batchd
+// prints one with -print-webhook-secret); it stays the same while the master
+// does. Its errors never repeat the master secret.
+func CallerWebhookSecret(master, caller string) (string, error) {
+	key, err := webhookKey(master)
+	if err != nil {
+		return "", err
+	}
+	if caller == "" {
+		return "", errors.New("batchhttp: webhook secret: no caller name")
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(callerKey(key, caller)), nil
+}
+
 // sign returns the v1 signature of a delivery.
 func sign(key []byte, id string, ts int64, body []byte) string {
 	m := hmac.New(sha256.New, key)
@@ -159,7 +194,10 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time) err
 // WebhookSender delivers webhook events as the Standard Webhooks
 // specification says: a POST of the JSON [WebhookPayload] with the
 // webhook-id, webhook-timestamp and webhook-signature headers, signed with
-// the deployment's secret. Its Deliver method is a batch.DeliverFunc:
+// the secret of the event's caller, which [CallerWebhookSecret] derives
+// from the deployment's master secret (and [WebhookSender.CallerSecret]
+// returns): every caller verifies its own deliveries with a secret no
+// other caller holds. Its Deliver method is a batch.DeliverFunc:
 //
 //	sender, err := batchhttp.NewWebhookSender(guardedClient, secret)
 //	runner, err := batch.New(batch.Config{…, Deliver: sender.Deliver})
@@ -168,7 +206,7 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time) err
 // answer but a 2xx. Its errors never hold the URL, its host or an address.
 type WebhookSender struct {
 	client    *http.Client
-	key       []byte
+	key       []byte // the master key; each event is signed with its caller's (callerKey)
 	now       func() time.Time
 	userAgent string
 }
@@ -181,8 +219,9 @@ const DefaultWebhookUserAgent = "batchkit-webhook/1"
 const maxWebhookAnswer = 64 << 10
 
 // NewWebhookSender returns a sender that POSTs through client and signs
-// with secret ("whsec_" and the standard base64 of 24 to 64 bytes; see
-// [NewWebhookSecret]). The client decides where a connection may go: a
+// each event with its caller's secret, derived from the master secret
+// ("whsec_" and the standard base64 of 24 to 64 bytes; see
+// [NewWebhookSecret] and [CallerWebhookSecret]). The client decides where a connection may go: a
 // host that lets callers name webhooks gives it the same guard as its
 // fetcher, so that a webhook cannot reach loopback or private addresses
 // (the handler's pre-check refuses them at submit, the client at connect
@@ -196,6 +235,16 @@ func NewWebhookSender(client *http.Client, secret string) (*WebhookSender, error
 	c := *cmp.Or(client, http.DefaultClient)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &WebhookSender{client: &c, key: key, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
+}
+
+// CallerSecret returns the secret that signs the deliveries of caller's
+// jobs: [CallerWebhookSecret] of the sender's master secret, or "" for an
+// empty caller name.
+func (s *WebhookSender) CallerSecret(caller string) string {
+	if caller == "" {
+		return ""
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(callerKey(s.key, caller))
 }
 
 // Payload returns the body the sender POSTs for ev: the same bytes on
@@ -212,8 +261,8 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 	})
 }
 
-// Deliver POSTs ev to ev.URL, signed; it is a batch.DeliverFunc. It
-// returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
+// Deliver POSTs ev to ev.URL, signed with the secret of ev.Caller; it is
+// a batch.DeliverFunc. It returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
 // a *[WebhookSendError] when no answer came.
 func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) error {
 	body, err := Payload(ev)
@@ -230,7 +279,7 @@ func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) erro
 	h.Set("User-Agent", s.userAgent)
 	h.Set(HeaderWebhookID, ev.ID)
 	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderWebhookSignature, sign(s.key, ev.ID, ts, body))
+	h.Set(HeaderWebhookSignature, sign(callerKey(s.key, ev.Caller), ev.ID, ts, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return sendError(ctx, err)

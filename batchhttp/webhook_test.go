@@ -19,8 +19,82 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// testSecret is a webhook secret of the tests.
+// testSecret is the master webhook secret of the tests.
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// The callers' secrets under testSecret, computed apart from the code (in
+// Python: "whsec_" + base64(HMAC-SHA256(base64-decoded master,
+// b"batchkit webhook v1\x00" + name))), so that a change of the
+// derivation, which every caller's receiver depends on, fails here.
+const (
+	aliceSecret = "whsec_77jjcuXb+CuiX5MWsNJwkjVLeFEiWYaNAMtYQrNvp14="
+	bobSecret   = "whsec_/5S0cRM9u3yQFO137lbGtwnCsIJf8xalJRVemst5NZI="
+)
+
+func TestCallerWebhookSecret(t *testing.T) {
+	t.Parallel()
+	f := func(caller, want string) {
+		t.Helper()
+		got, err := CallerWebhookSecret(testSecret, caller)
+		if err != nil || got != want {
+			t.Errorf("CallerWebhookSecret(%s) = %q, %v; want %q", caller, got, err, want)
+		}
+	}
+	f("alice", aliceSecret)
+	f("bob", bobSecret)
+	s, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CallerSecret("alice"); got != aliceSecret {
+		t.Errorf("WebhookSender.CallerSecret(alice) = %q", got)
+	}
+	if _, err := NewWebhookSender(nil, aliceSecret); err != nil {
+		t.Errorf("a caller's secret is not a valid Standard Webhooks secret: %v", err)
+	}
+	for _, bad := range []string{"", "whsec_x", "whsec_" + strings.Repeat("A", 8)} {
+		if _, err := CallerWebhookSecret(bad, "alice"); err == nil || strings.Contains(err.Error(), bad+"!") {
+			t.Errorf("CallerWebhookSecret(%q) = %v, want an error", bad, err)
+		}
+	}
+	if _, err := CallerWebhookSecret(testSecret, ""); err == nil {
+		t.Error("CallerWebhookSecret of an empty name succeeded")
+	}
+}
+
+// Each caller's deliveries verify under its own secret only: not under
+// another caller's, so caller A cannot sign an event caller B's receiver
+// accepts, and not under the master secret.
+func TestWebhookSender_PerCallerSecret(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	b := hookBundle(t, nil, nil)
+	for _, key := range []string{keyAlice, keyBob} {
+		rec := b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, batchtest.Targets("per-caller", 1), rc.srv.URL))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+		}
+	}
+	got := rc.wait(t, 2)
+	for _, d := range got {
+		var p WebhookPayload
+		decodeJSON(t, d.body, &p)
+		info, err := b.runner.Status(t.Context(), alice, p.Data.JobID, batch.StatusOptions{JobOnly: true})
+		own, other := bobSecret, aliceSecret
+		if err == nil && info.ID == p.Data.JobID {
+			own, other = aliceSecret, bobSecret
+		}
+		if err := VerifyWebhook(own, d.header, d.body, time.Now()); err != nil {
+			t.Errorf("job %s: its caller's secret does not verify: %v", p.Data.JobID, err)
+		}
+		if err := VerifyWebhook(other, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
+			t.Errorf("job %s: another caller's secret verifies it: %v", p.Data.JobID, err)
+		}
+		if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
+			t.Errorf("job %s: the master secret verifies it: %v", p.Data.JobID, err)
+		}
+	}
+}
 
 // The signature of the Standard Webhooks reference library's own test
 // (standard-webhooks/standard-webhooks, libraries/javascript/src/
@@ -200,7 +274,7 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", len(got))
 	}
 	d := got[0]
-	if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+	if err := VerifyWebhook(aliceSecret, d.header, d.body, time.Now()); err != nil {
 		t.Errorf("our own verifier refuses the delivery: %v", err)
 	}
 	checkWebhookDelivery(t, d)
@@ -248,7 +322,7 @@ func TestWebhookSender_RetriedUntilOK(t *testing.T) {
 		if d.header.Get(HeaderWebhookID) != got[0].header.Get(HeaderWebhookID) || !bytes.Equal(d.body, got[0].body) {
 			t.Errorf("attempt %d differs from the first: %s %s", i+1, d.header.Get(HeaderWebhookID), d.body)
 		}
-		if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+		if err := VerifyWebhook(aliceSecret, d.header, d.body, time.Now()); err != nil {
 			t.Errorf("attempt %d: %v", i+1, err)
 		}
 	}
@@ -395,4 +469,33 @@ func TestHandler_SubmitWebhook(t *testing.T) {
 			t.Errorf("another caller sees the webhook: %s", foreign.Body)
 		}
 	})
+}
+
+// A submit with a webhook by a caller at its cap of pending webhook events
+// is a 429 webhooks_busy with Retry-After; one without a webhook is not.
+func TestHandler_SubmitWebhooksBusy(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, http.StatusServiceUnavailable) // the event stays pending, its retry an hour away
+	b := hookBundle(t, nil, func(c *batch.Config) {
+		c.WebhookPendingPerCaller, c.WebhookBackoff = 1, batch.Duration(time.Hour)
+	})
+	rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("first", 1), rc.srv.URL))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	var sub SubmitResponse
+	decodeJSON(t, rec.Body.Bytes(), &sub)
+	batchtest.WaitFinished(t, b.runner, alice, sub.JobID, 10*time.Second)
+	rc.wait(t, 1)
+	rec = b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("second", 1), rc.srv.URL))
+	wantError(t, rec, http.StatusTooManyRequests, "busy: too many of your webhook events are pending")
+	if code := rec.Header().Get("Retry-After"); code != "60" {
+		t.Errorf("Retry-After %q, want 60", code)
+	}
+	var e ErrorResponse
+	decodeJSON(t, rec.Body.Bytes(), &e)
+	if e.Code != CodeWebhooksBusy {
+		t.Errorf("code %q, want %s", e.Code, CodeWebhooksBusy)
+	}
+	b.submit(t, keyAlice, batchtest.Targets("plain", 1), http.StatusAccepted)
 }
