@@ -211,8 +211,11 @@ func TestDaemon_WebhookDelivered(t *testing.T) {
 		t.Fatalf("submit = %d %s", code, body)
 	}
 	got := rc.wait(t, 1, 10*time.Second)
-	if err := batchhttp.VerifyWebhook(secret, got[0].header, got[0].body, time.Now()); err != nil {
-		t.Errorf("delivery does not verify with the daemon's secret: %v", err)
+	if err := batchhttp.VerifyWebhook(d.CallerWebhookSecret("alice"), got[0].header, got[0].body, time.Now()); err != nil {
+		t.Errorf("delivery does not verify with alice's secret: %v", err)
+	}
+	if err := batchhttp.VerifyWebhook(secret, got[0].header, got[0].body, time.Now()); err == nil {
+		t.Errorf("delivery verifies with the master secret, which a caller must not need")
 	}
 	for _, leak := range []string{"hook-canary", rc.addr, strings.TrimPrefix(secret, "whsec_")} {
 		if strings.Contains(logs.String(), leak) {
@@ -323,7 +326,11 @@ func TestDaemon_WebhookSurvivesKill(t *testing.T) {
 		t.Fatalf("the delivery after the restart differs from the one cut short:\n%v %s\n%v %s",
 			got[0].header, got[0].body, got[1].header, got[1].body)
 	}
-	if err := batchhttp.VerifyWebhook(testWebhookSecret, got[1].header, got[1].body, time.Now()); err != nil {
+	aliceSecret, err := batchhttp.CallerWebhookSecret(testWebhookSecret, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batchhttp.VerifyWebhook(aliceSecret, got[1].header, got[1].body, time.Now()); err != nil {
 		t.Errorf("the delivery after the restart does not verify: %v", err)
 	}
 	var p batchhttp.WebhookPayload
