@@ -18,8 +18,9 @@ import (
 //  1. It takes a transaction-scoped advisory lock on the caller, as a
 //     statement of its own, so that every statement after it sees what the
 //     lock's previous holder committed. Creates of one caller run one at a
-//     time from here, on every node: the reuse lookup and the caller's
-//     live count cannot go stale before the insert.
+//     time from here, on every node: the reuse lookup, the caller's live
+//     count and, for a job with a webhook, its pending webhook events
+//     cannot go stale before the insert.
 //  2. If no job is reused and the caller is under its cap, it takes the
 //     global advisory lock, again as a statement of its own, and inserts
 //     the job only if the live jobs, counted by the statement after the
