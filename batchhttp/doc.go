@@ -162,8 +162,10 @@
 // HMAC-SHA256(master key, "batchkit webhook v1\x00" + caller name). The
 // operator hands each caller its own (batchd prints one with
 // -print-webhook-secret NAME; a host calls CallerWebhookSecret or
-// [WebhookSender.CallerSecret]), so caller A cannot sign an event caller B's
-// receiver accepts. A Go receiver checks a delivery with [VerifyWebhook]
+// [WebhookSender.CallerSecret]), or the caller fetches it with GET
+// /v1/batch/webhook-secret ([WebhookSecretResponse]; served when
+// [HandlerOpts].WebhookSecret is set, else 422 webhooks_disabled), so caller
+// A cannot sign an event caller B's receiver accepts. A Go receiver checks a delivery with [VerifyWebhook]
 // and its secret, others with any Standard Webhooks library. A 2xx answer delivers the event; anything else (a redirect
 // included: the sender does not follow them) is retried by the runner. The
 // sender connects through the client the host gives it, which should

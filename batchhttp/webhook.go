@@ -347,3 +347,17 @@ func (h *Handler) precheckWebhook(r *http.Request, req *request, rawURL string) 
 	}
 	return nil
 }
+
+// webhookSecretOf serves GET /v1/batch/webhook-secret: the caller's own
+// webhook secret, never logged (Cache-Control: no-store, as every answer).
+func (h *Handler) webhookSecretOf(w http.ResponseWriter, _ *http.Request, req *request) error {
+	if h.webhookSecret == nil {
+		return answerFor(batch.ErrWebhooksDisabled, 0)
+	}
+	secret := h.webhookSecret(req.caller.Name)
+	if secret == "" {
+		return answerFor(batch.ErrWebhooksDisabled, 0)
+	}
+	writeJSON(w, http.StatusOK, WebhookSecretResponse{Caller: req.caller.Name, Secret: secret})
+	return nil
+}

@@ -499,3 +499,48 @@ func TestHandler_SubmitWebhooksBusy(t *testing.T) {
 	}
 	b.submit(t, keyAlice, batchtest.Targets("plain", 1), http.StatusAccepted)
 }
+
+// GET /v1/batch/webhook-secret answers each caller its own secret, the
+// one its deliveries verify with; without HandlerOpts.WebhookSecret it is
+// 422 webhooks_disabled.
+func TestHandler_WebhookSecretRoute(t *testing.T) {
+	t.Parallel()
+	sender, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := NewKeyAuth(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := batchtest.NewRunner(t, batch.Config{})
+	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, WebhookSecret: sender.CallerSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]WebhookSecretResponse{
+		keyAlice: {Caller: "alice", Secret: aliceSecret}, keyBob: {Caller: "bob", Secret: bobSecret},
+	} {
+		rec := serve(t, h, http.MethodGet, "/v1/batch/webhook-secret", key, "")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		var got WebhookSecretResponse
+		decodeJSON(t, rec.Body.Bytes(), &got)
+		if got != want {
+			t.Errorf("answered %+v, want %+v", got, want)
+		}
+		if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("Cache-Control %q, want no-store", cc)
+		}
+	}
+	if rec := serve(t, h, http.MethodGet, "/v1/batch/webhook-secret", "", ""); rec.Code != http.StatusUnauthorized {
+		t.Errorf("without a key: %d", rec.Code)
+	}
+	plain, err := NewHandler(r, &HandlerOpts{Authenticate: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, serve(t, plain, http.MethodGet, "/v1/batch/webhook-secret", keyAlice, ""), http.StatusUnprocessableEntity,
+		"webhooks are not enabled on this server")
+}

@@ -182,9 +182,10 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
 			return allowHint(f.Precheck(rawURL))
 		},
-		Logger:      cfg.Logger,
-		Observe:     m.Observe,
-		BodyTimeout: cfg.BodyTimeout,
+		Logger:        cfg.Logger,
+		Observe:       m.Observe,
+		BodyTimeout:   cfg.BodyTimeout,
+		WebhookSecret: sender.CallerSecret, // GET /v1/batch/webhook-secret: the caller's own
 	})
 	if err != nil {
 		d.Close(ctx)

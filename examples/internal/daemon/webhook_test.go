@@ -217,6 +217,22 @@ func TestDaemon_WebhookDelivered(t *testing.T) {
 	if err := batchhttp.VerifyWebhook(secret, got[0].header, got[0].body, time.Now()); err == nil {
 		t.Errorf("delivery verifies with the master secret, which a caller must not need")
 	}
+	// The caller fetches its own secret.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, server+"/v1/batch/webhook-secret", nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own batchhttp.WebhookSecretResponse
+	err = json.NewDecoder(resp.Body).Decode(&own)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || own.Caller != "alice" || own.Secret != d.CallerWebhookSecret("alice") {
+		t.Errorf("GET /v1/batch/webhook-secret = %d %+v, %v; want alice's secret", resp.StatusCode, own, err)
+	}
+	if err := batchhttp.VerifyWebhook(own.Secret, got[0].header, got[0].body, time.Now()); err != nil {
+		t.Errorf("delivery does not verify with the secret the route gave: %v", err)
+	}
 	for _, leak := range []string{"hook-canary", rc.addr, strings.TrimPrefix(secret, "whsec_")} {
 		if strings.Contains(logs.String(), leak) {
 			t.Errorf("a log line carries %q:\n%s", leak, logs)
