@@ -148,7 +148,8 @@
 // hour) and jittered; an event whose next retry would start more than
 // Config.WebhookRetryFor (24h) after the job finished is dropped, and
 // counted. Every attempt of an event carries the same id ("msg_" and the
-// job id), so a receiver can ignore a repeat.
+// job id, from which a sender may derive the id it sends), so a receiver
+// can ignore a repeat.
 //
 // Delivery is fair across callers. The runner delivers from a pool of
 // Config.WebhookWorkers (8) slots, each delivery in a slot of its own, so a

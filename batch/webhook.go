@@ -48,9 +48,11 @@ type SubmitOptions struct {
 // Config.Deliver receives it. It carries the job's id, final status and
 // counts, never a target URL.
 type WebhookEvent struct {
-	// ID identifies the event, the same on every attempt (Standard
-	// Webhooks' webhook-id): "msg_" and the job id. A receiver that has
-	// seen it already can ignore the repeat.
+	// ID identifies the event, the same on every attempt: "msg_" and the
+	// job id. A sender sends it, or an id derived from it that is as
+	// stable, as Standard Webhooks' webhook-id (batchhttp.WebhookSender
+	// sends an HMAC of it under the caller's secret, which no other caller
+	// can predict); a receiver that has seen it already ignores the repeat.
 	ID string
 	// Type is [EventJobFinished].
 	Type string

@@ -148,7 +148,7 @@
 //
 //	POST <url>
 //	content-type: application/json
-//	webhook-id: msg_<job id>            the same on every attempt
+//	webhook-id: msg_<22 base64url chars> the same on every attempt (an HMAC of the job id)
 //	webhook-timestamp: <unix seconds>   of this attempt
 //	webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">
 //

@@ -31,6 +31,28 @@ const (
 	bobSecret   = "whsec_/5S0cRM9u3yQFO137lbGtwnCsIJf8xalJRVemst5NZI="
 )
 
+func mustKey(t *testing.T, secret string) []byte {
+	t.Helper()
+	k, err := webhookKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// The webhook-id of a delivery is derived from the event's id under the
+// caller's secret (a value computed apart from the code, in Python), so
+// no other caller can predict it, and it differs between callers.
+func TestWebhookID(t *testing.T) {
+	t.Parallel()
+	if got, want := webhookID(mustKey(t, aliceSecret), "msg_job-1"), "msg_CUHnso8U5nYnoAGxq-05Hg"; got != want {
+		t.Errorf("webhookID = %s, want %s", got, want)
+	}
+	if webhookID(mustKey(t, aliceSecret), "msg_job-1") == webhookID(mustKey(t, bobSecret), "msg_job-1") {
+		t.Error("two callers' deliveries of one event id get one webhook-id")
+	}
+}
+
 func TestCallerWebhookSecret(t *testing.T) {
 	t.Parallel()
 	f := func(caller, want string) {
@@ -278,8 +300,8 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 		t.Errorf("our own verifier refuses the delivery: %v", err)
 	}
 	checkWebhookDelivery(t, d)
-	if id := d.header.Get(HeaderWebhookID); id != "msg_"+sub.JobID {
-		t.Errorf("webhook-id %q", id)
+	if id, want := d.header.Get(HeaderWebhookID), webhookID(callerKey(mustKey(t, testSecret), "alice"), "msg_"+sub.JobID); id != want {
+		t.Errorf("webhook-id %q, want %q", id, want)
 	}
 	if ua := d.header.Get("User-Agent"); ua != DefaultWebhookUserAgent {
 		t.Errorf("User-Agent %q", ua)
@@ -537,6 +559,15 @@ func TestHandler_WebhookSecretRoute(t *testing.T) {
 	if rec := serve(t, h, http.MethodGet, "/v1/batch/webhook-secret", "", ""); rec.Code != http.StatusUnauthorized {
 		t.Errorf("without a key: %d", rec.Code)
 	}
+	forbid := func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
+		WriteError(w, http.StatusForbidden, CodeForbidden, "forbidden", "")
+		return batch.Caller{}, false
+	}
+	refused, err := NewHandler(r, &HandlerOpts{Authenticate: forbid, WebhookSecret: sender.CallerSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, serve(t, refused, http.MethodGet, "/v1/batch/webhook-secret", keyAlice, ""), http.StatusForbidden, "forbidden")
 	plain, err := NewHandler(r, &HandlerOpts{Authenticate: auth})
 	if err != nil {
 		t.Fatal(err)
