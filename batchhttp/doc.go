@@ -39,6 +39,7 @@
 //	DELETE /v1/batch/{id}            cancel        200 {"success":true,"status":"cancelled"}
 //	GET    /v1/batch[?limit=n]       list          200 {"jobs":[{"job_id","status","retry_of"?,"targets_total","targets_done",
 //	                                                    "created_at","expires_at"}]}
+//	GET    /v1/batch/webhook-secret  webhook key   200 {"caller","secret"}: the caller's own (see Webhooks)
 //
 // A TargetStatus is {"idx","url","status","outcome"?,"retryable"?,
 // "retry_of_idx"?,"error"?,"hint"?,"result"?}. The shapes are the types of
