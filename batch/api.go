@@ -174,7 +174,8 @@ func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, err
 		return JobInfo{}, false, fmt.Errorf("job id: %w", err)
 	}
 	p.ID = u.String()
-	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL)}
+	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL),
+		WebhooksPerCaller: r.cfg.WebhookPendingPerCaller}
 	p.Now = r.cfg.Now()
 	j, reused, err := r.store.Create(ctx, p)
 	if err != nil {

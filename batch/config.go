@@ -42,6 +42,16 @@ const (
 	// DefaultWebhookRetryFor: a day of retries (some 30 to 40 attempts), as
 	// long as a finished job is kept by default.
 	DefaultWebhookRetryFor = 24 * time.Hour
+	// DefaultWebhookWorkers: as many deliveries at once as the one claim
+	// of eight took before, without its wait for the slowest.
+	DefaultWebhookWorkers = 8
+	// DefaultWebhookInFlightPerCaller: a caller whose receiver hangs holds
+	// two of the eight slots; the other six serve everyone else.
+	DefaultWebhookInFlightPerCaller = 2
+	// DefaultWebhookPendingPerCaller: room for a day of a busy caller's
+	// jobs while its receiver is down, and a bound on the outbox of a
+	// caller who churns jobs whose receiver never answers.
+	DefaultWebhookPendingPerCaller = 100
 )
 
 // Config configures a [Runner]. The zero value of every field but Store and
@@ -135,6 +145,27 @@ type Config struct {
 	Logger *slog.Logger `json:"-" toml:"-"`
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time `json:"-" toml:"-"`
+
+	// Webhook fairness: deliveries run in a pool of WebhookWorkers slots,
+	// each delivery in a slot of its own (a slow receiver holds one slot,
+	// not the pool), claimed round-robin across callers, with at most
+	// WebhookInFlightPerCaller of one caller's events in flight on all the
+	// runners sharing the store, and at most WebhookPendingPerCaller
+	// pending per caller.
+
+	// WebhookWorkers is how many webhook deliveries this runner makes at
+	// once. Defaults to 8.
+	WebhookWorkers int `json:"webhook_workers" toml:"webhook_workers"`
+	// WebhookInFlightPerCaller caps one caller's deliveries in flight, on
+	// all the runners sharing the store: its other due events wait while
+	// the pool serves other callers. Defaults to 2.
+	WebhookInFlightPerCaller int `json:"webhook_in_flight_per_caller" toml:"webhook_in_flight_per_caller"`
+	// WebhookPendingPerCaller caps one caller's pending webhook events:
+	// its live jobs with a webhook (each will have one) and its events
+	// not yet delivered or dropped. A submit with a webhook beyond it is
+	// refused with [ErrWebhooksBusy], decided in the store's Create, so
+	// the cap holds across nodes. Defaults to 100.
+	WebhookPendingPerCaller int `json:"webhook_pending_per_caller" toml:"webhook_pending_per_caller"`
 }
 
 // withDefaults returns cfg with every zero field set to its default.
@@ -157,6 +188,9 @@ func (cfg Config) withDefaults() Config {
 	cfg.WebhookTimeout = cmp.Or(cfg.WebhookTimeout, Duration(DefaultWebhookTimeout))
 	cfg.WebhookBackoff = cmp.Or(cfg.WebhookBackoff, Duration(DefaultWebhookBackoff))
 	cfg.WebhookRetryFor = cmp.Or(cfg.WebhookRetryFor, Duration(DefaultWebhookRetryFor))
+	cfg.WebhookWorkers = cmp.Or(cfg.WebhookWorkers, DefaultWebhookWorkers)
+	cfg.WebhookInFlightPerCaller = cmp.Or(cfg.WebhookInFlightPerCaller, DefaultWebhookInFlightPerCaller)
+	cfg.WebhookPendingPerCaller = cmp.Or(cfg.WebhookPendingPerCaller, DefaultWebhookPendingPerCaller)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -186,6 +220,9 @@ func (cfg Config) validate() error {
 	positive("max_bytes", cfg.MaxBytes)
 	positive("workers", int64(cfg.Workers))
 	positive("max_result_bytes", int64(cfg.MaxResultBytes))
+	positive("webhook_workers", int64(cfg.WebhookWorkers))
+	positive("webhook_in_flight_per_caller", int64(cfg.WebhookInFlightPerCaller))
+	positive("webhook_pending_per_caller", int64(cfg.WebhookPendingPerCaller))
 	for name, d := range map[string]Duration{
 		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait, "store_wait": cfg.StoreWait,
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,

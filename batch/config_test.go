@@ -48,6 +48,9 @@ func TestNew_InvalidConfig(t *testing.T) {
 	f(func(c *batch.Config) { c.WebhookTimeout = batch.Duration(-time.Second) }, "webhook_timeout")
 	f(func(c *batch.Config) { c.WebhookBackoff = batch.Duration(-time.Second) }, "webhook_backoff")
 	f(func(c *batch.Config) { c.WebhookRetryFor = batch.Duration(-time.Second) }, "webhook_retry_for")
+	f(func(c *batch.Config) { c.WebhookWorkers = -1 }, "webhook_workers")
+	f(func(c *batch.Config) { c.WebhookInFlightPerCaller = -1 }, "webhook_in_flight_per_caller")
+	f(func(c *batch.Config) { c.WebhookPendingPerCaller = -1 }, "webhook_pending_per_caller")
 
 	if _, err := batch.New(valid); err != nil {
 		t.Fatalf("New(valid) = %v", err)
@@ -199,13 +202,17 @@ stale_after = "30s"
 webhook_timeout = "3s"
 webhook_backoff = "2s"
 webhook_retry_for = "6h"
+webhook_workers = 5
+webhook_in_flight_per_caller = 3
+webhook_pending_per_caller = 7
 `
 
 // batchJSON is batchBlock as JSON.
 const batchJSON = `{"batch":{"targets_per_job":16,"jobs_per_caller":2,"jobs_total":4,"ttl":"12h","max_bytes":1048576,
 	"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":"1s","store_wait":"30s",
 	"sweep_interval":"15s","poll_interval":"250ms","metrics_prefix":"sift_batch","runner_id":"node-1",
-	"heartbeat_interval":"5s","stale_after":"30s","webhook_timeout":"3s","webhook_backoff":"2s","webhook_retry_for":"6h"}}`
+	"heartbeat_interval":"5s","stale_after":"30s","webhook_timeout":"3s","webhook_backoff":"2s","webhook_retry_for":"6h",
+	"webhook_workers":5,"webhook_in_flight_per_caller":3,"webhook_pending_per_caller":7}}`
 
 // TestConfig_Decode decodes the same [batch] block with both common TOML
 // libraries and its JSON twin with encoding/json, and checks every field.
@@ -221,7 +228,7 @@ func TestConfig_Decode(t *testing.T) {
 		StoreWait: d(30 * time.Second), SweepInterval: d(15 * time.Second), PollInterval: d(250 * time.Millisecond),
 		MetricsPrefix: "sift_batch", RunnerID: "node-1", HeartbeatInterval: d(5 * time.Second),
 		StaleAfter: d(30 * time.Second), WebhookTimeout: d(3 * time.Second), WebhookBackoff: d(2 * time.Second),
-		WebhookRetryFor: d(6 * time.Hour),
+		WebhookRetryFor: d(6 * time.Hour), WebhookWorkers: 5, WebhookInFlightPerCaller: 3, WebhookPendingPerCaller: 7,
 	}
 	// Every field a config file can set is set, so that a field added
 	// without a decodable type fails here.

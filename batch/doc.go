@@ -154,7 +154,21 @@
 // hour) and jittered; an event whose next retry would start more than
 // Config.WebhookRetryFor (24h) after the job finished is dropped, and
 // counted. Every attempt of an event carries the same id ("msg_" and the
-// job id), so a receiver can ignore a repeat. The webhook URL is part of
+// job id, from which a sender may derive the id it sends), so a receiver
+// can ignore a repeat.
+//
+// Delivery is fair across callers. The runner delivers from a pool of
+// Config.WebhookWorkers (8) slots, each delivery in a slot of its own, so a
+// receiver that hangs holds its slot (for at most Config.WebhookTimeout)
+// and nothing else; a freed slot claims again at once. Each claim takes
+// every caller's oldest due event before anyone's second, and none of a
+// caller that has Config.WebhookInFlightPerCaller (2) events claimed, on
+// any runner sharing the store. A caller's pending events (its live jobs
+// with a webhook and its events not yet delivered or dropped) are capped at
+// Config.WebhookPendingPerCaller (100): a submit with a webhook beyond it
+// is [ErrWebhooksBusy], decided in the store's Create. Each event names
+// its caller ([WebhookEvent].Caller), so that a sender signs it with that
+// caller's secret (batchhttp.WebhookSender does). The webhook URL is part of
 // the idempotency key ([IdemKeyWith]), visible to the job's owner
 // ([JobInfo].WebhookURL) and never logged; neither is a delivery error,
 // which may name the URL or its host.
@@ -178,6 +192,7 @@
 //	<p>_webhooks_total{outcome}   delivered failed dropped (failed: an attempt; dropped: an event given up)
 //	<p>_webhook_seconds           histogram: one delivery attempt
 //	<p>_fetch_overruns_total      fetches that returned over FetchOverrunGrace after their context ended
+//	<p>_webhooks_inflight         gauge: deliveries in flight on this runner (the pool's busy slots)
 //
 // Every series exists from construction; an outcome outside its set counts as
 // other.

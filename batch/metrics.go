@@ -43,15 +43,16 @@ var (
 // metricsHelp describes each metric family of a runner by its name after
 // the prefix.
 var metricsHelp = map[string]string{
-	"_jobs_total":       "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart.",
-	"_targets_total":    "Batch targets fetched, by outcome.",
-	"_queue_depth":      "Batch jobs queued and waiting for a worker.",
-	"_targets_inflight": "Batch target fetches in flight.",
-	"_job_seconds":      "Time from a batch job's claim to its end.",
-	"_target_seconds":   "Time one batch target took, busy waits included.",
-	"_result_bytes":     "Size of stored batch result envelopes.",
-	"_webhooks_total":   "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
-	"_webhook_seconds":  "Time one batch webhook delivery attempt took.",
+	"_jobs_total":        "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart.",
+	"_targets_total":     "Batch targets fetched, by outcome.",
+	"_queue_depth":       "Batch jobs queued and waiting for a worker.",
+	"_targets_inflight":  "Batch target fetches in flight.",
+	"_job_seconds":       "Time from a batch job's claim to its end.",
+	"_target_seconds":    "Time one batch target took, busy waits included.",
+	"_result_bytes":      "Size of stored batch result envelopes.",
+	"_webhooks_total":    "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
+	"_webhook_seconds":   "Time one batch webhook delivery attempt took.",
+	"_webhooks_inflight": "Batch webhook deliveries in flight on this runner: the pool's busy slots.",
 	"_fetch_overruns_total": "Batch fetches that returned more than 1s after their deadline or the runner's close: " +
 		"a FetchFunc that ignores its context, holding a worker's fetch slot meanwhile.",
 }
@@ -71,6 +72,8 @@ type runnerMetrics struct {
 	webhookSecs *metrics.PrometheusHistogram
 	// fetchOverruns: fetches that returned long after their context ended.
 	fetchOverruns *metrics.Counter
+	// webhooksInFlight: the deliverer's busy slots.
+	webhooksInFlight *metrics.Gauge
 }
 
 // newRunnerMetrics creates every series of the fixed vocabulary up front, so
@@ -88,7 +91,8 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 		resultSize: s.NewPrometheusHistogramExt(prefix+"_result_bytes", resultBytesBuckets),
 		webhooks:   make(map[string]*metrics.Counter, len(webhookOutcomes)),
 
-		webhookSecs: s.NewPrometheusHistogramExt(prefix+"_webhook_seconds", targetSecondsBuckets),
+		webhookSecs:      s.NewPrometheusHistogramExt(prefix+"_webhook_seconds", targetSecondsBuckets),
+		webhooksInFlight: s.NewGauge(prefix+"_webhooks_inflight", nil),
 
 		fetchOverruns: s.NewCounter(prefix + "_fetch_overruns_total"),
 	}

@@ -82,7 +82,7 @@ func wantSeries(p string) []string {
 	for _, o := range []string{"delivered", "failed", "dropped"} {
 		out = append(out, fmt.Sprintf(`%s_webhooks_total{outcome=%q}`, p, o))
 	}
-	out = append(out, p+"_queue_depth", p+"_targets_inflight", p+"_fetch_overruns_total")
+	out = append(out, p+"_queue_depth", p+"_targets_inflight", p+"_fetch_overruns_total", p+"_webhooks_inflight")
 	for _, h := range []string{"job_seconds", "target_seconds", "result_bytes", "webhook_seconds"} {
 		out = append(out, p+"_"+h+"_sum", p+"_"+h+"_count", p+"_"+h+`_bucket{le="+Inf"}`)
 	}

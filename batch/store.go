@@ -54,6 +54,9 @@ type Limits struct {
 	JobsPerCaller int
 	JobsTotal     int
 	TTL           time.Duration
+	// WebhooksPerCaller caps the caller's pending webhook events for a
+	// create with a WebhookURL (see [Store.Create]); 0 means no cap.
+	WebhooksPerCaller int
 }
 
 // TargetFinish is the outcome of one target that [Store.FinishTarget] writes.
@@ -206,6 +209,12 @@ type (
 		Runner string
 		// Limit is how many events one claim returns at most.
 		Limit int
+		// PerCaller caps the events of one caller that are claimed at
+		// once: the claim returns none of a caller whose claimed events
+		// (by any runner, under an unexpired lease) number PerCaller
+		// already, and at most PerCaller minus those of one that has
+		// fewer. 0 means no cap.
+		PerCaller int
 		// Lease is how long a claimed event stays claimed: once it has
 		// passed without a [Store.FinishWebhook], the event is due again,
 		// so that the delivery of a runner that died is taken over.
@@ -232,7 +241,11 @@ type (
 // claimed: a snapshot of its job taken in the transaction that gave the job
 // its final status.
 type WebhookDelivery struct {
-	JobID         string
+	JobID string
+	// Caller is the name of the job's caller: the owner of the event,
+	// whose pending and in-flight events the caps count, and whose
+	// secret signs it (see [WebhookEvent]).
+	Caller        string
 	URL           string
 	Status        JobStatus // the job's final status
 	Error         string    // the job's error, e.g. "restart"
@@ -338,9 +351,13 @@ type Store interface {
 	// (Lease+TTL after Now) and whose status is not cancelled or failed: then
 	// it bumps that job's lease to Now and returns it with reused true.
 	// Reuse is decided before the caps; the caps count live jobs: the
-	// caller's first ([ErrCallerBusy]), then all ([ErrBusy]). Reuse, caps
-	// and insert are one atomic step, so concurrent creates never exceed a cap
-	// nor make two jobs for one key, whichever runners they come through.
+	// caller's first ([ErrCallerBusy]), then, for a create with a
+	// WebhookURL and a p.Limits.WebhooksPerCaller, the caller's pending
+	// webhook events ([ErrWebhooksBusy]): its pending events plus its jobs
+	// with a webhook that will get one (live, or cancelled with a target in
+	// flight); then all live jobs ([ErrBusy]). Reuse, caps and insert are
+	// one atomic step, so concurrent creates never exceed a cap nor make
+	// two jobs for one key, whichever runners they come through.
 	Create(ctx context.Context, p CreateParams) (j Job, reused bool, err error)
 
 	// Claim makes the oldest queued job running, held by p.Runner, and
@@ -435,11 +452,14 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 
 	// ClaimWebhooks claims up to p.Limit pending webhook events that are
-	// due at Now, oldest due first, for p.Runner: each one's Attempt goes
-	// up by one, and it is not due again until p.Lease has passed (see
-	// The webhook outbox). Concurrent claims never return the same event
-	// while its lease holds. No event due is an empty answer, not an
-	// error.
+	// due at Now for p.Runner, round-robin across callers: every caller's
+	// oldest due event first (oldest due first among them), then every
+	// caller's second, and so on, and no more of one caller than
+	// p.PerCaller allows. Each one's Attempt goes up by one, and it is not
+	// due again until p.Lease has passed (see The webhook outbox).
+	// Concurrent claims never return the same event while its lease
+	// holds, nor together exceed p.PerCaller for a caller. No event due is
+	// an empty answer, not an error.
 	ClaimWebhooks(ctx context.Context, p ClaimWebhooksParams) ([]WebhookDelivery, error)
 
 	// FinishWebhook ends the claim of the job's pending event: it deletes

@@ -20,7 +20,7 @@ const EventJobFinished = "batch.finished"
 // MaxWebhookURLBytes is the longest webhook URL a submit may carry.
 const MaxWebhookURLBytes = 2048
 
-// Webhook errors of a submit. Both match with [errors.Is].
+// Webhook errors of a submit. Each matches with [errors.Is].
 var (
 	// ErrInvalidWebhook: a webhook URL that is not an absolute http or
 	// https URL of at most [MaxWebhookURLBytes] bytes.
@@ -28,6 +28,11 @@ var (
 	// ErrWebhooksDisabled: a submit with a webhook on a runner without
 	// Config.Deliver.
 	ErrWebhooksDisabled = errors.New("batch: webhooks are not enabled")
+	// ErrWebhooksBusy: a submit with a webhook by a caller that has
+	// Config.WebhookPendingPerCaller webhook events pending already (its
+	// live jobs with a webhook and its events not yet delivered or
+	// dropped). A submit without a webhook is not refused.
+	ErrWebhooksBusy = errors.New("batch: too many pending webhook events")
 )
 
 // SubmitOptions are the optional parts of a submit; see [Runner.SubmitWith].
@@ -43,12 +48,18 @@ type SubmitOptions struct {
 // Config.Deliver receives it. It carries the job's id, final status and
 // counts, never a target URL.
 type WebhookEvent struct {
-	// ID identifies the event, the same on every attempt (Standard
-	// Webhooks' webhook-id): "msg_" and the job id. A receiver that has
-	// seen it already can ignore the repeat.
+	// ID identifies the event, the same on every attempt: "msg_" and the
+	// job id. A sender sends it, or an id derived from it that is as
+	// stable, as Standard Webhooks' webhook-id (batchhttp.WebhookSender
+	// sends an HMAC of it under the caller's secret, which no other caller
+	// can predict); a receiver that has seen it already ignores the repeat.
 	ID string
 	// Type is [EventJobFinished].
 	Type string
+	// Caller is the name of the job's caller. A sender signs the event
+	// with that caller's secret (batchhttp.WebhookSender does), so that
+	// no caller can sign an event another caller's receiver accepts.
+	Caller string
 	// URL is where to deliver it. It must never be logged.
 	URL string
 	// Attempt is 1 on the first attempt and counts up on each retry (an
@@ -101,10 +112,6 @@ func (r *Runner) validateWebhook(raw string) error {
 	return nil
 }
 
-// webhookBatch is how many events one claim takes: they are delivered at
-// once, each in a goroutine of its own.
-const webhookBatch = 8
-
 // maxWebhookBackoff caps the wait between two attempts.
 const maxWebhookBackoff = time.Hour
 
@@ -114,7 +121,8 @@ func (r *Runner) webhookLease() time.Duration {
 	return time.Duration(r.cfg.WebhookTimeout) + time.Minute
 }
 
-// wakeWebhooks wakes the deliverer: a job may have just got its event.
+// wakeWebhooks wakes the deliverer: a job may have just got its event, or
+// a slot of the pool was freed.
 func (r *Runner) wakeWebhooks() {
 	select {
 	case r.hookWake <- struct{}{}:
@@ -122,70 +130,105 @@ func (r *Runner) wakeWebhooks() {
 	}
 }
 
-// webhooks delivers due webhook events until the runner stops: at once
-// after this runner finished a job, every Config.PollInterval for events
-// of other runners and released claims, and when a retry it scheduled is
-// due.
+// hookPool is the deliverer's pool: Config.WebhookWorkers slots, each
+// delivery in one of its own, so that a slow receiver holds its slot and
+// no other.
+type hookPool struct {
+	wg sync.WaitGroup
+	mu sync.Mutex
+	// busy counts the slots in use.
+	busy int
+	// retryAt is the soonest retry that a delivery scheduled, by the
+	// monotonic clock; zero for none.
+	retryAt time.Time
+}
+
+// webhooks delivers due webhook events until the runner stops. It claims
+// as many as it has free slots, round-robin across callers and within
+// Config.WebhookInFlightPerCaller (the store decides both, for all the
+// runners sharing it), and starts each one's delivery in a slot; it claims
+// again at once after this runner finished a job or a delivery freed a
+// slot, every Config.PollInterval for events of other runners and released
+// claims, and when a retry it scheduled is due. On stop it waits for its
+// deliveries, which Close cuts short.
 func (r *Runner) webhooks() {
 	defer r.wg.Done()
+	var pool hookPool
+	defer pool.wg.Wait()
 	poll := time.NewTicker(time.Duration(r.cfg.PollInterval))
 	defer poll.Stop()
 	for {
-		full, retryIn := r.deliverDue()
+		r.claimWebhooks(&pool)
 		if r.stopping() {
 			return
 		}
-		if full {
-			continue
-		}
 		var soon <-chan time.Time
-		if retryIn > 0 && retryIn < time.Duration(r.cfg.PollInterval) {
-			soon = time.After(retryIn)
+		pool.mu.Lock()
+		if !pool.retryAt.IsZero() {
+			if in := time.Until(pool.retryAt); in < time.Duration(r.cfg.PollInterval) {
+				soon = time.After(max(in, 0))
+			}
 		}
+		pool.mu.Unlock()
 		select {
 		case <-r.stop:
 			return
 		case <-r.hookWake:
 		case <-poll.C:
 		case <-soon:
+			pool.mu.Lock()
+			if !pool.retryAt.After(time.Now()) {
+				pool.retryAt = time.Time{}
+			}
+			pool.mu.Unlock()
 		}
 	}
 }
 
-// deliverDue claims the due events and delivers them, each in a goroutine
-// of its own, and waits for all of them. It reports whether the claim was
-// full (more may be due) and the soonest retry it scheduled.
-func (r *Runner) deliverDue() (full bool, retryIn time.Duration) {
-	if r.stopping() {
-		return false, 0
+// claimWebhooks claims as many due events as the pool has free slots and
+// starts their deliveries.
+func (r *Runner) claimWebhooks(pool *hookPool) {
+	pool.mu.Lock()
+	free := r.cfg.WebhookWorkers - pool.busy
+	pool.mu.Unlock()
+	if free <= 0 || r.stopping() {
+		return
 	}
 	ctx, cancel := storeCtx()
 	ds, err := r.store.ClaimWebhooks(ctx, ClaimWebhooksParams{
-		Runner: r.cfg.RunnerID, Limit: webhookBatch, Lease: r.webhookLease(), Now: r.cfg.Now(),
+		Runner: r.cfg.RunnerID, Limit: free, PerCaller: r.cfg.WebhookInFlightPerCaller,
+		Lease: r.webhookLease(), Now: r.cfg.Now(),
 	})
 	cancel()
 	if err != nil {
 		r.log.LogAttrs(context.Background(), slog.LevelError, "batch webhook claim failed", slog.String("err", err.Error()))
-		return false, 0
+		return
 	}
-	retries := make([]time.Duration, len(ds))
-	var wg sync.WaitGroup
-	for i, d := range ds {
-		wg.Go(func() { retries[i] = r.deliver(d) })
+	pool.mu.Lock()
+	pool.busy += len(ds)
+	pool.mu.Unlock()
+	r.metrics.webhooksInFlight.Add(float64(len(ds)))
+	for _, d := range ds {
+		pool.wg.Go(func() {
+			retryIn := r.deliver(d)
+			r.metrics.webhooksInFlight.Dec()
+			pool.mu.Lock()
+			pool.busy--
+			if retryIn > 0 {
+				if at := time.Now().Add(retryIn); pool.retryAt.IsZero() || at.Before(pool.retryAt) {
+					pool.retryAt = at
+				}
+			}
+			pool.mu.Unlock()
+			r.wakeWebhooks() // a slot is free: the next event may be due
+		})
 	}
-	wg.Wait()
-	for _, d := range retries {
-		if d > 0 && (retryIn == 0 || d < retryIn) {
-			retryIn = d
-		}
-	}
-	return len(ds) == webhookBatch, retryIn
 }
 
 // event is what Config.Deliver gets for a claimed delivery.
 func (r *Runner) event(d WebhookDelivery) WebhookEvent {
 	return WebhookEvent{
-		ID: "msg_" + d.JobID, Type: EventJobFinished, URL: d.URL, Attempt: d.Attempt,
+		ID: "msg_" + d.JobID, Type: EventJobFinished, Caller: d.Caller, URL: d.URL, Attempt: d.Attempt,
 		JobID: d.JobID, Status: d.Status, Error: d.Error,
 		TargetsTotal: d.TargetsTotal, TargetsDone: d.TargetsOK + d.TargetsFailed,
 		TargetsOK: d.TargetsOK, TargetsFailed: d.TargetsFailed,

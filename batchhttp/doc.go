@@ -39,6 +39,7 @@
 //	DELETE /v1/batch/{id}            cancel        200 {"success":true,"status":"cancelled"}
 //	GET    /v1/batch[?limit=n]       list          200 {"jobs":[{"job_id","status","retry_of"?,"targets_total","targets_done",
 //	                                                    "created_at","expires_at"}]}
+//	GET    /v1/batch/webhook-secret  webhook key   200 {"caller","secret"}: the caller's own (see Webhooks)
 //
 // A TargetStatus is {"idx","url","status","outcome"?,"retryable"?,
 // "retry_of_idx"?,"error"?,"hint"?,"result"?}. The shapes are the types of
@@ -151,20 +152,36 @@
 //
 //	POST <url>
 //	content-type: application/json
-//	webhook-id: msg_<job id>            the same on every attempt
+//	webhook-id: msg_<22 base64url chars> the same on every attempt (an HMAC of the job id)
 //	webhook-timestamp: <unix seconds>   of this attempt
 //	webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">
 //
 //	{"type":"batch.finished","timestamp":"<finished_at>","data":{"job_id","status","error"?,
 //	 "targets_total","targets_done","targets_ok","targets_failed","created_at","finished_at","expires_at"}}
 //
-// The key is the deployment's secret, "whsec_" and the standard base64 of
-// 24 to 64 random bytes ([NewWebhookSecret]); a Go receiver checks a
-// delivery with [VerifyWebhook], others with any Standard Webhooks
-// library. A 2xx answer delivers the event; anything else (a redirect
+// The key is the secret of the job's caller, which no other caller holds:
+// the deployment keeps one master secret, "whsec_" and the standard base64
+// of 24 to 64 random bytes ([NewWebhookSecret]), and [CallerWebhookSecret]
+// derives each caller's from it, "whsec_" and the base64 of
+// HMAC-SHA256(master key, "batchkit webhook v1\x00" + caller name). The
+// operator hands each caller its own (batchd prints one with
+// -print-webhook-secret NAME; a host calls CallerWebhookSecret or
+// [WebhookSender.CallerSecret]), or the caller fetches it with GET
+// /v1/batch/webhook-secret ([WebhookSecretResponse]; served when
+// [HandlerOpts].WebhookSecret is set, else 422 webhooks_disabled), so caller
+// A cannot sign an event caller B's receiver accepts. A Go receiver checks a delivery with [VerifyWebhook]
+// and its secret, others with any Standard Webhooks library. A 2xx answer delivers the event; anything else (a redirect
 // included: the sender does not follow them) is retried by the runner. The
 // sender connects through the client the host gives it, which should
 // carry the same connect-time guard as the fetcher's.
+//
+// The runner delivers from a pool (Config.WebhookWorkers slots, each
+// delivery in its own), claims round-robin across callers, and keeps at
+// most Config.WebhookInFlightPerCaller of one caller's deliveries in
+// flight, so one caller's receiver that hangs holds a slot or two and no
+// one else's delivery waits for it. A submit (or retry) with a webhook by
+// a caller with Config.WebhookPendingPerCaller events pending is 429
+// "webhooks_busy" ([CodeWebhooksBusy], Retry-After: 60).
 //
 // # Limits
 //

@@ -50,6 +50,7 @@ const (
 	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
 	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once
+	CodeWebhooksBusy     = "webhooks_busy"      // 429: a submit with a webhook by a caller at its cap of pending webhook events
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: the store cannot serve now; see Retry-After
 )
@@ -74,6 +75,10 @@ var errorTable = []struct {
 		hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", code: CodeCallerBusy, retryAfter: 30,
 	}},
 	{batch.ErrBusy, httpError{status: http.StatusTooManyRequests, msg: "batch jobs busy", code: CodeJobsBusy, retryAfter: 60}},
+	{batch.ErrWebhooksBusy, httpError{
+		status: http.StatusTooManyRequests, msg: "busy: too many of your webhook events are pending",
+		hint: "your receiver has not taken your earlier jobs' events yet; submit without a webhook, or wait", code: CodeWebhooksBusy, retryAfter: 60,
+	}},
 	{batch.ErrNoTargets, httpError{status: http.StatusBadRequest, msg: "invalid batch: no targets", code: CodeInvalidBatch}},
 	// The message gets the configured cap: "too many targets (max N)".
 	{batch.ErrTooManyTargets, httpError{status: http.StatusUnprocessableEntity, msg: "too many targets", code: CodeTooManyTargets}},

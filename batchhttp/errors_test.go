@@ -26,6 +26,7 @@ func TestAnswerFor(t *testing.T) {
 	f(wrap(batch.ErrFinished), 409, "job already finished", 0)
 	f(wrap(batch.ErrCallerBusy), 429, "busy: a batch of yours is still running", 30)
 	f(wrap(batch.ErrBusy), 429, "batch jobs busy", 60)
+	f(wrap(batch.ErrWebhooksBusy), 429, "busy: too many of your webhook events are pending", 60)
 	f(batch.ErrNoTargets, 400, "invalid batch: no targets", 0)
 	f(fmt.Errorf("%w: 33 (max 32)", batch.ErrTooManyTargets), 422, "too many targets (max 32)", 0)
 	f(&batch.TargetError{Index: 4, Reason: "empty url"}, 400, "invalid batch: target 4: empty url", 0)

@@ -54,6 +54,7 @@ func ExampleHandler_Mount() {
 	// GET /api/v1/batch/{id}/{idx} getBatchResult
 	// GET /api/v1/batch/{id}/results streamBatchResults
 	// POST /api/v1/batch/{id}/retry retryBatch
+	// GET /api/v1/batch/webhook-secret getWebhookSecret
 }
 
 func ExampleParseKeys() {

@@ -16,19 +16,26 @@ import (
 )
 
 // A runner that delivers completion webhooks with the Standard Webhooks
-// sender, and a receiver that verifies them. (A host gives the sender a
+// sender, and a caller's receiver that verifies them with the caller's own
+// secret, which the operator derived from the deployment's master secret
+// and gave the caller. (A host gives the sender a
 // client with its fetcher's connect-time guard; this receiver is on
 // loopback, which such a client refuses, so the example uses the default
 // client.)
 func ExampleNewWebhookSender() {
-	secret, err := batchhttp.NewWebhookSecret() // a deployment keeps its own: whsec_…
+	secret, err := batchhttp.NewWebhookSecret() // the deployment's master secret: it keeps its own, whsec_…
+	if err != nil {
+		log.Fatal(err)
+	}
+	caller := batch.Caller{Name: "agent-1"}
+	callerSecret, err := batchhttp.CallerWebhookSecret(secret, caller.Name) // agent-1's alone
 	if err != nil {
 		log.Fatal(err)
 	}
 	got := make(chan batchhttp.WebhookPayload, 1)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if err := batchhttp.VerifyWebhook(secret, r.Header, body, time.Now()); err != nil {
+		if err := batchhttp.VerifyWebhook(callerSecret, r.Header, body, time.Now()); err != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
@@ -60,7 +67,6 @@ func ExampleNewWebhookSender() {
 	}
 	defer runner.Close(ctx)
 
-	caller := batch.Caller{Name: "agent-1"}
 	targets := []batch.Target{{URL: "https://example.test/a"}, {URL: "https://example.test/b"}}
 	job, _, err := runner.SubmitWith(ctx, caller, targets, batch.SubmitOptions{WebhookURL: receiver.URL + "/hooks/batch"})
 	if err != nil {

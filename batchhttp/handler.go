@@ -53,7 +53,7 @@ type CheckTargetFunc func(ctx context.Context, caller batch.Caller, t batch.Targ
 
 // ObserveFunc receives one observation per request for the host's metrics:
 // a fixed route label (one of [RouteList], [RouteJob], [RouteResult],
-// [RouteResults], [RouteRetry], [RouteOther]; never a job id), the HTTP status written (499 if the client
+// [RouteResults], [RouteRetry], [RouteWebhookSecret], [RouteOther]; never a job id), the HTTP status written (499 if the client
 // went away first) and the time the handler took. A long-poll takes up to its
 // wait.
 type ObserveFunc func(route string, status int, d time.Duration)
@@ -67,6 +67,8 @@ const (
 	RouteResults = "/v1/batch/{id}/results" // GET (the results stream)
 	RouteRetry   = "/v1/batch/{id}/retry"   // POST (retry the failed targets)
 	RouteOther   = "/v1/batch/{unmatched}"  // any other path
+	// RouteWebhookSecret: GET (the caller's own webhook secret).
+	RouteWebhookSecret = "/v1/batch/webhook-secret"
 )
 
 // statusClientGone is reported when the client went away before the answer.
@@ -105,6 +107,12 @@ type HandlerOpts struct {
 	// wait for a turn for up to a second, then get 429 with Retry-After.
 	// Each answer holds one result in memory at a time. Defaults to 4.
 	MaxResultsInFlight int
+	// WebhookSecret returns the secret that signs the webhook deliveries
+	// of the caller named (a [WebhookSender]'s CallerSecret method), which
+	// GET /v1/batch/webhook-secret answers to that caller alone, so that
+	// a caller can fetch the secret its receiver verifies with. Defaults
+	// to nil: that route answers 422 webhooks_disabled.
+	WebhookSecret func(caller string) string
 }
 
 // Defaults for [HandlerOpts].
@@ -130,6 +138,7 @@ type Handler struct {
 	maxResultsBytes int64
 	resultsSlots    chan struct{} // one token per ?results=1 answer being written
 	summaries       *summaryCache
+	webhookSecret   func(caller string) string
 }
 
 // summaryCacheBytes bounds the encoded status summaries a handler keeps.
@@ -164,6 +173,7 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
 		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
 		summaries:       newSummaryCache(summaryCacheBytes),
+		webhookSecret:   opts.WebhookSecret,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -141,7 +141,7 @@ func TestRoutes_Allow(t *testing.T) {
 	t.Parallel()
 	want := map[string]string{
 		RouteList: "GET, HEAD, POST", RouteJob: "DELETE, GET, HEAD", RouteResult: "GET, HEAD",
-		RouteResults: "GET, HEAD", RouteRetry: "POST",
+		RouteResults: "GET, HEAD", RouteRetry: "POST", RouteWebhookSecret: "GET, HEAD",
 	}
 	for _, p := range routePaths() {
 		if got := allowHeader(p); got != want[p] {

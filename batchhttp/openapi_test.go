@@ -70,7 +70,7 @@ func TestOpenAPI_Routes(t *testing.T) {
 
 	// The route labels, which the observe hook and the log lines carry,
 	// are the document's paths.
-	for _, label := range []string{RouteList, RouteJob, RouteResult, RouteResults, RouteRetry} {
+	for _, label := range []string{RouteList, RouteJob, RouteResult, RouteResults, RouteRetry, RouteWebhookSecret} {
 		if c.doc.Paths.Value(label) == nil {
 			t.Errorf("route label %s is not a path of the document", label)
 		}

@@ -36,6 +36,7 @@ var routeTable = []routeEntry{
 	{Route{http.MethodGet, RouteResult, "getBatchResult"}, (*Handler).result},
 	{Route{http.MethodGet, RouteResults, "streamBatchResults"}, (*Handler).results},
 	{Route{http.MethodPost, RouteRetry, "retryBatch"}, (*Handler).retry},
+	{Route{http.MethodGet, RouteWebhookSecret, "getWebhookSecret"}, (*Handler).webhookSecretOf},
 }
 
 // Routes returns the operations a [Handler] serves, in a fixed order. Each

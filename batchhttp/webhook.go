@@ -103,6 +103,57 @@ func webhookKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
+// callerSecretLabel starts the message that derives a caller's secret
+// from the master secret (see [CallerWebhookSecret]); the version lets a
+// later derivation differ.
+const callerSecretLabel = "batchkit webhook v1\x00"
+
+// callerKey derives a caller's signing key from the master key:
+// HMAC-SHA256(master, "batchkit webhook v1\x00" + caller).
+func callerKey(master []byte, caller string) []byte {
+	m := hmac.New(sha256.New, master)
+	m.Write([]byte(callerSecretLabel))
+	m.Write([]byte(caller))
+	return m.Sum(nil)
+}
+
+// idLabel starts the message that derives a delivery's webhook-id from
+// its event's id (see [WebhookSender.Deliver]).
+const idLabel = "batchkit webhook id v1\x00"
+
+// webhookID is the webhook-id header of event id under the caller's key:
+// "msg_" and the unpadded base64url of the first 16 bytes of
+// HMAC-SHA256(key, "batchkit webhook id v1\x00" + id). The same on every
+// attempt and node (it depends on the master secret, the caller and the
+// event only), and unpredictable without the caller's secret.
+func webhookID(key []byte, id string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(idLabel))
+	m.Write([]byte(id))
+	return "msg_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// CallerWebhookSecret returns the secret that signs the webhook deliveries
+// of caller's jobs under the deployment's master secret (see
+// [NewWebhookSender]): "whsec_" and the standard base64 of
+// HMAC-SHA256(master key, "batchkit webhook v1\x00" + caller), 32 bytes, a
+// Standard Webhooks secret that any of its libraries verifies with. Each
+// caller's is its own: knowing one caller's secret tells nothing of
+// another's or of the master, so no caller can sign a delivery another
+// caller's receiver accepts. An operator gives each caller its secret (batchd
+// prints one with -print-webhook-secret); it stays the same while the master
+// does. Its errors never repeat the master secret.
+func CallerWebhookSecret(master, caller string) (string, error) {
+	key, err := webhookKey(master)
+	if err != nil {
+		return "", err
+	}
+	if caller == "" {
+		return "", errors.New("batchhttp: webhook secret: no caller name")
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(callerKey(key, caller)), nil
+}
+
 // sign returns the v1 signature of a delivery.
 func sign(key []byte, id string, ts int64, body []byte) string {
 	m := hmac.New(sha256.New, key)
@@ -159,7 +210,10 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time) err
 // WebhookSender delivers webhook events as the Standard Webhooks
 // specification says: a POST of the JSON [WebhookPayload] with the
 // webhook-id, webhook-timestamp and webhook-signature headers, signed with
-// the deployment's secret. Its Deliver method is a batch.DeliverFunc:
+// the secret of the event's caller, which [CallerWebhookSecret] derives
+// from the deployment's master secret (and [WebhookSender.CallerSecret]
+// returns): every caller verifies its own deliveries with a secret no
+// other caller holds. Its Deliver method is a batch.DeliverFunc:
 //
 //	sender, err := batchhttp.NewWebhookSender(guardedClient, secret)
 //	runner, err := batch.New(batch.Config{…, Deliver: sender.Deliver})
@@ -168,7 +222,7 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time) err
 // answer but a 2xx. Its errors never hold the URL, its host or an address.
 type WebhookSender struct {
 	client    *http.Client
-	key       []byte
+	key       []byte // the master key; each event is signed with its caller's (callerKey)
 	now       func() time.Time
 	userAgent string
 }
@@ -181,8 +235,9 @@ const DefaultWebhookUserAgent = "batchkit-webhook/1"
 const maxWebhookAnswer = 64 << 10
 
 // NewWebhookSender returns a sender that POSTs through client and signs
-// with secret ("whsec_" and the standard base64 of 24 to 64 bytes; see
-// [NewWebhookSecret]). The client decides where a connection may go: a
+// each event with its caller's secret, derived from the master secret
+// ("whsec_" and the standard base64 of 24 to 64 bytes; see
+// [NewWebhookSecret] and [CallerWebhookSecret]). The client decides where a connection may go: a
 // host that lets callers name webhooks gives it the same guard as its
 // fetcher, so that a webhook cannot reach loopback or private addresses
 // (the handler's pre-check refuses them at submit, the client at connect
@@ -196,6 +251,16 @@ func NewWebhookSender(client *http.Client, secret string) (*WebhookSender, error
 	c := *cmp.Or(client, http.DefaultClient)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &WebhookSender{client: &c, key: key, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
+}
+
+// CallerSecret returns the secret that signs the deliveries of caller's
+// jobs: [CallerWebhookSecret] of the sender's master secret, or "" for an
+// empty caller name.
+func (s *WebhookSender) CallerSecret(caller string) string {
+	if caller == "" {
+		return ""
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(callerKey(s.key, caller))
 }
 
 // Payload returns the body the sender POSTs for ev: the same bytes on
@@ -212,8 +277,12 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 	})
 }
 
-// Deliver POSTs ev to ev.URL, signed; it is a batch.DeliverFunc. It
-// returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
+// Deliver POSTs ev to ev.URL, signed with the secret of ev.Caller; it is
+// a batch.DeliverFunc. Its webhook-id is derived from ev.ID under that
+// secret ("msg_" and 22 characters of base64url): the same on every
+// attempt, from every node, so a receiver ignores a repeat, but not one
+// another caller could predict (ev.ID is "msg_" and the job id). The
+// payload's data.job_id names the job. It returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
 // a *[WebhookSendError] when no answer came.
 func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) error {
 	body, err := Payload(ev)
@@ -228,9 +297,11 @@ func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) erro
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", s.userAgent)
-	h.Set(HeaderWebhookID, ev.ID)
+	key := callerKey(s.key, ev.Caller)
+	id := webhookID(key, ev.ID)
+	h.Set(HeaderWebhookID, id)
 	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderWebhookSignature, sign(s.key, ev.ID, ts, body))
+	h.Set(HeaderWebhookSignature, sign(key, id, ts, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return sendError(ctx, err)
@@ -296,5 +367,19 @@ func (h *Handler) precheckWebhook(r *http.Request, req *request, rawURL string) 
 	if err := h.precheck(r.Context(), req.caller, rawURL); err != nil {
 		return blockedAnswer("webhook", err)
 	}
+	return nil
+}
+
+// webhookSecretOf serves GET /v1/batch/webhook-secret: the caller's own
+// webhook secret, never logged (Cache-Control: no-store, as every answer).
+func (h *Handler) webhookSecretOf(w http.ResponseWriter, _ *http.Request, req *request) error {
+	if h.webhookSecret == nil {
+		return answerFor(batch.ErrWebhooksDisabled, 0)
+	}
+	secret := h.webhookSecret(req.caller.Name)
+	if secret == "" {
+		return answerFor(batch.ErrWebhooksDisabled, 0)
+	}
+	writeJSON(w, http.StatusOK, WebhookSecretResponse{Caller: req.caller.Name, Secret: secret})
 	return nil
 }

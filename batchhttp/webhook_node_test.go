@@ -70,7 +70,8 @@ func TestWebhookSender_StandardWebhooksJS(t *testing.T) {
 		}
 		return results
 	}
-	results := verify(testSecret, ds)
+	results := verify(aliceSecret, ds) // the submitting caller's
+
 	for i, r := range results[:3] {
 		if r != "ok" {
 			t.Errorf("attempt %d: standardwebhooks says %s", i+1, r)
@@ -85,6 +86,12 @@ func TestWebhookSender_StandardWebhooksJS(t *testing.T) {
 	}
 	if r := verify(other, ds[:1]); r[0] == "ok" {
 		t.Error("standardwebhooks accepts the delivery under another secret")
+	}
+	if r := verify(bobSecret, ds[:1]); r[0] == "ok" {
+		t.Error("standardwebhooks accepts alice's delivery under bob's secret")
+	}
+	if r := verify(testSecret, ds[:1]); r[0] == "ok" {
+		t.Error("standardwebhooks accepts a delivery under the master secret")
 	}
 }
 

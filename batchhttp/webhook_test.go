@@ -19,8 +19,104 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// testSecret is a webhook secret of the tests.
+// testSecret is the master webhook secret of the tests.
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// The callers' secrets under testSecret, computed apart from the code (in
+// Python: "whsec_" + base64(HMAC-SHA256(base64-decoded master,
+// b"batchkit webhook v1\x00" + name))), so that a change of the
+// derivation, which every caller's receiver depends on, fails here.
+const (
+	aliceSecret = "whsec_77jjcuXb+CuiX5MWsNJwkjVLeFEiWYaNAMtYQrNvp14="
+	bobSecret   = "whsec_/5S0cRM9u3yQFO137lbGtwnCsIJf8xalJRVemst5NZI="
+)
+
+func mustKey(t *testing.T, secret string) []byte {
+	t.Helper()
+	k, err := webhookKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// The webhook-id of a delivery is derived from the event's id under the
+// caller's secret (a value computed apart from the code, in Python), so
+// no other caller can predict it, and it differs between callers.
+func TestWebhookID(t *testing.T) {
+	t.Parallel()
+	if got, want := webhookID(mustKey(t, aliceSecret), "msg_job-1"), "msg_CUHnso8U5nYnoAGxq-05Hg"; got != want {
+		t.Errorf("webhookID = %s, want %s", got, want)
+	}
+	if webhookID(mustKey(t, aliceSecret), "msg_job-1") == webhookID(mustKey(t, bobSecret), "msg_job-1") {
+		t.Error("two callers' deliveries of one event id get one webhook-id")
+	}
+}
+
+func TestCallerWebhookSecret(t *testing.T) {
+	t.Parallel()
+	f := func(caller, want string) {
+		t.Helper()
+		got, err := CallerWebhookSecret(testSecret, caller)
+		if err != nil || got != want {
+			t.Errorf("CallerWebhookSecret(%s) = %q, %v; want %q", caller, got, err, want)
+		}
+	}
+	f("alice", aliceSecret)
+	f("bob", bobSecret)
+	s, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CallerSecret("alice"); got != aliceSecret {
+		t.Errorf("WebhookSender.CallerSecret(alice) = %q", got)
+	}
+	if _, err := NewWebhookSender(nil, aliceSecret); err != nil {
+		t.Errorf("a caller's secret is not a valid Standard Webhooks secret: %v", err)
+	}
+	for _, bad := range []string{"", "whsec_x", "whsec_" + strings.Repeat("A", 8)} {
+		if _, err := CallerWebhookSecret(bad, "alice"); err == nil || strings.Contains(err.Error(), bad+"!") {
+			t.Errorf("CallerWebhookSecret(%q) = %v, want an error", bad, err)
+		}
+	}
+	if _, err := CallerWebhookSecret(testSecret, ""); err == nil {
+		t.Error("CallerWebhookSecret of an empty name succeeded")
+	}
+}
+
+// Each caller's deliveries verify under its own secret only: not under
+// another caller's, so caller A cannot sign an event caller B's receiver
+// accepts, and not under the master secret.
+func TestWebhookSender_PerCallerSecret(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	b := hookBundle(t, nil, nil)
+	for _, key := range []string{keyAlice, keyBob} {
+		rec := b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, batchtest.Targets("per-caller", 1), rc.srv.URL))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+		}
+	}
+	got := rc.wait(t, 2)
+	for _, d := range got {
+		var p WebhookPayload
+		decodeJSON(t, d.body, &p)
+		info, err := b.runner.Status(t.Context(), alice, p.Data.JobID, batch.StatusOptions{JobOnly: true})
+		own, other := bobSecret, aliceSecret
+		if err == nil && info.ID == p.Data.JobID {
+			own, other = aliceSecret, bobSecret
+		}
+		if err := VerifyWebhook(own, d.header, d.body, time.Now()); err != nil {
+			t.Errorf("job %s: its caller's secret does not verify: %v", p.Data.JobID, err)
+		}
+		if err := VerifyWebhook(other, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
+			t.Errorf("job %s: another caller's secret verifies it: %v", p.Data.JobID, err)
+		}
+		if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
+			t.Errorf("job %s: the master secret verifies it: %v", p.Data.JobID, err)
+		}
+	}
+}
 
 // The signature of the Standard Webhooks reference library's own test
 // (standard-webhooks/standard-webhooks, libraries/javascript/src/
@@ -200,12 +296,12 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", len(got))
 	}
 	d := got[0]
-	if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+	if err := VerifyWebhook(aliceSecret, d.header, d.body, time.Now()); err != nil {
 		t.Errorf("our own verifier refuses the delivery: %v", err)
 	}
 	checkWebhookDelivery(t, d)
-	if id := d.header.Get(HeaderWebhookID); id != "msg_"+sub.JobID {
-		t.Errorf("webhook-id %q", id)
+	if id, want := d.header.Get(HeaderWebhookID), webhookID(callerKey(mustKey(t, testSecret), "alice"), "msg_"+sub.JobID); id != want {
+		t.Errorf("webhook-id %q, want %q", id, want)
 	}
 	if ua := d.header.Get("User-Agent"); ua != DefaultWebhookUserAgent {
 		t.Errorf("User-Agent %q", ua)
@@ -248,7 +344,7 @@ func TestWebhookSender_RetriedUntilOK(t *testing.T) {
 		if d.header.Get(HeaderWebhookID) != got[0].header.Get(HeaderWebhookID) || !bytes.Equal(d.body, got[0].body) {
 			t.Errorf("attempt %d differs from the first: %s %s", i+1, d.header.Get(HeaderWebhookID), d.body)
 		}
-		if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+		if err := VerifyWebhook(aliceSecret, d.header, d.body, time.Now()); err != nil {
 			t.Errorf("attempt %d: %v", i+1, err)
 		}
 	}
@@ -395,4 +491,87 @@ func TestHandler_SubmitWebhook(t *testing.T) {
 			t.Errorf("another caller sees the webhook: %s", foreign.Body)
 		}
 	})
+}
+
+// A submit with a webhook by a caller at its cap of pending webhook events
+// is a 429 webhooks_busy with Retry-After; one without a webhook is not.
+func TestHandler_SubmitWebhooksBusy(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, http.StatusServiceUnavailable) // the event stays pending, its retry an hour away
+	b := hookBundle(t, nil, func(c *batch.Config) {
+		c.WebhookPendingPerCaller, c.WebhookBackoff = 1, batch.Duration(time.Hour)
+	})
+	rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("first", 1), rc.srv.URL))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	var sub SubmitResponse
+	decodeJSON(t, rec.Body.Bytes(), &sub)
+	batchtest.WaitFinished(t, b.runner, alice, sub.JobID, 10*time.Second)
+	rc.wait(t, 1)
+	rec = b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("second", 1), rc.srv.URL))
+	wantError(t, rec, http.StatusTooManyRequests, "busy: too many of your webhook events are pending")
+	if code := rec.Header().Get("Retry-After"); code != "60" {
+		t.Errorf("Retry-After %q, want 60", code)
+	}
+	var e ErrorResponse
+	decodeJSON(t, rec.Body.Bytes(), &e)
+	if e.Code != CodeWebhooksBusy {
+		t.Errorf("code %q, want %s", e.Code, CodeWebhooksBusy)
+	}
+	b.submit(t, keyAlice, batchtest.Targets("plain", 1), http.StatusAccepted)
+}
+
+// GET /v1/batch/webhook-secret answers each caller its own secret, the
+// one its deliveries verify with; without HandlerOpts.WebhookSecret it is
+// 422 webhooks_disabled.
+func TestHandler_WebhookSecretRoute(t *testing.T) {
+	t.Parallel()
+	sender, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := NewKeyAuth(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := batchtest.NewRunner(t, batch.Config{})
+	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, WebhookSecret: sender.CallerSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]WebhookSecretResponse{
+		keyAlice: {Caller: "alice", Secret: aliceSecret}, keyBob: {Caller: "bob", Secret: bobSecret},
+	} {
+		rec := serve(t, h, http.MethodGet, "/v1/batch/webhook-secret", key, "")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		var got WebhookSecretResponse
+		decodeJSON(t, rec.Body.Bytes(), &got)
+		if got != want {
+			t.Errorf("answered %+v, want %+v", got, want)
+		}
+		if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("Cache-Control %q, want no-store", cc)
+		}
+	}
+	if rec := serve(t, h, http.MethodGet, "/v1/batch/webhook-secret", "", ""); rec.Code != http.StatusUnauthorized {
+		t.Errorf("without a key: %d", rec.Code)
+	}
+	forbid := func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
+		WriteError(w, http.StatusForbidden, CodeForbidden, "forbidden", "")
+		return batch.Caller{}, false
+	}
+	refused, err := NewHandler(r, &HandlerOpts{Authenticate: forbid, WebhookSecret: sender.CallerSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, serve(t, refused, http.MethodGet, "/v1/batch/webhook-secret", keyAlice, ""), http.StatusForbidden, "forbidden")
+	plain, err := NewHandler(r, &HandlerOpts{Authenticate: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, serve(t, plain, http.MethodGet, "/v1/batch/webhook-secret", keyAlice, ""), http.StatusUnprocessableEntity,
+		"webhooks are not enabled on this server")
 }

@@ -91,6 +91,14 @@ type CancelResponse struct {
 	Status  batch.JobStatus `json:"status"`
 }
 
+// WebhookSecretResponse is the 200 answer to GET /v1/batch/webhook-secret:
+// the secret that signs the caller's webhook deliveries (see
+// [CallerWebhookSecret]), for its receiver to verify them with.
+type WebhookSecretResponse struct {
+	Caller string `json:"caller"`
+	Secret string `json:"secret"`
+}
+
 // ListResponse is the 200 answer to GET /v1/batch: the caller's own jobs,
 // newest first.
 type ListResponse struct {

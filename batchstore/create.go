@@ -70,6 +70,11 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 	if n >= int64(lim.JobsPerCaller) {
 		return batch.Job{}, false, batch.ErrCallerBusy
 	}
+	if nj.WebhookURL != "" && lim.WebhooksPerCaller > 0 {
+		if err := webhookRoom(conn, nj.Caller.Name, lim.WebhooksPerCaller); err != nil {
+			return batch.Job{}, false, err
+		}
+	}
 	n, err = countInt(conn, `SELECT queued + running FROM batch_stat WHERE id = 1`)
 	if err != nil {
 		return batch.Job{}, false, fmt.Errorf("count live jobs: %w", err)
@@ -118,6 +123,25 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 		WebhookURL:   nj.WebhookURL,
 	}, false, nil
 }
+
+// webhookRoom returns [batch.ErrWebhooksBusy] if the caller has max
+// pending webhook events: its events in the outbox and its jobs that will
+// get one (see schema/005). Both counts read an index of the caller's rows.
+func webhookRoom(conn *sqlite.Conn, caller string, max int) error {
+	n, err := countInt(conn, qHookPending, caller)
+	if err != nil {
+		return fmt.Errorf("count caller's pending webhooks: %w", err)
+	}
+	if n >= int64(max) {
+		return batch.ErrWebhooksBusy
+	}
+	return nil
+}
+
+// qHookPending counts a caller's pending webhook events for webhookRoom.
+const qHookPending = `SELECT (SELECT count(*) FROM batch_webhook WHERE caller = ?1)
+	+ (SELECT count(*) FROM batch_job WHERE caller = ?1
+		AND webhook IS NOT NULL AND (status IN ('queued', 'running') OR runner <> ''))`
 
 // countInt runs a query that returns one integer.
 func countInt(conn *sqlite.Conn, q string, args ...any) (int64, error) {

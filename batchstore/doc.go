@@ -130,8 +130,11 @@
 // job, or of a reap, so in the same transaction that gives the job its
 // final status. Claims ([Store.ClaimWebhooks]) first look for a due event
 // in a point read, so an idle deliverer polling an empty outbox never takes
-// the write lock, then move each claimed row's due time past its lease in
-// one write; [Store.FinishWebhook] deletes or reschedules a row, fenced by
+// the write lock, then, in one write transaction, count each caller's
+// events under an unexpired claim, walk the due events in due order,
+// picking them round-robin across callers within the per-caller cap (the
+// walk stops once it has picked as many callers' first events as the claim
+// wants), and move each claimed row's due time past its lease; [Store.FinishWebhook] deletes or reschedules a row, fenced by
 // the claim's runner and attempt.
 //
 // Why a trigger rather than a column on the job row with a partial index:

@@ -1,7 +1,9 @@
 package batchstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -16,13 +18,16 @@ import (
 
 // hookCols are the columns scanHook reads, in order, from batch_webhook.
 const hookCols = `job_id, url, status, error, targets_total, targets_ok, targets_failed,
-	created_at, finished_at, lease, attempts, due_since`
+	created_at, finished_at, lease, attempts, due_since, caller`
 
-// The outbox's statements. The claim walks batch_webhook_due without a
-// LIMIT ? (which would re-prepare, see qJob): it stops at the limit itself.
+// The outbox's statements. The claim walks batch_webhook_due in due order
+// without a LIMIT ? (which would re-prepare, see qJob) and picks the events
+// round-robin across callers as it goes (see hookPicker); qHookBusy counts
+// each caller's events under an unexpired claim, for the per-caller cap.
 const (
 	qHookDue   = `SELECT 1 FROM batch_webhook WHERE due_at <= ? LIMIT 1`
-	qHookPick  = `SELECT job_id FROM batch_webhook WHERE due_at <= ? ORDER BY due_at, job_id`
+	qHookPick  = `SELECT job_id, caller FROM batch_webhook WHERE due_at <= ? ORDER BY due_at, job_id`
+	qHookBusy  = `SELECT caller FROM batch_webhook INDEXED BY batch_webhook_claimed WHERE runner <> '' AND due_at > ?`
 	qHookClaim = `UPDATE batch_webhook SET runner = ?1, attempts = attempts + 1, due_at = ?2
 		WHERE job_id = ?3 RETURNING ` + hookCols
 	qHookDone  = `DELETE FROM batch_webhook WHERE job_id = ? AND runner = ? AND attempts = ?`
@@ -53,12 +58,20 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 	var ds []batch.WebhookDelivery
 	err = s.write(ctx, "claim webhooks", func(conn *sqlite.Conn) error {
 		ds = ds[:0]
-		var ids []string
+		pick := newHookPicker(p.Limit, p.PerCaller)
+		if p.PerCaller > 0 {
+			err := sqlitex.Execute(conn, qHookBusy, &sqlitex.ExecOptions{
+				Args:       []any{now},
+				ResultFunc: func(stmt *sqlite.Stmt) error { pick.busy[stmt.ColumnText(0)]++; return nil },
+			})
+			if err != nil {
+				return err
+			}
+		}
 		err := sqlitex.Execute(conn, qHookPick, &sqlitex.ExecOptions{
 			Args: []any{now},
 			ResultFunc: func(stmt *sqlite.Stmt) error {
-				ids = append(ids, stmt.ColumnText(0))
-				if len(ids) == p.Limit {
+				if !pick.add(stmt.ColumnText(0), stmt.ColumnText(1)) {
 					return errStop
 				}
 				return nil
@@ -67,6 +80,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 		if err != nil && err != errStop {
 			return err
 		}
+		ids := pick.ids()
 		for _, id := range ids {
 			err := sqlitex.Execute(conn, qHookClaim, &sqlitex.ExecOptions{
 				Args: []any{p.Runner, now + int64(p.Lease), id},
@@ -87,10 +101,57 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 	return ds, nil
 }
 
+// hookPicker picks a claim's events round-robin across callers, from the
+// due events in due order: every caller's first before anyone's second,
+// and none of a caller beyond the per-caller cap (its events under an
+// unexpired claim, busy, counted). The walk may stop once limit first
+// events are picked: nothing after them comes before them.
+type hookPicker struct {
+	limit, perCaller int
+	busy             map[string]int // caller → events under an unexpired claim
+	rank             map[string]int // caller → its due events seen
+	picks            []hookPick
+	firsts           int // picks of rank 1
+}
+
+type hookPick struct {
+	id   string
+	rank int
+}
+
+func newHookPicker(limit, perCaller int) *hookPicker {
+	return &hookPicker{limit: limit, perCaller: perCaller, busy: map[string]int{}, rank: map[string]int{}}
+}
+
+// add takes the next due event and reports whether the walk goes on.
+func (p *hookPicker) add(id, caller string) bool {
+	p.rank[caller]++
+	r := p.rank[caller]
+	if p.perCaller > 0 && p.busy[caller]+r > p.perCaller {
+		return true
+	}
+	p.picks = append(p.picks, hookPick{id, r})
+	if r == 1 {
+		p.firsts++
+	}
+	return p.firsts < p.limit
+}
+
+// ids returns the picked events, by rank and then due order, at most limit.
+func (p *hookPicker) ids() []string {
+	slices.SortStableFunc(p.picks, func(a, b hookPick) int { return cmp.Compare(a.rank, b.rank) })
+	ids := make([]string, 0, min(len(p.picks), p.limit))
+	for _, pk := range p.picks[:min(len(p.picks), p.limit)] {
+		ids = append(ids, pk.id)
+	}
+	return ids
+}
+
 // scanHook reads hookCols; now is the claim's time, for the event's age.
 func scanHook(stmt *sqlite.Stmt, now int64) batch.WebhookDelivery {
 	return batch.WebhookDelivery{
 		JobID:         stmt.ColumnText(0),
+		Caller:        stmt.ColumnText(12),
 		URL:           stmt.ColumnText(1),
 		Status:        batch.JobStatus(stmt.ColumnText(2)),
 		Error:         stmt.ColumnText(3),

@@ -19,8 +19,10 @@ var runnerWebhookCases = map[string]func(*testing.T, batch.Store){
 	"WebhookCloseMidDelivery":   runnerWebhookCloseMidDelivery,
 	"WebhookDroppedAfterBound":  runnerWebhookDropped,
 	"WebhookOncePerFinishedJob": runnerWebhookOnce,
+	"WebhookPendingCap":         runnerWebhookPendingCap,
 	"WebhookRestartedJob":       runnerWebhookRestart,
 	"WebhookRetriedUntilOK":     runnerWebhookRetried,
+	"WebhookSlowReceiver":       runnerWebhookSlowReceiver,
 	"WebhookSubmit":             runnerWebhookSubmit,
 }
 
@@ -183,7 +185,7 @@ func runnerWebhookOnce(t *testing.T, s batch.Store) {
 			continue
 		}
 		info := status(t, r, alice, ev.JobID)
-		if ev.ID != "msg_"+ev.JobID || ev.Type != batch.EventJobFinished || ev.URL != info.WebhookURL || ev.Attempt != 1 ||
+		if ev.ID != "msg_"+ev.JobID || ev.Type != batch.EventJobFinished || ev.Caller != alice.Name || ev.URL != info.WebhookURL || ev.Attempt != 1 ||
 			ev.Status != w.status || ev.TargetsOK != w.ok || ev.TargetsFailed != w.fails || ev.TargetsTotal != w.total ||
 			ev.TargetsDone != w.ok+w.fails || !ev.CreatedAt.Equal(info.CreatedAt) || ev.FinishedAt.IsZero() ||
 			ev.ExpiresAt.Before(ev.FinishedAt.Add(batch.DefaultTTL)) {

@@ -168,6 +168,10 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 		if callerLive >= p.Limits.JobsPerCaller {
 			return batch.ErrCallerBusy
 		}
+		if p.WebhookURL != "" && p.Limits.WebhooksPerCaller > 0 &&
+			s.pendingHooks(p.Caller.Name) >= p.Limits.WebhooksPerCaller {
+			return batch.ErrWebhooksBusy
+		}
 		if totalLive >= p.Limits.JobsTotal {
 			return batch.ErrBusy
 		}
@@ -306,7 +310,7 @@ func (s *Store) finished(j *memJob, now time.Time) {
 		return
 	}
 	d := batch.WebhookDelivery{
-		JobID: j.job.ID, URL: j.job.WebhookURL, Status: j.job.Status, Error: j.job.Error,
+		JobID: j.job.ID, Caller: j.job.Caller.Name, URL: j.job.WebhookURL, Status: j.job.Status, Error: j.job.Error,
 		TargetsTotal: j.job.TargetsTotal, CreatedAt: j.job.CreatedAt, FinishedAt: j.job.FinishedAt, Lease: j.job.Lease,
 	}
 	for _, t := range j.targets {
@@ -320,6 +324,24 @@ func (s *Store) finished(j *memJob, now time.Time) {
 	if _, dup := s.hooks[j.job.ID]; !dup {
 		s.hooks[j.job.ID] = &memHook{d: d, dueSince: now, dueAt: now}
 	}
+}
+
+// pendingHooks counts the caller's pending webhook events: its events in
+// the outbox and its jobs with a webhook that will get one (live, or held
+// with a target in flight).
+func (s *Store) pendingHooks(caller string) int {
+	n := 0
+	for _, h := range s.hooks {
+		if h.d.Caller == caller {
+			n++
+		}
+	}
+	for _, j := range s.jobs {
+		if j.job.Caller.Name == caller && j.job.WebhookURL != "" && (j.job.Status.Live() || j.job.Runner != "") {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Store) addBytes(j *memJob, n int64) {
@@ -545,19 +567,35 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 	return n, err
 }
 
-// ClaimWebhooks implements [batch.Store].
+// ClaimWebhooks implements [batch.Store]: round-robin across callers,
+// each caller's due events ranked oldest due first, within p.PerCaller.
 func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) (ds []batch.WebhookDelivery, err error) {
 	err = s.locked(ctx, func() error {
+		claimed := map[string]int{} // caller → events claimed under a live lease
 		var due []*memHook
 		for _, h := range s.hooks {
-			if !h.dueAt.After(p.Now) {
+			switch {
+			case !h.dueAt.After(p.Now):
 				due = append(due, h)
+			case h.runner != "":
+				claimed[h.d.Caller]++
 			}
 		}
 		slices.SortFunc(due, func(a, b *memHook) int {
 			return cmp.Or(a.dueAt.Compare(b.dueAt), cmp.Compare(a.d.JobID, b.d.JobID))
 		})
-		for _, h := range due[:min(len(due), max(p.Limit, 0))] {
+		rank := make(map[*memHook]int, len(due))
+		seen := map[string]int{}
+		var pick []*memHook
+		for _, h := range due {
+			seen[h.d.Caller]++
+			rank[h] = seen[h.d.Caller]
+			if p.PerCaller <= 0 || claimed[h.d.Caller]+rank[h] <= p.PerCaller {
+				pick = append(pick, h)
+			}
+		}
+		slices.SortStableFunc(pick, func(a, b *memHook) int { return cmp.Compare(rank[a], rank[b]) })
+		for _, h := range pick[:min(len(pick), max(p.Limit, 0))] {
 			h.d.Attempt++
 			h.runner, h.dueAt = p.Runner, p.Now.Add(p.Lease)
 			d := h.d

@@ -22,7 +22,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
 	t.Helper()
 	tests := map[string]func(t *testing.T, s batch.Store){}
 	for _, group := range []map[string]func(*testing.T, batch.Store){
-		submitCases, drainCases, cancelCases, readCases, retentionCases, livenessCases, webhookCases,
+		submitCases, drainCases, cancelCases, readCases, retentionCases, livenessCases, webhookCases, webhookFairCases,
 	} {
 		for name, fn := range group {
 			if _, dup := tests[name]; dup {

@@ -72,7 +72,7 @@ func finishHook(t *testing.T, s batch.Store, p batch.FinishWebhookParams) {
 // wantHook checks an event's snapshot of its job.
 func wantHook(t *testing.T, d batch.WebhookDelivery, p batch.CreateParams, status batch.JobStatus, errText string, ok, failed int, finished time.Time) {
 	t.Helper()
-	if d.JobID != p.ID || d.URL != p.WebhookURL || d.Status != status || d.Error != errText ||
+	if d.JobID != p.ID || d.Caller != p.Caller.Name || d.URL != p.WebhookURL || d.Status != status || d.Error != errText ||
 		d.TargetsTotal != len(p.Targets) || d.TargetsOK != ok || d.TargetsFailed != failed ||
 		!d.CreatedAt.Equal(p.Now) || !d.FinishedAt.Equal(finished) {
 		t.Fatalf("event = %+v\nwant job %s %s (error %q), %d ok, %d failed of %d, created %v, finished %v",

@@ -18,8 +18,9 @@ import (
 //  1. It takes a transaction-scoped advisory lock on the caller, as a
 //     statement of its own, so that every statement after it sees what the
 //     lock's previous holder committed. Creates of one caller run one at a
-//     time from here, on every node: the reuse lookup and the caller's
-//     live count cannot go stale before the insert.
+//     time from here, on every node: the reuse lookup, the caller's live
+//     count and, for a job with a webhook, its pending webhook events
+//     cannot go stale before the insert.
 //  2. If no job is reused and the caller is under its cap, it takes the
 //     global advisory lock, again as a statement of its own, and inserts
 //     the job only if the live jobs, counted by the statement after the
@@ -68,11 +69,19 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 	b.Queue(s.q.lockXact, s.callerKey(p.Caller.Name))
 	b.Queue(s.q.reuse, now, p.Caller.Name, p.IdemKey, p.Limits.TTL)
 	b.Queue(s.q.callerLive, p.Caller.Name, p.Limits.JobsPerCaller)
+	capHooks := p.WebhookURL != "" && p.Limits.WebhooksPerCaller > 0
+	if capHooks {
+		// Under the caller's lock: no other create of this caller can add
+		// to the count; a job's end moves it from a job to an event, and a
+		// delivery only lowers it.
+		b.Queue(s.q.hookPending, p.Caller.Name)
+	}
 	br := conn.SendBatch(ctx, b)
 	var (
 		job      batch.Job
 		found    bool
 		live     int
+		hooks    int
 		firstErr error
 	)
 	for range 2 { // BEGIN, the lock
@@ -100,6 +109,11 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 	if err := br.QueryRow().Scan(&live); firstErr == nil {
 		firstErr = err
 	}
+	if capHooks {
+		if err := br.QueryRow().Scan(&hooks); firstErr == nil {
+			firstErr = err
+		}
+	}
 	if err := errors.Join(firstErr, br.Close()); err != nil {
 		return batch.Job{}, false, err
 	}
@@ -111,6 +125,9 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 	}
 	if live >= p.Limits.JobsPerCaller {
 		return batch.Job{}, false, batch.ErrCallerBusy
+	}
+	if capHooks && hooks >= p.Limits.WebhooksPerCaller {
+		return batch.Job{}, false, batch.ErrWebhooksBusy
 	}
 
 	b = &pgx.Batch{}

@@ -123,11 +123,16 @@
 //     transaction that gives it its final status, on any node. The drain
 //     statement is unchanged; the trigger's WHEN clause is evaluated on
 //     each drain write (each sets status and runner) and queues nothing
-//     for a job without a webhook. A claim is one statement that takes the
-//     oldest due events with FOR UPDATE SKIP LOCKED and moves each one's
-//     due time past a lease kept in the row, so claims on several nodes
-//     never return one event twice, and no lock is held while the
-//     delivery runs; a node that dies mid-delivery leaves its events due
+//     for a job without a webhook. A claim is one statement, under a
+//     transaction-scoped advisory lock that makes the claims of all nodes
+//     run one after the other: it finds the callers with a skip scan of
+//     webhook (caller, due_at, job_id), takes each caller's oldest due
+//     events up to its room under the per-caller cap (its events under an
+//     unexpired claim counted, whichever node holds them), orders them
+//     round-robin (every caller's first before anyone's second), and moves
+//     each one's due time past a lease kept in the row, so claims on
+//     several nodes never return one event twice nor together exceed a
+//     caller's cap, and no lock is held while the delivery runs; a node that dies mid-delivery leaves its events due
 //     again once their leases have passed (a reap of the node, at its
 //     restart under the same runner id or its Close, releases them at
 //     once). The outcome of a claim is fenced by its runner and attempt

@@ -34,9 +34,9 @@ func seed(t testing.TB, s *Store, finished int) {
 		`UPDATE ` + sch + `.stat SET bytes = (SELECT sum(bytes) FROM ` + sch + `.job WHERE runner = '')`,
 		`INSERT INTO ` + sch + `.runner (id, heartbeat) SELECT 'runner-' || i, now() FROM generate_series(0, 2) i`,
 		// A backlog of webhook events (a receiver down for a while), a few claimed.
-		`INSERT INTO ` + sch + `.webhook (job_id, url, status, error, targets_total, targets_ok, targets_failed,
+		`INSERT INTO ` + sch + `.webhook (job_id, caller, url, status, error, targets_total, targets_ok, targets_failed,
 			created_at, finished_at, lease, due_since, due_at, runner)
-		 SELECT 'f' || i, 'https://hooks.example/' || i, 'done', '', 4, 4, 0, now(), now(), now(),
+		 SELECT 'f' || i, 'c' || (i % 50), 'https://hooks.example/' || i, 'done', '', 4, 4, 0, now(), now(), now(),
 		        now() - (i || ' seconds')::interval, now() + (i || ' seconds')::interval, CASE WHEN i % 100 = 0 THEN 'runner-1' ELSE '' END
 		 FROM generate_series(1, 2000) i`,
 		`ANALYZE ` + sch + `.job`, `ANALYZE ` + sch + `.target`, `ANALYZE ` + sch + `.runner`, `ANALYZE ` + sch + `.webhook`,
@@ -96,7 +96,8 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"evict: a caller's oldest", q.evictOldest, []any{"c7", evictRun}, []string{"job_evict"}},
 		{"evict", q.evict, []any{[]int64{1, 2}}, []string{"job_pkey"}},
 		{"stats", q.stats, nil, []string{"job_live", "job_held"}},
-		{"claim webhooks", q.hookClaim, []any{now, 8, "runner-2", time.Minute}, []string{"webhook_due", "webhook_pkey"}},
+		{"claim webhooks", q.hookClaim, []any{now, 8, "runner-2", time.Minute, 2}, []string{"webhook_caller"}},
+		{"pending webhooks", q.hookPending, []any{"c7"}, []string{"webhook_caller", "job_webhook_pending"}},
 		{"webhook done", q.hookDone, []any{"f7", "runner-2", 1}, nil}, // its key, or the few claimed
 		{"webhook retry", q.hookRetry, []any{"f7", "runner-2", 1, now, time.Second}, nil},
 		{"webhook release", q.hookRelease, []any{now, "runner-1"}, []string{"webhook_claimed"}},

@@ -243,17 +243,47 @@ var sqlTemplates = queries{
 			(SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)
 		FROM {s}.job WHERE ` + whereLive,
 
-	// The webhook outbox (see webhook.go and migrations/003). $1 is the
-	// clock. The claim takes the oldest due events that no other
-	// transaction has locked, so claims on several nodes never return one
-	// event twice, and moves each one's due_at past its lease ($4).
-	hookClaim: `UPDATE {s}.webhook w SET runner = $3, attempts = w.attempts + 1, due_at = ` + clock("1") + ` + $4::interval
-		WHERE w.job_id = ANY (ARRAY (
-			SELECT job_id FROM {s}.webhook WHERE due_at <= ` + clock("1") + `
-			ORDER BY due_at, job_id LIMIT $2 FOR UPDATE SKIP LOCKED))
+	// The webhook outbox (see webhook.go and migrations/003, 004). $1 is
+	// the clock. The claim runs under the outbox's advisory lock (see
+	// webhook.go): claims on all nodes run one after the other, each sees
+	// the claims committed before it, and none can return an event another
+	// returned while its lease holds, so it needs no row locks of its own
+	// (an update that waits for a finish's row lock re-checks due_at). It
+	// ranks each caller's due events oldest due first and takes them by
+	// rank, so that every caller's first event comes before anyone's
+	// second (round-robin); it leaves out the events beyond a caller's cap
+	// ($5; 0 for none), counting its events under an unexpired claim
+	// (busy), and moves each one's due_at past its lease ($4). The callers
+	// are found by a skip scan of webhook_caller (one probe per caller) and
+	// each caller's events read from it, at most its room under the cap,
+	// so a caller's backlog costs a claim nothing.
+	hookClaim: `WITH RECURSIVE callers (caller) AS (
+			(SELECT caller FROM {s}.webhook ORDER BY caller LIMIT 1)
+			UNION ALL
+			SELECT (SELECT w.caller FROM {s}.webhook w WHERE w.caller > c.caller ORDER BY w.caller LIMIT 1)
+			FROM callers c WHERE c.caller IS NOT NULL
+		), busy AS (
+			SELECT caller, count(*) AS n FROM {s}.webhook WHERE runner <> '' AND due_at > ` + clock("1") + ` GROUP BY caller
+		), ranked AS (
+			SELECT l.job_id, l.due_at, l.rk FROM callers c LEFT JOIN busy b ON b.caller = c.caller
+			CROSS JOIN LATERAL (
+				SELECT w.job_id, w.due_at, row_number() OVER (ORDER BY w.due_at, w.job_id) AS rk
+				FROM {s}.webhook w WHERE w.caller = c.caller AND w.due_at <= ` + clock("1") + `
+				ORDER BY w.due_at, w.job_id
+				LIMIT CASE WHEN $5::integer > 0 THEN greatest($5::integer - coalesce(b.n, 0), 0) END
+			) l
+		)
+		UPDATE {s}.webhook w SET runner = $3, attempts = w.attempts + 1, due_at = ` + clock("1") + ` + $4::interval
+		WHERE w.job_id = ANY (ARRAY (SELECT job_id FROM ranked ORDER BY rk, due_at, job_id LIMIT $2))
+		  AND w.due_at <= ` + clock("1") + `
 		RETURNING w.job_id, w.url, w.status, w.error, w.targets_total, w.targets_ok, w.targets_failed,
 			w.created_at, w.finished_at, w.lease, w.attempts,
-			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint`,
+			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller`,
+	// A caller's pending events for Create's cap: its events, and its jobs
+	// that will get one (see migrations/004).
+	hookPending: `SELECT (SELECT count(*) FROM {s}.webhook WHERE caller = $1)
+		+ (SELECT count(*) FROM {s}.job WHERE caller = $1
+			AND webhook IS NOT NULL AND (status IN ('queued', 'running') OR runner <> ''))`,
 	hookDone: `DELETE FROM {s}.webhook WHERE job_id = $1 AND runner = $2 AND attempts = $3`,
 	hookRetry: `UPDATE {s}.webhook SET runner = '', due_at = ` + clock("4") + ` + $5::interval
 		WHERE job_id = $1 AND runner = $2 AND attempts = $3`,
@@ -279,7 +309,7 @@ type queries struct {
 	lockStat, oldestExpired, sweep, totalBytes      string
 	heldByCaller, evictPick, evictOldest, evict     string
 	stats, notify                                   string
-	hookClaim, hookDone, hookRetry                  string
+	hookClaim, hookDone, hookRetry, hookPending     string
 	hookRelease, hookReleaseAll                     string
 }
 
@@ -303,6 +333,6 @@ func (q *queries) fields() []*string {
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict,
 		&q.stats, &q.notify,
-		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll,
+		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,
 	}
 }

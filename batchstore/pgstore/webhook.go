@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,8 +16,13 @@ import (
 // for the delivery: a delivery takes seconds, and a node that dies with
 // the event claimed leaves it due again once the lease has passed.
 
-// ClaimWebhooks implements [batch.Store.ClaimWebhooks] in one statement. On
-// the database's clock, due times and ages are the database's.
+// ClaimWebhooks implements [batch.Store.ClaimWebhooks]: one READ COMMITTED
+// transaction that takes the outbox's advisory lock, as a statement of its
+// own, then claims in one statement. The lock makes claims on all nodes run
+// one after the other, so that each counts the claims the others committed
+// and the per-caller cap holds across nodes; a claim is one short
+// statement, taken when a node's pool has a free slot. On the database's
+// clock, due times and ages are the database's.
 func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
 	if p.Limit < 1 {
 		return nil, nil
@@ -26,25 +32,55 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 	if err != nil {
 		return nil, s.wrap(ctx, "claim webhooks", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.hookClaim, s.now(p.Now), p.Limit, p.Runner, p.Lease)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, s.wrap(ctx, "claim webhooks", err)
 	}
-	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batch.WebhookDelivery, error) {
-		var d batch.WebhookDelivery
-		var status string
-		var ageMicros int64
-		err := row.Scan(&d.JobID, &d.URL, &status, &d.Error, &d.TargetsTotal, &d.TargetsOK, &d.TargetsFailed,
-			&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros)
-		d.Status, d.Age = batch.JobStatus(status), time.Duration(ageMicros)*time.Microsecond
-		d.CreatedAt, d.FinishedAt, d.Lease = d.CreatedAt.UTC(), d.FinishedAt.UTC(), d.Lease.UTC()
-		return d, err
-	})
-	if err != nil {
+	defer conn.Release()
+	defer rollback(conn) // a no-op after the commit
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(s.q.lockXact, s.hookKey())
+	b.Queue(s.q.hookClaim, s.now(p.Now), p.Limit, p.Runner, p.Lease, p.PerCaller)
+	b.Queue(`COMMIT`)
+	br := conn.SendBatch(ctx, b)
+	var firstErr error
+	for range 2 { // BEGIN, the lock
+		if _, err := br.Exec(); firstErr == nil {
+			firstErr = err
+		}
+	}
+	var ds []batch.WebhookDelivery
+	rows, err := br.Query()
+	if err == nil {
+		ds, err = pgx.CollectRows(rows, scanHook)
+	}
+	if firstErr == nil {
+		firstErr = err
+	}
+	if _, err := br.Exec(); firstErr == nil {
+		firstErr = err
+	}
+	if err := errors.Join(firstErr, br.Close()); err != nil {
 		return nil, s.wrap(ctx, "claim webhooks", err)
 	}
 	return ds, nil
 }
+
+// scanHook reads a row of hookClaim.
+func scanHook(row pgx.CollectableRow) (batch.WebhookDelivery, error) {
+	var d batch.WebhookDelivery
+	var status string
+	var ageMicros int64
+	err := row.Scan(&d.JobID, &d.URL, &status, &d.Error, &d.TargetsTotal, &d.TargetsOK, &d.TargetsFailed,
+		&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros, &d.Caller)
+	d.Status, d.Age = batch.JobStatus(status), time.Duration(ageMicros)*time.Microsecond
+	d.CreatedAt, d.FinishedAt, d.Lease = d.CreatedAt.UTC(), d.FinishedAt.UTC(), d.Lease.UTC()
+	return d, err
+}
+
+// hookKey is the advisory lock key of the outbox's claims.
+func (s *Store) hookKey() int64 { return lockKey(s.opts.Schema, "webhook claims") }
 
 // FinishWebhook implements [batch.Store.FinishWebhook] in one statement,
 // fenced by the claim's runner and attempt.

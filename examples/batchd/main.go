@@ -5,9 +5,11 @@
 //
 // With no -key it generates one key, prints it once, and says how to pass
 // keys (keys come from -key, -key-file or $BATCHD_KEYS). Completion
-// webhooks are signed with the secret of -webhook-secret-file or
-// $BATCHD_WEBHOOK_SECRET (whsec_…); without one it generates a secret for
-// the run, logs that it did and prints the secret once. It serves
+// webhooks are signed with each caller's own secret, derived from the
+// master secret of -webhook-secret-file or $BATCHD_WEBHOOK_SECRET
+// (whsec_…); "batchd -print-webhook-secret NAME" prints caller NAME's, for
+// the operator to hand it, and exits. Without a master secret it generates
+// one for the run, logs that it did and prints it once. It serves
 // /v1/batch, GET /v1/openapi.json, GET /metrics, GET /healthz and GET
 // /readyz, logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
@@ -65,7 +67,7 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := serve(ctx, args, stdout, stderr)
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, errVersion):
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, errVersion), errors.Is(err, errSecretPrinted):
 		return exitOK
 	case errors.As(err, new(*usageError)):
 		fmt.Fprintf(stderr, "batchd: %v\nRun \"batchd -h\" for the flags.\n", err)
@@ -89,6 +91,7 @@ type options struct {
 	addr, db, metricsKey, sync string
 	keyFile, logLevel, schema  string
 	webhookSecretFile          string
+	printWebhookSecret         string
 	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
@@ -150,6 +153,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.Var(&b.WebhookBackoff, "webhook-backoff", "wait after a webhook's first failed attempt (doubling, up to an hour)")
 	b.WebhookRetryFor = batch.Duration(batch.DefaultWebhookRetryFor)
 	fs.Var(&b.WebhookRetryFor, "webhook-retry-for", "how long after a job's end its webhook is retried before it is dropped")
+	fs.IntVar(&b.WebhookWorkers, "webhook-workers", batch.DefaultWebhookWorkers, "webhook deliveries at once")
+	fs.IntVar(&b.WebhookInFlightPerCaller, "webhook-in-flight-per-caller", batch.DefaultWebhookInFlightPerCaller, "one caller's webhook deliveries in flight, on all nodes")
+	fs.IntVar(&b.WebhookPendingPerCaller, "webhook-pending-per-caller", batch.DefaultWebhookPendingPerCaller, "one caller's pending webhook events; a submit with a webhook beyond it gets 429 webhooks_busy")
+	fs.StringVar(&o.printWebhookSecret, "print-webhook-secret", "", "print the webhook secret of caller `NAME` (derived from the master secret of -webhook-secret-file or $"+webhookSecretEnv+") and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(&usage, "usage: batchd [flags]\n\nflags:\n")
 		fs.PrintDefaults()
@@ -209,6 +216,24 @@ func loadWebhookSecret(o options) (string, error) {
 	return "", fmt.Errorf("-webhook-secret-file: %s is empty", o.webhookSecretFile)
 }
 
+// errSecretPrinted ends a run that printed a caller's webhook secret.
+var errSecretPrinted = errors.New("webhook secret printed")
+
+// printCallerSecret prints caller's webhook secret under the master secret
+// and returns errSecretPrinted.
+func printCallerSecret(stdout io.Writer, master, caller string) error {
+	if master == "" {
+		return usagef("-print-webhook-secret needs the master secret in -webhook-secret-file or $%s "+
+			"(a generated one changes at every start)", webhookSecretEnv)
+	}
+	s, err := batchhttp.CallerWebhookSecret(master, caller)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, s)
+	return errSecretPrinted
+}
+
 // serve runs the daemon until ctx ends.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stdout, stderr)
@@ -226,6 +251,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secret, err := loadWebhookSecret(o)
 	if err != nil {
 		return err
+	}
+	if o.printWebhookSecret != "" {
+		return printCallerSecret(stdout, secret, o.printWebhookSecret)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -270,9 +298,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			server, generated)
 	}
 	if secret == "" {
-		fmt.Fprintf(stdout, "batchd: no webhook secret given, so webhooks are signed with this one for this run (shown once):\n\n"+
+		fmt.Fprintf(stdout, "batchd: no webhook secret given, so the callers' webhook secrets are derived from this master secret for this run (shown once):\n\n"+
 			"    %s\n\n"+
-			"batchd: pass your own (whsec_ and base64 of 24-64 random bytes) in -webhook-secret-file or $"+webhookSecretEnv+"\n",
+			"batchd: pass your own (whsec_ and base64 of 24-64 random bytes) in -webhook-secret-file or $"+webhookSecretEnv+
+			"; batchd -print-webhook-secret NAME prints the secret caller NAME verifies its deliveries with\n",
 			d.WebhookSecret())
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)

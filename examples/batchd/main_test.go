@@ -438,3 +438,31 @@ func TestKeysFileIgnored(t *testing.T) {
 		}
 	}
 }
+
+// -print-webhook-secret prints the secret a caller verifies its deliveries
+// with, derived from the master secret, and exits without serving; without
+// a master secret it is a usage error.
+func TestRun_PrintWebhookSecret(t *testing.T) {
+	t.Setenv(webhookSecretEnv, "")
+	file := filepath.Join(t.TempDir(), "hook")
+	const master = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	if err := os.WriteFile(file, []byte(master+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want, err := batchhttp.CallerWebhookSecret(master, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"-webhook-secret-file", file, "-print-webhook-secret", "alice"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d; stderr %s", code, &stderr)
+	}
+	if got := strings.TrimSpace(stdout.String()); got != want {
+		t.Errorf("printed %q, want alice's secret %q", got, want)
+	}
+	stdout.Reset()
+	if code := run(t.Context(), []string{"-print-webhook-secret", "alice"}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "needs the master secret") || stdout.Len() != 0 {
+		t.Errorf("without a master secret: exit %d, stdout %q, stderr %q", code, &stdout, &stderr)
+	}
+}

@@ -1,7 +1,8 @@
 // Package daemon wires the example programs' batch service from the host
 // kit: the store (SQLite, or PostgreSQL for several daemons on one
 // database), the guarded web fetcher, the runner, completion webhooks
-// signed with the deployment's secret and sent through the fetcher's
+// signed with each caller's own secret (derived from the deployment's
+// master secret) and sent through the fetcher's
 // guarded client, and the HTTP handlers (batchhttp's Handler, readiness,
 // metrics and server), plus the API's OpenAPI document at
 // /v1/openapi.json, /metrics, /healthz and /readyz. What is left here is
@@ -47,12 +48,15 @@ type Config struct {
 	// Allow lists exact host:port addresses the guard lets through (for
 	// local testing); see batchnet.Guard. Webhooks pass the same guard.
 	Allow []string
-	// WebhookSecret signs the webhook deliveries (Standard Webhooks):
-	// "whsec_" and the standard base64 of 24 to 64 random bytes (see
-	// batchhttp.NewWebhookSecret). Defaults to one generated at Open, which
-	// is logged as generated (never itself) and readable with
-	// [Daemon.WebhookSecret]; receivers then cannot verify across a
-	// restart, so a deployment sets its own.
+	// WebhookSecret is the master secret of the webhook deliveries
+	// (Standard Webhooks): "whsec_" and the standard base64 of 24 to 64
+	// random bytes (see batchhttp.NewWebhookSecret). No delivery is signed
+	// with it: each caller's are signed with that caller's own secret,
+	// derived from it (batchhttp.CallerWebhookSecret, and
+	// [Daemon.CallerWebhookSecret]), which the operator hands the caller.
+	// Defaults to one generated at Open, which is logged as generated
+	// (never itself) and readable with [Daemon.WebhookSecret]; receivers
+	// then cannot verify across a restart, so a deployment sets its own.
 	WebhookSecret string
 	// Batch is the runner's configuration; its Store, Fetch and Logger are
 	// filled in.
@@ -113,6 +117,7 @@ type Daemon struct {
 	runner  *batch.Runner
 	fetcher *fetcher.Fetcher
 	secret  string
+	sender  *batchhttp.WebhookSender
 	handler http.Handler
 	log     *slog.Logger
 }
@@ -171,16 +176,17 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
-	d := &Daemon{store: store, limits: cfg.Limits, runner: runner, fetcher: f, secret: secret, log: cfg.Logger}
+	d := &Daemon{store: store, limits: cfg.Limits, runner: runner, fetcher: f, secret: secret, sender: sender, log: cfg.Logger}
 	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
 		Authenticate: auth,
 		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
 			return allowHint(f.Precheck(rawURL))
 		},
-		CheckTarget: f.CheckTarget, // a grep pattern over the fetcher's limits: 422 invalid_option
-		Logger:      cfg.Logger,
-		Observe:     m.Observe,
-		BodyTimeout: cfg.BodyTimeout,
+		CheckTarget:   f.CheckTarget, // a grep pattern over the fetcher's limits: 422 invalid_option
+		Logger:        cfg.Logger,
+		Observe:       m.Observe,
+		BodyTimeout:   cfg.BodyTimeout,
+		WebhookSecret: sender.CallerSecret, // GET /v1/batch/webhook-secret: the caller's own
 	})
 	if err != nil {
 		d.Close(ctx)
@@ -228,9 +234,13 @@ func (d *Daemon) Handler() http.Handler { return d.handler }
 // Runner returns the daemon's runner.
 func (d *Daemon) Runner() *batch.Runner { return d.runner }
 
-// WebhookSecret returns the secret that signs the daemon's webhook
+// WebhookSecret returns the master secret of the daemon's webhook
 // deliveries: Config.WebhookSecret, or the one Open generated.
 func (d *Daemon) WebhookSecret() string { return d.secret }
+
+// CallerWebhookSecret returns the secret that signs the webhook deliveries
+// of caller's jobs, the one its receiver verifies with.
+func (d *Daemon) CallerWebhookSecret(caller string) string { return d.sender.CallerSecret(caller) }
 
 // Close stops the runner (in-flight fetches are cut short; their jobs fail
 // as "restart" at once) and closes the store.

@@ -211,8 +211,27 @@ func TestDaemon_WebhookDelivered(t *testing.T) {
 		t.Fatalf("submit = %d %s", code, body)
 	}
 	got := rc.wait(t, 1, 10*time.Second)
-	if err := batchhttp.VerifyWebhook(secret, got[0].header, got[0].body, time.Now()); err != nil {
-		t.Errorf("delivery does not verify with the daemon's secret: %v", err)
+	if err := batchhttp.VerifyWebhook(d.CallerWebhookSecret("alice"), got[0].header, got[0].body, time.Now()); err != nil {
+		t.Errorf("delivery does not verify with alice's secret: %v", err)
+	}
+	if err := batchhttp.VerifyWebhook(secret, got[0].header, got[0].body, time.Now()); err == nil {
+		t.Errorf("delivery verifies with the master secret, which a caller must not need")
+	}
+	// The caller fetches its own secret.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, server+"/v1/batch/webhook-secret", nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own batchhttp.WebhookSecretResponse
+	err = json.NewDecoder(resp.Body).Decode(&own)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || own.Caller != "alice" || own.Secret != d.CallerWebhookSecret("alice") {
+		t.Errorf("GET /v1/batch/webhook-secret = %d %+v, %v; want alice's secret", resp.StatusCode, own, err)
+	}
+	if err := batchhttp.VerifyWebhook(own.Secret, got[0].header, got[0].body, time.Now()); err != nil {
+		t.Errorf("delivery does not verify with the secret the route gave: %v", err)
 	}
 	for _, leak := range []string{"hook-canary", rc.addr, strings.TrimPrefix(secret, "whsec_")} {
 		if strings.Contains(logs.String(), leak) {
@@ -317,13 +336,17 @@ func TestDaemon_WebhookSurvivesKill(t *testing.T) {
 
 	second := startWebhookChild(t, c)
 	got := rc.wait(t, 2, 20*time.Second)
-	if got[1].header.Get(batchhttp.HeaderWebhookID) != "msg_"+sub.JobID ||
+	if id := got[1].header.Get(batchhttp.HeaderWebhookID); !strings.HasPrefix(id, "msg_") || strings.Contains(id, sub.JobID) ||
 		got[0].header.Get(batchhttp.HeaderWebhookID) != got[1].header.Get(batchhttp.HeaderWebhookID) ||
 		string(got[0].body) != string(got[1].body) {
 		t.Fatalf("the delivery after the restart differs from the one cut short:\n%v %s\n%v %s",
 			got[0].header, got[0].body, got[1].header, got[1].body)
 	}
-	if err := batchhttp.VerifyWebhook(testWebhookSecret, got[1].header, got[1].body, time.Now()); err != nil {
+	aliceSecret, err := batchhttp.CallerWebhookSecret(testWebhookSecret, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batchhttp.VerifyWebhook(aliceSecret, got[1].header, got[1].body, time.Now()); err != nil {
 		t.Errorf("the delivery after the restart does not verify: %v", err)
 	}
 	var p batchhttp.WebhookPayload

@@ -182,7 +182,8 @@ func newCounts() *answerCounts {
 
 // planned429 are the 429s the API plans: the two caps and the results
 // slots, each with a Retry-After.
-var planned429 = []string{"busy: a batch of yours is still running", "batch jobs busy", "too many result answers in flight"}
+var planned429 = []string{"busy: a batch of yours is still running", "batch jobs busy", "too many result answers in flight",
+	"busy: too many of your webhook events are pending"}
 
 // storageWords are words of the storage layer no answer may carry.
 var storageWords = []string{"sqlite", "SQLITE", "database is locked", "database or disk", "disk I/O", "busy_timeout", "constraint"}

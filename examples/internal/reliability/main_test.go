@@ -48,6 +48,7 @@ type childConfig struct {
 	Callers          []string // each caller's key is keyOf(name)
 	Batch            batch.Config
 	MaxResponseBytes int64
+	WebhookSecret    string // the master secret; "" lets the daemon generate one
 }
 
 // keyOf is the bearer key of a test caller.
@@ -60,7 +61,7 @@ func (c childConfig) daemonConfig(log *slog.Logger) daemon.Config {
 	}
 	return daemon.Config{
 		DB: c.DB, Schema: c.Schema, Keys: keys, Allow: c.Allow, Batch: c.Batch,
-		MaxResponseBytes: c.MaxResponseBytes, Logger: log,
+		MaxResponseBytes: c.MaxResponseBytes, Logger: log, WebhookSecret: c.WebhookSecret,
 	}
 }
 
