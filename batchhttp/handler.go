@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -256,7 +257,7 @@ type request struct {
 func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := newStatusWriter(w, r)
 		req := &request{targets: -1, blocked: -1, id: requestID(w, r)}
 		var ans *httpError
 		defer func() {
@@ -349,25 +350,68 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 	h.log.LogAttrs(ctx, level, "batch http", attrs...)
 }
 
-// statusWriter records the status written through it.
+// statusWriter records the status written through it, and closes the
+// connection after a refusal whose body is not read (see WriteHeader).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	body   *bodyWatch // nil: the request has no body
 }
+
+// newStatusWriter wraps w, and r's body, so that WriteHeader knows whether
+// the body was read to its end.
+func newStatusWriter(w http.ResponseWriter, r *http.Request) *statusWriter {
+	sw := &statusWriter{ResponseWriter: w}
+	if r.Body != nil && r.Body != http.NoBody {
+		sw.body = &bodyWatch{ReadCloser: r.Body}
+		r.Body = sw.body
+	}
+	return sw
+}
+
+// refusalLinger is how long a refused request's connection still reads
+// what the client has already sent of its body before it is closed: the
+// bytes in flight, so that closing does not reset the connection under an
+// answer the client has not read yet.
+const refusalLinger = 250 * time.Millisecond
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
-		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		unread := w.body != nil && !w.body.eof
+		if code == http.StatusUnauthorized || code == http.StatusForbidden || (code >= 400 && unread) {
 			// A refused request's body is never read. Without this,
 			// net/http would try to read it (to reuse the connection)
 			// before sending the answer, and a client that stalls after
 			// its headers would hold the connection with no answer at all.
 			w.Header().Set("Connection", "close")
 		}
+		if code >= 400 && unread {
+			// And after the answer, net/http reads the rest of the body
+			// before it closes the connection: a client that announced a
+			// body and stalls would hold the socket until the server's
+			// read timeout. A near deadline ends that read (issue 17,
+			// finding 6).
+			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusalLinger))
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// bodyWatch is a request body that records whether it was read to its
+// end.
+type bodyWatch struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
