@@ -49,6 +49,8 @@ const (
 	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
 	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once
+	CodeWaitsBusy        = "waits_busy"         // 429: the caller is at its cap of long-polls at once
+	CodeStreamsBusy      = "streams_busy"       // 429: the caller is at its cap of results streams at once
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: the store cannot serve now; see Retry-After
 )

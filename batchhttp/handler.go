@@ -93,13 +93,28 @@ type HandlerOpts struct {
 	// wait for a turn for up to a second, then get 429 with Retry-After.
 	// Each answer holds one result in memory at a time. Defaults to 4.
 	MaxResultsInFlight int
+	// MaxWaitsPerCaller caps the long-polls (?wait) one caller holds at
+	// once; one more is answered 429 waits_busy with Retry-After: 5. A
+	// long-poll holds a connection for up to [batch.MaxWait], so without a
+	// cap one caller could hold every connection of the server. The count
+	// is this handler's (one node's). Defaults to 8.
+	MaxWaitsPerCaller int
+	// MaxStreamsPerCaller caps the results streams (GET
+	// /v1/batch/{id}/results, followed or not) one caller reads at once;
+	// one more is answered 429 streams_busy with Retry-After: 5. A stream
+	// holds a connection for up to [batch.MaxWait] and, while it writes a
+	// line, one result in memory. The count is this handler's (one
+	// node's). Defaults to 4.
+	MaxStreamsPerCaller int
 }
 
 // Defaults for [HandlerOpts].
 const (
-	DefaultBodyTimeout        = 10 * time.Second
-	DefaultMaxResultsBytes    = 8 << 20
-	DefaultMaxResultsInFlight = 4
+	DefaultBodyTimeout         = 10 * time.Second
+	DefaultMaxResultsBytes     = 8 << 20
+	DefaultMaxResultsInFlight  = 4
+	DefaultMaxWaitsPerCaller   = 8
+	DefaultMaxStreamsPerCaller = 4
 )
 
 // Handler serves the /v1/batch wire API. Create one with [NewHandler].
@@ -116,6 +131,8 @@ type Handler struct {
 	bodyTimeout     time.Duration
 	maxResultsBytes int64
 	resultsSlots    chan struct{} // one token per ?results=1 answer being written
+	waits           *callerSlots  // long-polls held, per caller
+	streams         *callerSlots  // results streams open, per caller
 	summaries       *summaryCache
 }
 
@@ -132,7 +149,8 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if opts == nil || opts.Authenticate == nil {
 		return nil, errors.New("batchhttp: HandlerOpts.Authenticate is required")
 	}
-	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 {
+	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 ||
+		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 {
 		return nil, errors.New("batchhttp: HandlerOpts limits must not be negative")
 	}
 	if err := checkPrefix(opts.Prefix); err != nil {
@@ -149,6 +167,8 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 		bodyTimeout:     cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
 		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
+		waits:           newCallerSlots(cmp.Or(opts.MaxWaitsPerCaller, DefaultMaxWaitsPerCaller), errWaitsBusy),
+		streams:         newCallerSlots(cmp.Or(opts.MaxStreamsPerCaller, DefaultMaxStreamsPerCaller), errStreamsBusy),
 		summaries:       newSummaryCache(summaryCacheBytes),
 	}
 	if h.log == nil {

@@ -198,7 +198,7 @@ func knownCode(c string) bool {
 	case CodeInvalidBatch, CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
 		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeNothingToRetry, CodeBodyTooLarge,
 		CodeBlocked, CodeWebhooksDisabled, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
-		CodeResultsBusy, CodeInternal, CodeUnavailable:
+		CodeResultsBusy, CodeWaitsBusy, CodeStreamsBusy, CodeInternal, CodeUnavailable:
 		return true
 	}
 	return false
