@@ -188,7 +188,9 @@
 // server's base context, so that streams and slow host routes see theirs
 // done; then the server's Shutdown; then the store. A host that runs its
 // own [http.Server] does the same: BaseContext from a context it cancels,
-// [LimitListener] around its listener, WriteTimeout above [batch.MaxWait].
+// [LimitListener] around its listener with its [LimitedListener.ConnState]
+// as the server's ConnState (so that idle connections make room for new
+// ones), WriteTimeout above [batch.MaxWait].
 //
 // # A host's own routes
 //

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -19,9 +20,10 @@ import (
 // (a long-poll or a followed stream lasts up to [batch.MaxWait]).
 type Limits struct {
 	// MaxConns caps the connections served at once; more wait in the
-	// kernel's backlog to be accepted. Defaults to 256, well below a
-	// default limit of 1024 open files, which the store and the fetcher's
-	// own connections share.
+	// kernel's backlog to be accepted, and when all are open the one idle
+	// longest is closed to make room (see [LimitListener]). Defaults to
+	// 256, well below a default limit of 1024 open files, which the store
+	// and the fetcher's own connections share.
 	MaxConns int
 	// HeaderTimeout bounds the read of a request's headers. Defaults to 5s.
 	HeaderTimeout time.Duration
@@ -153,8 +155,10 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	limited := LimitListener(ln, l.MaxConns)
+	srv.ConnState = limited.ConnState
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(LimitListener(ln, l.MaxConns)) }()
+	go func() { errc <- srv.Serve(limited) }()
 	var serveErr error
 	select {
 	case serveErr = <-errc:
@@ -186,48 +190,173 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 }
 
 // LimitListener returns ln accepting at most n connections at once: Accept
-// waits while n are open, so the kernel's backlog holds the rest rather
-// than each taking a file descriptor. Closing the listener ends a waiting
+// waits while n are open, so the kernel's backlog holds the rest (but
+// one) rather than each taking a file descriptor. Closing the listener ends a waiting
 // Accept with [net.ErrClosed]. [Serve] uses it with Limits.MaxConns; a
-// host that runs its own server wraps its listener with it.
-func LimitListener(ln net.Listener, n int) net.Listener {
-	return &limited{Listener: ln, slots: make(chan struct{}, max(n, 1)), done: make(chan struct{})}
+// host that runs its own server wraps its listener with it and sets the
+// server's ConnState to [LimitedListener.ConnState].
+//
+// With that hook set, idle connections never keep a client out: when all n
+// are open and a client is waiting, Accept closes the connection idle
+// longest — kept alive between requests, or new and silent for a second —
+// and waits only when none is idle. So a client that opens many connections and sends nothing on them
+// (it needs no key for that) holds none of them once others need the room,
+// and a caller's active requests (a long-poll, a stream; capped per caller
+// by [HandlerOpts]) are never cut. An idle connection closed so is what a
+// client sees after IdleTimeout: Go's client and most others retry an
+// idempotent request on a fresh connection.
+func LimitListener(ln net.Listener, n int) *LimitedListener {
+	return &LimitedListener{
+		Listener: ln, slots: make(chan struct{}, max(n, 1)), done: make(chan struct{}),
+		conns: map[*limitedConn]struct{}{},
+	}
 }
 
-type limited struct {
+// LimitedListener is the listener of [LimitListener].
+type LimitedListener struct {
 	net.Listener
 	slots     chan struct{}
 	done      chan struct{} // closed by Close, so that a waiting Accept returns
 	closeOnce sync.Once
+
+	mu    sync.Mutex
+	conns map[*limitedConn]struct{} // open, and known to the ConnState hook
+	idled atomic.Int64              // idle connections closed to make room
 }
 
-func (l *limited) Accept() (net.Conn, error) {
+// How long a new connection may stay silent before Accept counts it as
+// idle (a client's request may still be on its way), and how often Accept
+// looks again for an idle connection while none is.
+const (
+	newConnGrace = time.Second
+	idleRetry    = 100 * time.Millisecond
+)
+
+// Accept accepts a connection once a slot is free. When none is, it
+// accepts the next client first and then closes the connection idle
+// longest to make room for it, so that an idle connection is closed only
+// for a client that is waiting; with none idle, it waits for a slot.
+func (l *LimitedListener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		return &limitedConn{Conn: c, l: l}, nil
 	case <-l.done:
 		return nil, net.ErrClosed
+	default:
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, l: l}, nil
+		default:
+		}
+		l.closeIdlest()
+		retry := time.NewTimer(idleRetry)
+		select {
+		case l.slots <- struct{}{}:
+			retry.Stop()
+			return &limitedConn{Conn: c, l: l}, nil
+		case <-l.done:
+			retry.Stop()
+			c.Close()
+			return nil, net.ErrClosed
+		case <-retry.C:
+		}
+	}
 }
 
-func (l *limited) Close() error {
+// closeIdlest closes the open connection that has been idle longest, if
+// any is idle: kept alive between requests, or new and silent for
+// newConnGrace.
+func (l *LimitedListener) closeIdlest() {
+	now := time.Now()
+	l.mu.Lock()
+	var idlest *limitedConn
+	for c := range l.conns {
+		if !c.idle || (c.fresh && now.Sub(c.since) < newConnGrace) {
+			continue
+		}
+		if idlest == nil || c.since.Before(idlest.since) {
+			idlest = c
+		}
+	}
+	if idlest != nil {
+		delete(l.conns, idlest)
+	}
+	l.mu.Unlock()
+	if idlest != nil {
+		l.idled.Add(1)
+		idlest.Close()
+	}
+}
+
+// IdleClosed returns how many idle connections Accept has closed to make
+// room for new ones.
+func (l *LimitedListener) IdleClosed() int64 { return l.idled.Load() }
+
+// ConnState is the hook for [http.Server].ConnState that tells the
+// listener which of its connections are idle: new and still silent
+// (StateNew) or kept alive between requests (StateIdle). [Serve] sets it.
+// A host with a hook of its own calls this one from it.
+func (l *LimitedListener) ConnState(c net.Conn, state http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		if nc, isTLS := c.(interface{ NetConn() net.Conn }); isTLS {
+			lc, ok = nc.NetConn().(*limitedConn)
+		}
+	}
+	if !ok || lc.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch state {
+	case http.StateNew, http.StateIdle:
+		if !lc.closed {
+			lc.idle, lc.fresh, lc.since = true, state == http.StateNew, time.Now()
+			l.conns[lc] = struct{}{}
+		}
+	case http.StateActive:
+		lc.idle = false
+	case http.StateHijacked, http.StateClosed:
+		delete(l.conns, lc)
+	}
+}
+
+// Close closes the listener; a waiting Accept returns [net.ErrClosed].
+func (l *LimitedListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l    *LimitedListener
+	once sync.Once
+	// Guarded by l.mu.
+	idle   bool
+	fresh  bool      // new: no request read yet
+	since  time.Time // when it last became idle
+	closed bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.closed = true
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		<-c.l.slots
+	})
 	return err
 }
