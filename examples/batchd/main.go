@@ -3,11 +3,13 @@
 //
 //	go run ./examples/batchd [flags]
 //
-// With no -key it generates one key, prints it once, and says how to pass
-// keys (keys come from -key, -key-file or $BATCHD_KEYS). Completion
-// webhooks are signed with the secret of -webhook-secret-file or
-// $BATCHD_WEBHOOK_SECRET (whsec_…); without one it generates a secret for
-// the run, logs that it did and prints the secret once. It serves
+// With no -key it generates one key and says how to pass keys (keys come
+// from -key, -key-file or $BATCHD_KEYS). Completion webhooks are signed
+// with the secret of -webhook-secret-file or $BATCHD_WEBHOOK_SECRET
+// (whsec_…); without one it generates a secret for the run and logs that
+// it did. A generated key or secret is printed once on a terminal, and
+// otherwise (stdout a log) written to a file only its owner can read,
+// -generated-file, whose name is printed instead. It serves
 // /v1/batch, GET /v1/openapi.json, GET /metrics, GET /healthz and GET
 // /readyz, logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
@@ -25,6 +27,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -89,6 +92,8 @@ type options struct {
 	addr, db, metricsKey, sync string
 	keyFile, logLevel, schema  string
 	webhookSecretFile          string
+	metricsKeyFile             string
+	generatedFile              string
 	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
@@ -102,6 +107,9 @@ const keysEnv = "BATCHD_KEYS"
 
 // webhookSecretEnv holds the webhook secret, as -webhook-secret-file does.
 const webhookSecretEnv = "BATCHD_WEBHOOK_SECRET"
+
+// metricsKeyEnv holds the metrics key, as -metrics-key-file does.
+const metricsKeyEnv = "BATCHD_METRICS_KEY"
 
 // parseFlags parses batchd's command line. -h prints the flags on stdout
 // and returns flag.ErrHelp; a wrong command line is a *usageError, with
@@ -120,7 +128,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug (a line per request), info, warn or error")
 	fs.IntVar(&o.maxConns, "max-conns", 256, "connections served at once")
 	fs.Var(&o.allow, "allow", "exempt exactly this `HOST:PORT` from the SSRF guard, for local testing (repeatable)")
-	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none)")
+	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none); visible to local users in the process list: prefer -metrics-key-file or $"+metricsKeyEnv)
+	fs.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "read the bearer key GET /metrics requires from `file` (one line, chmod 600)")
+	fs.StringVar(&o.generatedFile, "generated-file", "", "when stdout is not a terminal, write a generated key or webhook secret to `file` (mode 0600) rather than print it (default: batchd-generated.env beside the SQLite database, or in the working directory)")
 	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
 	b := &o.batch
 	fs.IntVar(&b.Workers, "workers", batch.DefaultWorkers, "jobs draining at once")
@@ -193,20 +203,80 @@ func loadKeys(o options) ([]batchhttp.Key, error) {
 	return keys, nil
 }
 
-// loadWebhookSecret returns the secret of -webhook-secret-file or
-// $BATCHD_WEBHOOK_SECRET, or "" for none (the daemon then generates one).
+// loadWebhookSecret returns the secret of -webhook-secret-file (which
+// must be readable by its owner only) or $BATCHD_WEBHOOK_SECRET, or "" for
+// none (the daemon then generates one).
 func loadWebhookSecret(o options) (string, error) {
 	if o.webhookSecretFile == "" {
 		return strings.TrimSpace(os.Getenv(webhookSecretEnv)), nil
 	}
-	b, err := os.ReadFile(o.webhookSecretFile)
+	s, err := batchhttp.ReadSecretFile(o.webhookSecretFile)
 	if err != nil {
 		return "", fmt.Errorf("-webhook-secret-file: %w", err)
 	}
-	if s := strings.TrimSpace(string(b)); s != "" {
-		return s, nil
+	return s, nil
+}
+
+// loadMetricsKey returns the metrics key of -metrics-key-file (readable by
+// its owner only), $BATCHD_METRICS_KEY or -metrics-key, in that order, or
+// "" for none. A key shorter than batchhttp.MinSecretBytes is refused.
+func loadMetricsKey(o options) (string, error) {
+	if o.metricsKeyFile != "" {
+		k, err := batchhttp.ReadSecretFile(o.metricsKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("-metrics-key-file: %w", err)
+		}
+		return k, nil
 	}
-	return "", fmt.Errorf("-webhook-secret-file: %s is empty", o.webhookSecretFile)
+	from, k := "$"+metricsKeyEnv, strings.TrimSpace(os.Getenv(metricsKeyEnv))
+	if k == "" {
+		from, k = "-metrics-key", o.metricsKey
+	}
+	if k != "" && len(k) < batchhttp.MinSecretBytes {
+		return "", fmt.Errorf("%s: shorter than %d bytes (make one with: openssl rand -hex 16)", from, batchhttp.MinSecretBytes)
+	}
+	return k, nil
+}
+
+// generatedFile is where a generated key or secret is written when stdout
+// is not a terminal: -generated-file, or batchd-generated.env beside the
+// SQLite database (in the working directory for PostgreSQL).
+func generatedFile(o options) string {
+	if o.generatedFile != "" {
+		return o.generatedFile
+	}
+	if daemon.IsPostgresURL(o.db) {
+		return "batchd-generated.env"
+	}
+	return filepath.Join(filepath.Dir(o.db), "batchd-generated.env")
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// writePrivate writes content to name, readable and writable by its owner
+// only, whatever the file's mode was.
+func writePrivate(name, content string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := io.WriteString(f, content); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // serve runs the daemon until ctx ends.
@@ -224,6 +294,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	secret, err := loadWebhookSecret(o)
+	if err != nil {
+		return err
+	}
+	metricsKey, err := loadMetricsKey(o)
 	if err != nil {
 		return err
 	}
@@ -253,7 +327,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Allow:         o.allow,
 		Batch:         o.batch,
 		WebhookSecret: secret,
-		MetricsKey:    o.metricsKey,
+		MetricsKey:    metricsKey,
 		Logger:        log,
 		Limits:        batchhttp.Limits{MaxConns: o.maxConns},
 	})
@@ -263,18 +337,58 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	server := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "batchd: serving the batch API on %s (database %s)\n", server, daemon.DescribeDB(o.db))
-	if generated != "" {
-		fmt.Fprintf(stdout, "batchd: no -key given, so here is a generated key for caller \"local\" (shown once):\n\n"+
-			"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+
-			"batchd: pass your own keys in a file (-key-file, one NAME=SECRET[:restricted] per line) or in $"+keysEnv+"\n",
-			server, generated)
-	}
-	if secret == "" {
-		fmt.Fprintf(stdout, "batchd: no webhook secret given, so webhooks are signed with this one for this run (shown once):\n\n"+
-			"    %s\n\n"+
-			"batchd: pass your own (whsec_ and base64 of 24-64 random bytes) in -webhook-secret-file or $"+webhookSecretEnv+"\n",
-			d.WebhookSecret())
+	if err := showGenerated(o, stdout, server, generated, secret == "", d.WebhookSecret()); err != nil {
+		d.Close(ctx)
+		ln.Close()
+		return err
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)
+}
+
+// showGenerated tells the operator the key (if generated is not "") and
+// the webhook secret (if hookGenerated) batchd generated for this run. On
+// a terminal it prints them once; otherwise stdout is likely a log that
+// keeps them, so they go to a file only the owner can read, in the form
+// of shell exports, and stdout gets the file's name.
+func showGenerated(o options, stdout io.Writer, server, generated string, hookGenerated bool, hookSecret string) error {
+	if generated == "" && !hookGenerated {
+		return nil
+	}
+	if isTerminal(stdout) {
+		if generated != "" {
+			fmt.Fprintf(stdout, "batchd: no -key given, so here is a generated key for caller \"local\" (shown once):\n\n"+
+				"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+
+				"batchd: pass your own keys in a file (-key-file, one NAME=SECRET[:restricted] per line) or in $"+keysEnv+"\n",
+				server, generated)
+		}
+		if hookGenerated {
+			fmt.Fprintf(stdout, "batchd: no webhook secret given, so webhooks are signed with this one for this run (shown once):\n\n"+
+				"    %s\n\n"+
+				"batchd: pass your own (whsec_ and base64 of 24-64 random bytes) in -webhook-secret-file or $"+webhookSecretEnv+"\n",
+				hookSecret)
+		}
+		return nil
+	}
+	var b strings.Builder
+	name := generatedFile(o)
+	fmt.Fprintf(&b, "# What batchd generated for its run; source it: . %s\n", name)
+	if generated != "" {
+		fmt.Fprintf(&b, "export BATCH_SERVER=%s BATCH_KEY=%s\n", server, generated)
+	}
+	if hookGenerated {
+		fmt.Fprintf(&b, "export BATCHD_WEBHOOK_SECRET=%s\n", hookSecret)
+	}
+	if err := writePrivate(name, b.String()); err != nil {
+		return fmt.Errorf("-generated-file: %w", err)
+	}
+	if generated != "" {
+		fmt.Fprintf(stdout, "batchd: no -key given, so a key for caller \"local\" was generated and written to %s (mode 0600), with the server's address; "+
+			"pass your own keys in a file (-key-file) or in $"+keysEnv+"\n", name)
+	}
+	if hookGenerated {
+		fmt.Fprintf(stdout, "batchd: no webhook secret given, so webhooks are signed with one generated for this run, written to %s (mode 0600); "+
+			"pass your own in -webhook-secret-file or $"+webhookSecretEnv+"\n", name)
+	}
+	return nil
 }
