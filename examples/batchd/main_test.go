@@ -519,7 +519,9 @@ func TestServe_GeneratedSecretsToFile(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	exit := make(chan int, 1)
-	go func() { exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "b.db")}, &stdout, &stderr) }()
+	go func() {
+		exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "b.db")}, &stdout, &stderr)
+	}()
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stdout.String(), "batchd: try:"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("batchd did not start:\n%s\n%s", &stdout, &stderr)
