@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,7 +61,8 @@ func (l latencies) check(t *testing.T, what string, errs int) {
 // its caps, 8 and 4, and 429 waits_busy or streams_busy for the rest),
 // and then while 300 connections without a key sit idle (half kept alive
 // after a GET /healthz, half silent: more than the server's 256), another
-// caller's status reads keep a p99 under a second.
+// caller's status reads keep a p99 under a second, each of the latter on
+// a new connection.
 func TestConnectionIsolation(t *testing.T) {
 	t.Parallel()
 	phase := 4 * time.Second
@@ -146,46 +148,55 @@ func TestConnectionIsolation(t *testing.T) {
 		}
 	}
 
-	// Phase 2: 300 idle connections without a key.
-	var idle []net.Conn
-	defer func() {
-		for _, c := range idle {
-			c.Close()
-		}
-	}()
+	// Phase 2: 300 idle connections without a key, each opened again
+	// (after 10ms) once the server closes it.
+	idleCtx, stopIdle := context.WithTimeout(ctx, phase+2*time.Second)
+	defer stopIdle()
+	var redials atomic.Int64
+	var idlers sync.WaitGroup
 	for i := range 300 {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		idlers.Go(func() { holdIdle(idleCtx, addr, i%2 == 0, &redials) })
+	}
+	sleep(idleCtx, 2*time.Second) // the server fills, and its silent connections are past their first second
+	// The victim comes as a new client would: each read on a connection
+	// of its own, which the server must find room for.
+	fresh := newClient(addr, "victim", counts)
+	fresh.http.Transport = &http.Transport{DisableKeepAlives: true}
+	lat, errs = pollFor(idleCtx, fresh, sr.JobID)
+	idlers.Wait()
+	lat.check(t, "300 idle connections without a key", errs)
+	t.Logf("the 300 idle connections were closed by the server and opened again %d times", redials.Load())
+	counts.check(t)
+}
+
+// holdIdle keeps one connection to addr open and idle until ctx ends:
+// kept alive after one GET /healthz, or silent. When the server closes
+// it, it opens it again 10ms later, counting that in redials.
+func holdIdle(ctx context.Context, addr string, keepAlive bool, redials *atomic.Int64) {
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			redials.Add(1)
+			sleep(ctx, 10*time.Millisecond)
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
-			t.Fatalf("idle connection %d: %v", i, err)
+			continue
 		}
-		idle = append(idle, c)
-		if i%2 == 1 {
-			continue // silent
-		}
-		// Kept alive after an answer. Past the server's cap, the answer
-		// comes once an older idle connection is closed for it.
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil {
-			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		br := bufio.NewReader(c)
+		if keepAlive {
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil {
+				if resp, err := http.ReadResponse(br, nil); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
 			}
 		}
-		_ = c.SetDeadline(time.Time{})
+		_, _ = br.ReadByte() // until the server closes it, or ctx ends
+		stop()
+		c.Close()
 	}
-	idleCtx, stopIdle := context.WithTimeout(ctx, phase)
-	defer stopIdle()
-	lat, errs = pollFor(idleCtx, victim, sr.JobID)
-	lat.check(t, "300 idle connections without a key", errs)
-	closed := 0
-	for _, c := range idle {
-		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
-		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
-			closed++
-		}
-	}
-	t.Logf("of the 300 idle connections, %d were closed by the server (to make room, or silent past the header timeout)", closed)
-	counts.check(t)
 }
 
 // A refusal closes its connection at once (issue 17, finding 6): a POST
