@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -221,7 +220,6 @@ type LimitedListener struct {
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{} // open, and known to the ConnState hook
-	idled atomic.Int64              // idle connections closed to make room
 }
 
 // How long a new connection may stay silent before Accept counts it as
@@ -294,14 +292,9 @@ func (l *LimitedListener) closeIdlest() {
 	}
 	l.mu.Unlock()
 	if idlest != nil {
-		l.idled.Add(1)
 		idlest.Close()
 	}
 }
-
-// IdleClosed returns how many idle connections Accept has closed to make
-// room for new ones.
-func (l *LimitedListener) IdleClosed() int64 { return l.idled.Load() }
 
 // ConnState is the hook for [http.Server].ConnState that tells the
 // listener which of its connections are idle: new and still silent
