@@ -149,7 +149,7 @@ func TestConnectionIsolation(t *testing.T) {
 	}
 
 	// Phase 2: 300 idle connections without a key, each opened again
-	// (after 10ms) once the server closes it.
+	// (after 100ms) once the server closes it.
 	idleCtx, stopIdle := context.WithTimeout(ctx, phase+2*time.Second)
 	defer stopIdle()
 	var redials atomic.Int64
@@ -171,12 +171,12 @@ func TestConnectionIsolation(t *testing.T) {
 
 // holdIdle keeps one connection to addr open and idle until ctx ends:
 // kept alive after one GET /healthz, or silent. When the server closes
-// it, it opens it again 10ms later, counting that in redials.
+// it, it opens it again 100ms later, counting that in redials.
 func holdIdle(ctx context.Context, addr string, keepAlive bool, redials *atomic.Int64) {
 	for first := true; ctx.Err() == nil; first = false {
 		if !first {
 			redials.Add(1)
-			sleep(ctx, 10*time.Millisecond)
+			sleep(ctx, 100*time.Millisecond)
 		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
