@@ -193,8 +193,10 @@
 // own (a signal's context is already done, and a runner closed with it
 // returns at once, leaving its jobs running for the next start to fail),
 // which ends long-polls and cuts in-flight fetches short; then the
-// server's base context, so that streams and slow host routes see theirs
-// done; then the server's Shutdown; then the store. A host that runs its
+// server's Shutdown, which first gives those long-polls a moment to write
+// their answers; then the server's base context, so that streams and slow
+// host routes see theirs done, for the rest of the grace period; then the
+// store. A host that runs its
 // own [http.Server] does the same: BaseContext from a context it cancels,
 // [LimitListener] around its listener with its [LimitedListener.ConnState]
 // as the server's ConnState (so that idle connections make room for new

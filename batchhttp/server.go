@@ -105,6 +105,10 @@ const (
 	DefaultGrace        = 5 * time.Second
 )
 
+// shutdownSettle is how long, within Grace, [Serve] lets the requests
+// that Runner.Close ended finish before it cancels the base context.
+const shutdownSettle = 250 * time.Millisecond
+
 // Serve serves opts.Handler on ln, within opts.Limits (at most MaxConns
 // connections at once, the timeouts on every connection), until ctx is
 // done (a signal, say), and then shuts down in the order a batch host
@@ -116,11 +120,13 @@ const (
 //     It stops taking work, cuts in-flight fetches short, fails its own
 //     jobs as "restart" and ends long-polls, which answer with the job as
 //     it is.
-//  2. The server's base context is cancelled, so that every request still
+//  2. The server stops accepting, and waits a moment (a quarter of a
+//     second, within Grace) for the requests that are ending on their own,
+//     such as those long-polls writing their answers.
+//  3. The server's base context is cancelled, so that every request still
 //     in flight — a followed results stream, a host route waiting on
-//     something slow — sees its context done.
-//  3. The server shuts down: it stops accepting and waits up to Grace for
-//     those requests, then closes what is left.
+//     something slow — sees its context done, and the server waits for
+//     them up to the rest of Grace, then closes what is left.
 //  4. AfterShutdown, which closes the store: no request can reach it now.
 //
 // It returns nil after a shutdown that went as planned, and otherwise the
@@ -168,10 +174,19 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 	rctx, rcancel := context.WithTimeout(context.Background(), cmp.Or(opts.CloseTimeout, DefaultCloseTimeout))
 	defer rcancel()
 	runErr := opts.Runner.Close(rctx)
-	cancelBase()
 	sctx, scancel := context.WithTimeout(context.Background(), cmp.Or(opts.Grace, DefaultGrace))
 	defer scancel()
-	shutErr := srv.Shutdown(sctx)
+	// The long-polls the runner's close ended are writing their answers:
+	// cancelling the base context at once would cut some of them short (an
+	// empty 200). The server stops accepting and waits a moment for them,
+	// then cancels the base context for what is left.
+	settle, cancelSettle := context.WithTimeout(sctx, shutdownSettle)
+	shutErr := srv.Shutdown(settle)
+	cancelSettle()
+	cancelBase()
+	if shutErr != nil && sctx.Err() == nil {
+		shutErr = srv.Shutdown(sctx)
+	}
 	if shutErr != nil {
 		shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: %w", shutErr), srv.Close())
 	}
