@@ -281,6 +281,7 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 		req := &request{targets: -1, blocked: -1, id: requestID(w, r)}
 		var ans *httpError
 		defer func() {
+			sw.done()
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
@@ -377,17 +378,28 @@ type statusWriter struct {
 	status int
 	wrote  bool
 	body   *bodyWatch // nil: the request has no body
+	req    *http.Request
 }
 
 // newStatusWriter wraps w, and r's body, so that WriteHeader knows whether
-// the body was read to its end.
+// the body was read to its end. The caller calls done once the handler has
+// returned.
 func newStatusWriter(w http.ResponseWriter, r *http.Request) *statusWriter {
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, req: r}
 	if r.Body != nil && r.Body != http.NoBody {
 		sw.body = &bodyWatch{ReadCloser: r.Body}
 		r.Body = sw.body
 	}
 	return sw
+}
+
+// done gives the request its own body back: net/http looks at its type
+// once the handler has returned (to close the connection gracefully after
+// a body it did not read), and must find its own.
+func (w *statusWriter) done() {
+	if w.body != nil {
+		w.req.Body = w.body.ReadCloser
+	}
 }
 
 // refusalLinger is how long a refused request's connection still reads

@@ -21,6 +21,7 @@ func Instrument(route string, h http.Handler, observe ObserveFunc, log *slog.Log
 		id := requestID(w, r)
 		sw := newStatusWriter(w, r)
 		h.ServeHTTP(sw, r)
+		sw.done()
 		status := sw.status
 		if !sw.wrote {
 			status = http.StatusOK // nothing written: net/http answers 200
