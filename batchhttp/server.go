@@ -212,8 +212,9 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 //
 // With that hook set, idle connections never keep a client out: when all n
 // are open and a client is waiting, Accept closes the connection idle
-// longest — kept alive between requests, or new and silent for a second —
-// and waits only when none is idle. So a client that opens many connections and sends nothing on them
+// longest — kept alive between requests, or new and silent — if it has
+// been idle for a second, and otherwise waits. A connection in use, even
+// one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
 // (it needs no key for that) holds none of them once others need the room,
 // and a caller's active requests (a long-poll, a stream; capped per caller
 // by [HandlerOpts]) are never cut. An idle connection closed so is what a
@@ -237,12 +238,14 @@ type LimitedListener struct {
 	conns map[*limitedConn]struct{} // open, and known to the ConnState hook
 }
 
-// How long a new connection may stay silent before Accept counts it as
-// idle (a client's request may still be on its way), and how often Accept
-// looks again for an idle connection while none is.
+// How long a connection must have been idle before Accept may close it,
+// and how often Accept looks again while none has. A client that uses its
+// connection (a poll every few milliseconds, say) keeps it, even while a
+// flood of connections waits for room: only what sits unused is closed; a
+// new connection's first request may still be on its way.
 const (
-	newConnGrace = time.Second
-	idleRetry    = 100 * time.Millisecond
+	idleGrace = time.Second
+	idleRetry = 100 * time.Millisecond
 )
 
 // Accept accepts a connection once a slot is free. When none is, it
@@ -288,14 +291,14 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 }
 
 // closeIdlest closes the open connection that has been idle longest, if
-// any is idle: kept alive between requests, or new and silent for
-// newConnGrace.
+// any has been idle (kept alive between requests, or new and silent) for
+// idleGrace.
 func (l *LimitedListener) closeIdlest() {
 	now := time.Now()
 	l.mu.Lock()
 	var idlest *limitedConn
 	for c := range l.conns {
-		if !c.idle || (c.fresh && now.Sub(c.since) < newConnGrace) {
+		if !c.idle || now.Sub(c.since) < idleGrace {
 			continue
 		}
 		if idlest == nil || c.since.Before(idlest.since) {
@@ -330,7 +333,7 @@ func (l *LimitedListener) ConnState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew, http.StateIdle:
 		if !lc.closed {
-			lc.idle, lc.fresh, lc.since = true, state == http.StateNew, time.Now()
+			lc.idle, lc.since = true, time.Now()
 			l.conns[lc] = struct{}{}
 		}
 	case http.StateActive:
@@ -352,7 +355,6 @@ type limitedConn struct {
 	once sync.Once
 	// Guarded by l.mu.
 	idle   bool
-	fresh  bool      // new: no request read yet
 	since  time.Time // when it last became idle
 	closed bool
 }
