@@ -212,8 +212,8 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 //
 // With that hook set, idle connections never keep a client out: when all n
 // are open and a client is waiting, Accept closes the connection idle
-// longest — kept alive between requests, or new and silent — if it has
-// been idle for a second, and otherwise waits. A connection in use, even
+// longest — kept alive between requests for a quarter of a second, or new
+// and silent for a second — and otherwise waits. A connection in use, even
 // one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
 // (it needs no key for that) holds none of them once others need the room,
 // and a caller's active requests (a long-poll, a stream; capped per caller
@@ -238,14 +238,16 @@ type LimitedListener struct {
 	conns map[*limitedConn]struct{} // open, and known to the ConnState hook
 }
 
-// How long a connection must have been idle before Accept may close it,
-// and how often Accept looks again while none has. A client that uses its
-// connection (a poll every few milliseconds, say) keeps it, even while a
-// flood of connections waits for room: only what sits unused is closed; a
-// new connection's first request may still be on its way.
+// How long a connection must have been idle before Accept may close it
+// (kept alive between requests; new and silent, whose first request, or
+// TLS handshake, may still be on its way), and how often Accept looks
+// again while none has. A client that uses its connection (a poll every
+// few milliseconds, say) keeps it, even while a flood of connections waits
+// for room: only what sits unused is closed.
 const (
-	idleGrace = time.Second
-	idleRetry = 100 * time.Millisecond
+	idleGrace = 250 * time.Millisecond
+	newGrace  = time.Second
+	idleRetry = 50 * time.Millisecond
 )
 
 // Accept accepts a connection once a slot is free. When none is, it
@@ -291,14 +293,14 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 }
 
 // closeIdlest closes the open connection that has been idle longest, if
-// any has been idle (kept alive between requests, or new and silent) for
-// idleGrace.
+// any has been idle for its grace: idleGrace kept alive between requests,
+// newGrace new and silent.
 func (l *LimitedListener) closeIdlest() {
 	now := time.Now()
 	l.mu.Lock()
 	var idlest *limitedConn
 	for c := range l.conns {
-		if !c.idle || now.Sub(c.since) < idleGrace {
+		if !c.idle || now.Sub(c.since) < cmp.Or(c.fresh, idleGrace) {
 			continue
 		}
 		if idlest == nil || c.since.Before(idlest.since) {
@@ -333,7 +335,10 @@ func (l *LimitedListener) ConnState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew, http.StateIdle:
 		if !lc.closed {
-			lc.idle, lc.since = true, time.Now()
+			lc.idle, lc.since, lc.fresh = true, time.Now(), 0
+			if state == http.StateNew {
+				lc.fresh = newGrace
+			}
 			l.conns[lc] = struct{}{}
 		}
 	case http.StateActive:
@@ -355,7 +360,8 @@ type limitedConn struct {
 	once sync.Once
 	// Guarded by l.mu.
 	idle   bool
-	since  time.Time // when it last became idle
+	since  time.Time     // when it last became idle
+	fresh  time.Duration // newGrace while no request has been read, else 0
 	closed bool
 }
 
