@@ -31,7 +31,9 @@ type Key struct {
 // key's secret in constant time (over SHA-256 digests, so that neither the
 // match nor a secret's length shows in the timing). A missing or unknown key
 // is answered 401 with a WWW-Authenticate: Bearer challenge. It returns an
-// error if a key has no name or secret, or two keys share a secret.
+// error if a key has no name or secret, or two keys share a secret. It sets
+// no minimum length: keys an operator writes go through [ParseKey] (or
+// [ReadKeyFile]), which refuses one shorter than [MinSecretBytes].
 func NewKeyAuth(keys []Key) (CallerFunc, error) {
 	type entry struct {
 		digest [sha256.Size]byte

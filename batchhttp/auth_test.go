@@ -110,3 +110,15 @@ func TestPrecheckURL(t *testing.T) {
 	f("http://[64:ff9b::5db8:d70e]/", batchnet.ReasonTranslated)
 	f("http://[2002:5db8:d70e::1]/", batchnet.ReasonTranslated)
 }
+
+// A submit of a host that folds to loopback (fullwidth digits and full
+// stops, fullwidth letters, trailing dots) is refused at submit with 422,
+// not left to fail at connect time (issue 17, finding 7).
+func TestHandler_SubmitFoldedHostBlocked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{precheck: PrecheckURL})
+	for _, u := range []string{"http://１２７．０．０．１/", "http://ｌｏｃａｌｈｏｓｔ/", "http://localhost../"} {
+		body := submitBody(t, []batch.Target{{URL: "https://example.com/"}, {URL: u}})
+		wantError(t, b.do(t, http.MethodPost, "/v1/batch", keyAlice, body), http.StatusUnprocessableEntity, "blocked: target 1: loopback address")
+	}
+}

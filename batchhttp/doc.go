@@ -187,16 +187,24 @@
 //
 // A request that fails authentication is answered at once and its
 // connection closed: its body is never read, so a client that announces a
-// body and stalls cannot hold the connection. A submit's body must arrive
+// body and stalls cannot hold the connection, not even until the read
+// timeout. A submit's body must arrive
 // within [HandlerOpts].BodyTimeout (10s; then 408) and be at most
 // [MaxBodyBytes] (then 413). A ?results=1 answer is written one result at a
 // time, carries at most [HandlerOpts].MaxResultsBytes of results (8 MiB;
 // a larger job is 422 "results too large for one answer", with a hint to
 // read GET /v1/batch/{id}/{idx}), and at most
 // [HandlerOpts].MaxResultsInFlight (4) are written at once (then 429 with
-// Retry-After: 1). The server's own limits (header size and timeouts, idle
-// connections, the number of connections) are [Limits], which [Serve]
-// applies; their defaults fit this API.
+// Retry-After: 1). One caller holds at most [HandlerOpts].MaxWaitsPerCaller
+// long-polls (8; then 429 waits_busy) and [HandlerOpts].MaxStreamsPerCaller
+// results streams (4; then 429 streams_busy) at once, both with
+// Retry-After: 5 and counted per handler (per node), so that no caller
+// holds every connection; a stream line holds its result once, as stored.
+// Any other refusal whose body was not read closes its connection within a
+// quarter of a second. The server's own limits (header size and timeouts,
+// idle connections, the number of connections, which idle ones are closed
+// to make room) are [Limits], which [Serve] applies; their defaults fit
+// this API.
 //
 // # Serving and shutdown
 //
@@ -205,11 +213,14 @@
 // own (a signal's context is already done, and a runner closed with it
 // returns at once, leaving its jobs running for the next start to fail),
 // which ends long-polls and cuts in-flight fetches short; then the
-// server's Shutdown, which lets the requests in flight answer, for up to a
-// grace; then, if some are still running, the server's base context, so
-// that they see theirs done; then the store. A host that runs its own
-// [http.Server] does the same: BaseContext from a context it cancels,
-// [LimitListener] around its listener, WriteTimeout above [batch.MaxWait].
+// server's Shutdown, which first gives those long-polls a moment to write
+// their answers; then the server's base context, so that streams and slow
+// host routes see theirs done, for the rest of the grace period; then the
+// store. A host that runs its
+// own [http.Server] does the same: BaseContext from a context it cancels,
+// [LimitListener] around its listener with its [LimitedListener.ConnState]
+// as the server's ConnState (so that idle connections make room for new
+// ones), WriteTimeout above [batch.MaxWait].
 //
 // # A host's own routes
 //

@@ -51,6 +51,8 @@ const (
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
 	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once
 	CodeWebhooksBusy     = "webhooks_busy"      // 429: a submit with a webhook by a caller at its cap of pending webhook events
+	CodeWaitsBusy        = "waits_busy"         // 429: the caller is at its cap of long-polls at once
+	CodeStreamsBusy      = "streams_busy"       // 429: the caller is at its cap of results streams at once
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: the store cannot serve now; see Retry-After
 )

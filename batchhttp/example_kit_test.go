@@ -58,19 +58,22 @@ func ExampleHandler_Mount() {
 }
 
 func ExampleParseKeys() {
-	keys, err := batchhttp.ParseKeys(strings.NewReader("# callers\nalice=s3cret\nagency=t0ps3cret:restricted\n"))
+	keys, err := batchhttp.ParseKeys(strings.NewReader("# callers\nalice=correct-horse-battery\nagency=t0ps3cret-t0ps3cret:restricted\n"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, k := range keys {
 		fmt.Println(k.Name, k.Restricted)
 	}
-	_, err = batchhttp.ParseKeys(strings.NewReader("alice=s3cret\nbob\n"))
+	_, err = batchhttp.ParseKeys(strings.NewReader("alice=correct-horse-battery\nbob\ncarol=s3cret\n"))
+	fmt.Println(err)
+	_, err = batchhttp.ParseKeys(strings.NewReader("carol=s3cret\n"))
 	fmt.Println(err)
 	// Output:
 	// alice false
 	// agency true
 	// line 2: key "…": want NAME=SECRET or NAME=SECRET:restricted
+	// line 1: key of "carol": secret shorter than 16 bytes (make one with: openssl rand -hex 16)
 }
 
 // A host's GET /metrics: the runner's series and every route's, with

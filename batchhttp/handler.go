@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -113,13 +114,28 @@ type HandlerOpts struct {
 	// a caller can fetch the secret its receiver verifies with. Defaults
 	// to nil: that route answers 422 webhooks_disabled.
 	WebhookSecret func(caller string) string
+	// MaxWaitsPerCaller caps the long-polls (?wait) one caller holds at
+	// once; one more is answered 429 waits_busy with Retry-After: 5. A
+	// long-poll holds a connection for up to [batch.MaxWait], so without a
+	// cap one caller could hold every connection of the server. The count
+	// is this handler's (one node's). Defaults to 8.
+	MaxWaitsPerCaller int
+	// MaxStreamsPerCaller caps the results streams (GET
+	// /v1/batch/{id}/results, followed or not) one caller reads at once;
+	// one more is answered 429 streams_busy with Retry-After: 5. A stream
+	// holds a connection for up to [batch.MaxWait] and, while it writes a
+	// line, one result in memory. The count is this handler's (one
+	// node's). Defaults to 4.
+	MaxStreamsPerCaller int
 }
 
 // Defaults for [HandlerOpts].
 const (
-	DefaultBodyTimeout        = 10 * time.Second
-	DefaultMaxResultsBytes    = 8 << 20
-	DefaultMaxResultsInFlight = 4
+	DefaultBodyTimeout         = 10 * time.Second
+	DefaultMaxResultsBytes     = 8 << 20
+	DefaultMaxResultsInFlight  = 4
+	DefaultMaxWaitsPerCaller   = 8
+	DefaultMaxStreamsPerCaller = 4
 )
 
 // Handler serves the /v1/batch wire API. Create one with [NewHandler].
@@ -137,6 +153,8 @@ type Handler struct {
 	bodyTimeout     time.Duration
 	maxResultsBytes int64
 	resultsSlots    chan struct{} // one token per ?results=1 answer being written
+	waits           *callerSlots  // long-polls held, per caller
+	streams         *callerSlots  // results streams open, per caller
 	summaries       *summaryCache
 	webhookSecret   func(caller string) string
 }
@@ -154,7 +172,8 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if opts == nil || opts.Authenticate == nil {
 		return nil, errors.New("batchhttp: HandlerOpts.Authenticate is required")
 	}
-	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 {
+	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 ||
+		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 {
 		return nil, errors.New("batchhttp: HandlerOpts limits must not be negative")
 	}
 	if err := checkPrefix(opts.Prefix); err != nil {
@@ -172,6 +191,8 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 		bodyTimeout:     cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
 		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
+		waits:           newCallerSlots(cmp.Or(opts.MaxWaitsPerCaller, DefaultMaxWaitsPerCaller), errWaitsBusy),
+		streams:         newCallerSlots(cmp.Or(opts.MaxStreamsPerCaller, DefaultMaxStreamsPerCaller), errStreamsBusy),
 		summaries:       newSummaryCache(summaryCacheBytes),
 		webhookSecret:   opts.WebhookSecret,
 	}
@@ -281,10 +302,11 @@ type request struct {
 func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := newStatusWriter(w, r)
 		req := &request{targets: -1, blocked: -1, id: requestID(w, r)}
 		var ans *httpError
 		defer func() {
+			sw.done()
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
@@ -374,25 +396,79 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 	h.log.LogAttrs(ctx, level, "batch http", attrs...)
 }
 
-// statusWriter records the status written through it.
+// statusWriter records the status written through it, and closes the
+// connection after a refusal whose body is not read (see WriteHeader).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	body   *bodyWatch // nil: the request has no body
+	req    *http.Request
 }
+
+// newStatusWriter wraps w, and r's body, so that WriteHeader knows whether
+// the body was read to its end. The caller calls done once the handler has
+// returned.
+func newStatusWriter(w http.ResponseWriter, r *http.Request) *statusWriter {
+	sw := &statusWriter{ResponseWriter: w, req: r}
+	if r.Body != nil && r.Body != http.NoBody {
+		sw.body = &bodyWatch{ReadCloser: r.Body}
+		r.Body = sw.body
+	}
+	return sw
+}
+
+// done gives the request its own body back: net/http looks at its type
+// once the handler has returned (to close the connection gracefully after
+// a body it did not read), and must find its own.
+func (w *statusWriter) done() {
+	if w.body != nil {
+		w.req.Body = w.body.ReadCloser
+	}
+}
+
+// refusalLinger is how long a refused request's connection still reads
+// what the client has already sent of its body before it is closed: the
+// bytes in flight, so that closing does not reset the connection under an
+// answer the client has not read yet.
+const refusalLinger = 250 * time.Millisecond
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
-		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		unread := w.body != nil && !w.body.eof
+		if code == http.StatusUnauthorized || code == http.StatusForbidden || (code >= 400 && unread) {
 			// A refused request's body is never read. Without this,
 			// net/http would try to read it (to reuse the connection)
 			// before sending the answer, and a client that stalls after
 			// its headers would hold the connection with no answer at all.
 			w.Header().Set("Connection", "close")
 		}
+		if code >= 400 && unread {
+			// And after the answer, net/http reads the rest of the body
+			// before it closes the connection: a client that announced a
+			// body and stalls would hold the socket until the server's
+			// read timeout. A near deadline ends that read (issue 17,
+			// finding 6).
+			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusalLinger))
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// bodyWatch is a request body that records whether it was read to its
+// end.
+type bodyWatch struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {

@@ -11,15 +11,17 @@ import (
 // X-Request-Id (see [RequestIDHeader]), observe (if not nil) gets one
 // observation with the fixed label route, and log (if not nil) gets one
 // "request" line at debug level with the method, route, status, request
-// id and duration — never the URL or its query. A 401 or 403 answer closes
-// its connection, as the Handler's do, so that a refused client cannot
-// hold it with a body it never sends.
+// id and duration — never the URL or its query. A 401 or 403 answer, and
+// any 4xx or 5xx answer to a request whose body was not read to its end,
+// closes its connection at once, as the Handler's do, so that a refused
+// client cannot hold it with a body it never sends.
 func Instrument(route string, h http.Handler, observe ObserveFunc, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := requestID(w, r)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := newStatusWriter(w, r)
 		h.ServeHTTP(sw, r)
+		sw.done()
 		status := sw.status
 		if !sw.wrote {
 			status = http.StatusOK // nothing written: net/http answers 200

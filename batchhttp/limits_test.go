@@ -189,3 +189,55 @@ func TestHandler_ListLimitMessage(t *testing.T) {
 		t.Errorf("limit=1000000: %d, want 200 (capped)", rec.Code)
 	}
 }
+
+// A refusal whose body will not be read closes its connection at once: a
+// client that announced a body and sent one byte of it reads its 401 and
+// then the end of the connection, not a socket held until the server's
+// read timeout (issue 17, finding 6). The same holds for a route wrapped
+// with Instrument.
+func TestHandler_RefusalClosesConnection(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{})
+	mux := http.NewServeMux()
+	limitsHandler(t, r, HandlerOpts{}).Mount(mux)
+	mux.Handle("/private", Instrument("/private", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, http.StatusForbidden, CodeForbidden, "forbidden", "")
+	}), nil, nil))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ReadTimeout = 30 * time.Second // as Serve's default
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f := func(head, wantStatus string) {
+		t.Helper()
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, head+"\r\nContent-Length: 10\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", head, err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatalf("%s: reading the answer: %v", head, err)
+		}
+		resp.Body.Close()
+		if resp.Status != wantStatus || !resp.Close {
+			t.Errorf("%s: %s, Connection: close %v; want %s, close", head, resp.Status, resp.Close, wantStatus)
+		}
+		// The answer was read to its end; what follows must be EOF, not
+		// the read deadline.
+		start := time.Now()
+		n, err := conn.Read(make([]byte, 1))
+		if n != 0 || err != io.EOF {
+			t.Errorf("%s: after the answer, read %d bytes, %v (after %s); want EOF within 2s", head, n, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	f("POST /v1/batch HTTP/1.1\r\nHost: x", "401 Unauthorized")
+	f("POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong", "401 Unauthorized")
+	f("POST /private HTTP/1.1\r\nHost: x", "403 Forbidden")
+}

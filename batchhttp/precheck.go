@@ -20,7 +20,10 @@ const MaxURLBytes = batchnet.MaxURLBytes
 // special-purpose range ([batchnet.Classify]), zoned literals and the IPv6
 // forms that embed an IPv4 address included; and a host that ends in a
 // number but is not a canonical IP literal (127.1, 2130706433, example.123),
-// which resolvers may read as an IPv4 address.
+// which resolvers may read as an IPv4 address. Hosts are judged with
+// fullwidth forms and full stops folded to ASCII and trailing dots
+// dropped, so "１２７．０．０．１", "ｌｏｃａｌｈｏｓｔ" and "localhost.." are
+// refused as loopback.
 //
 // It is not enough on its own: a public name may resolve to a private
 // address, at submit or later (DNS rebinding), and a redirect may lead

@@ -154,6 +154,10 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 	}
 	var info batch.JobInfo
 	if wait > 0 {
+		if err := h.waits.acquire(req.caller.Name); err != nil {
+			return err
+		}
+		defer h.waits.release(req.caller.Name)
 		info, err = h.runner.Wait(r.Context(), req.caller, id, batch.WaitOptions{StatusOptions: opts, Timeout: wait, Since: since})
 	} else {
 		info, err = h.runner.Status(r.Context(), req.caller, id, opts)
@@ -239,15 +243,11 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 			}
 			t.Result = envelope(tr.TargetInfo)
 		}
-		b, err := marshal(t)
-		if err != nil {
-			panic(http.ErrAbortHandler)
-		}
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		if _, err := w.Write(append(buf, bytes.TrimSuffix(b, []byte("\n"))...)); err != nil {
-			return nil // the client is gone
+		if err := writeTarget(w, buf, t, ""); err != nil {
+			return nil // the client is gone (or a result that is not JSON: cut short)
 		}
 		buf = buf[:0]
 	}

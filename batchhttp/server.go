@@ -19,9 +19,10 @@ import (
 // (a long-poll or a followed stream lasts up to [batch.MaxWait]).
 type Limits struct {
 	// MaxConns caps the connections served at once; more wait in the
-	// kernel's backlog to be accepted. Defaults to 256, well below a
-	// default limit of 1024 open files, which the store and the fetcher's
-	// own connections share.
+	// kernel's backlog to be accepted, and when all are open the one idle
+	// longest is closed to make room (see [LimitListener]). Defaults to
+	// 256, well below a default limit of 1024 open files, which the store
+	// and the fetcher's own connections share.
 	MaxConns int
 	// HeaderTimeout bounds the read of a request's headers. Defaults to 5s.
 	HeaderTimeout time.Duration
@@ -104,8 +105,12 @@ const (
 	DefaultGrace        = 5 * time.Second
 )
 
-// endWait is how long requests whose context Serve cancelled get to return
-// before their connections are closed.
+// shutdownSettle is how long, within Grace, [Serve] lets the requests
+// that Runner.Close ended finish before it cancels the base context.
+const shutdownSettle = 250 * time.Millisecond
+
+// endWait is the least time requests whose context Serve cancelled get to
+// return before their connections are closed.
 const endWait = time.Second
 
 // Serve serves opts.Handler on ln, within opts.Limits (at most MaxConns
@@ -119,13 +124,14 @@ const endWait = time.Second
 //     It stops taking work, cuts in-flight fetches short, fails its own
 //     jobs as "restart" and ends long-polls, which answer with the job as
 //     it is.
-//  2. The server shuts down: it stops accepting, closes idle connections
-//     and waits up to Grace for the requests in flight, which now answer
-//     at once (a long-poll with the job as it is).
-//  3. If Grace passes with requests still in flight — a host route waiting
-//     on something slow — the server's base context is cancelled, so that
-//     they see their context done, and what is left a moment later is
-//     closed.
+//  2. The server stops accepting, and waits a moment (a quarter of a
+//     second, within Grace) for the requests that are ending on their own,
+//     such as those long-polls writing their answers.
+//  3. The server's base context is cancelled, so that every request still
+//     in flight — a followed results stream, a host route waiting on
+//     something slow — sees its context done, and the server waits for
+//     them up to the rest of Grace (a second at least), then closes what
+//     is left.
 //  4. AfterShutdown, which closes the store: no request can reach it now.
 //
 // It returns nil after a shutdown that went as planned, and otherwise the
@@ -159,8 +165,10 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	limited := LimitListener(ln, l.MaxConns)
+	srv.ConnState = limited.ConnState
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(LimitListener(ln, l.MaxConns)) }()
+	go func() { errc <- srv.Serve(limited) }()
 	var serveErr error
 	select {
 	case serveErr = <-errc:
@@ -173,16 +181,24 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 	runErr := opts.Runner.Close(rctx)
 	sctx, scancel := context.WithTimeout(context.Background(), cmp.Or(opts.Grace, DefaultGrace))
 	defer scancel()
-	var shutErr error
-	if err := srv.Shutdown(sctx); err != nil {
-		// Grace is over and requests are still in flight: end their
-		// contexts, give them a moment to return, and close what is left.
-		cancelBase()
-		ectx, ecancel := context.WithTimeout(context.Background(), endWait)
-		defer ecancel()
-		if err := srv.Shutdown(ectx); err != nil {
-			shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: requests still in flight after the grace: %w", err), srv.Close())
-		}
+	// The long-polls the runner's close ended are writing their answers:
+	// cancelling the base context at once would cut some of them short (an
+	// empty 200). The server stops accepting and waits a moment for them,
+	// then cancels the base context for what is left.
+	settle, cancelSettle := context.WithTimeout(sctx, shutdownSettle)
+	shutErr := srv.Shutdown(settle)
+	cancelSettle()
+	cancelBase()
+	if shutErr != nil {
+		// What is left has seen its context end: wait for it for the rest
+		// of Grace, and at least a moment, so that it can return.
+		deadline, _ := sctx.Deadline()
+		ectx, ecancel := context.WithTimeout(context.Background(), max(time.Until(deadline), endWait))
+		shutErr = srv.Shutdown(ectx)
+		ecancel()
+	}
+	if shutErr != nil {
+		shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: %w", shutErr), srv.Close())
 	}
 	if serveErr == nil {
 		serveErr = <-errc
@@ -198,48 +214,175 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 }
 
 // LimitListener returns ln accepting at most n connections at once: Accept
-// waits while n are open, so the kernel's backlog holds the rest rather
-// than each taking a file descriptor. Closing the listener ends a waiting
+// waits while n are open, so the kernel's backlog holds the rest (but
+// one) rather than each taking a file descriptor. Closing the listener ends a waiting
 // Accept with [net.ErrClosed]. [Serve] uses it with Limits.MaxConns; a
-// host that runs its own server wraps its listener with it.
-func LimitListener(ln net.Listener, n int) net.Listener {
-	return &limited{Listener: ln, slots: make(chan struct{}, max(n, 1)), done: make(chan struct{})}
+// host that runs its own server wraps its listener with it and sets the
+// server's ConnState to [LimitedListener.ConnState].
+//
+// With that hook set, idle connections never keep a client out: when all n
+// are open and a client is waiting, Accept closes the connection idle
+// longest — kept alive between requests for a quarter of a second, or new
+// and silent for a second — and otherwise waits. A connection in use, even
+// one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
+// (it needs no key for that) holds none of them once others need the room,
+// and a caller's active requests (a long-poll, a stream; capped per caller
+// by [HandlerOpts]) are never cut. An idle connection closed so is what a
+// client sees after IdleTimeout: Go's client and most others retry an
+// idempotent request on a fresh connection.
+func LimitListener(ln net.Listener, n int) *LimitedListener {
+	return &LimitedListener{
+		Listener: ln, slots: make(chan struct{}, max(n, 1)), done: make(chan struct{}),
+		conns: map[*limitedConn]struct{}{},
+	}
 }
 
-type limited struct {
+// LimitedListener is the listener of [LimitListener].
+type LimitedListener struct {
 	net.Listener
 	slots     chan struct{}
 	done      chan struct{} // closed by Close, so that a waiting Accept returns
 	closeOnce sync.Once
+
+	mu    sync.Mutex
+	conns map[*limitedConn]struct{} // open, and known to the ConnState hook
 }
 
-func (l *limited) Accept() (net.Conn, error) {
+// How long a connection must have been idle before Accept may close it
+// (kept alive between requests; new and silent, whose first request, or
+// TLS handshake, may still be on its way), and how often Accept looks
+// again while none has. A client that uses its connection (a poll every
+// few milliseconds, say) keeps it, even while a flood of connections waits
+// for room: only what sits unused is closed.
+const (
+	idleGrace = 250 * time.Millisecond
+	newGrace  = time.Second
+	idleRetry = 50 * time.Millisecond
+)
+
+// Accept accepts a connection once a slot is free. When none is, it
+// accepts the next client first and then closes the connection idle
+// longest to make room for it, so that an idle connection is closed only
+// for a client that is waiting; with none idle, it waits for a slot.
+func (l *LimitedListener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		return &limitedConn{Conn: c, l: l}, nil
 	case <-l.done:
 		return nil, net.ErrClosed
+	default:
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, l: l}, nil
+		default:
+		}
+		l.closeIdlest()
+		retry := time.NewTimer(idleRetry)
+		select {
+		case l.slots <- struct{}{}:
+			retry.Stop()
+			return &limitedConn{Conn: c, l: l}, nil
+		case <-l.done:
+			retry.Stop()
+			c.Close()
+			return nil, net.ErrClosed
+		case <-retry.C:
+		}
+	}
 }
 
-func (l *limited) Close() error {
+// closeIdlest closes the open connection that has been idle longest, if
+// any has been idle for its grace: idleGrace kept alive between requests,
+// newGrace new and silent.
+func (l *LimitedListener) closeIdlest() {
+	now := time.Now()
+	l.mu.Lock()
+	var idlest *limitedConn
+	for c := range l.conns {
+		if !c.idle || now.Sub(c.since) < cmp.Or(c.fresh, idleGrace) {
+			continue
+		}
+		if idlest == nil || c.since.Before(idlest.since) {
+			idlest = c
+		}
+	}
+	if idlest != nil {
+		delete(l.conns, idlest)
+	}
+	l.mu.Unlock()
+	if idlest != nil {
+		idlest.Close()
+	}
+}
+
+// ConnState is the hook for [http.Server].ConnState that tells the
+// listener which of its connections are idle: new and still silent
+// (StateNew) or kept alive between requests (StateIdle). [Serve] sets it.
+// A host with a hook of its own calls this one from it.
+func (l *LimitedListener) ConnState(c net.Conn, state http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		if nc, isTLS := c.(interface{ NetConn() net.Conn }); isTLS {
+			lc, ok = nc.NetConn().(*limitedConn)
+		}
+	}
+	if !ok || lc.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch state {
+	case http.StateNew, http.StateIdle:
+		if !lc.closed {
+			lc.idle, lc.since, lc.fresh = true, time.Now(), 0
+			if state == http.StateNew {
+				lc.fresh = newGrace
+			}
+			l.conns[lc] = struct{}{}
+		}
+	case http.StateActive:
+		lc.idle = false
+	case http.StateHijacked, http.StateClosed:
+		delete(l.conns, lc)
+	}
+}
+
+// Close closes the listener; a waiting Accept returns [net.ErrClosed].
+func (l *LimitedListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l    *LimitedListener
+	once sync.Once
+	// Guarded by l.mu.
+	idle   bool
+	since  time.Time     // when it last became idle
+	fresh  time.Duration // newGrace while no request has been read, else 0
+	closed bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.closed = true
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		<-c.l.slots
+	})
 	return err
 }

@@ -1,8 +1,11 @@
 package batchhttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -50,6 +53,10 @@ func (h *Handler) results(w http.ResponseWriter, r *http.Request, req *request) 
 		return notFound
 	}
 	req.jobID = id
+	if err := h.streams.acquire(req.caller.Name); err != nil {
+		return err
+	}
+	defer h.streams.release(req.caller.Name)
 	// Targets without results: each result is read on its own, below. The
 	// read bumps the lease (an owner read).
 	info, err := h.runner.Status(r.Context(), req.caller, id, batch.StatusOptions{Touch: true})
@@ -133,11 +140,44 @@ func (h *Handler) writeLine(w http.ResponseWriter, ctx context.Context, caller b
 		}
 		t = tr.TargetInfo
 	}
-	// Encoded straight to w: a line is as large as its result, and a copy
-	// of it in a buffer of ours would double what the answer holds.
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
 	// An error is the client gone; the stream then ends, without its
 	// trailer, which is how a client sees a stream cut short.
-	return enc.Encode(targetStatus(t)) == nil
+	return writeTarget(w, nil, targetStatus(t), "\n") == nil
+}
+
+// writeTarget writes prefix, then ts as one JSON object, then suffix. The
+// result is written as stored, straight from ts.Result, and not copied
+// into an encoder's buffer: a line as large as its result would otherwise
+// hold it twice, and an answer holds one result at a time, once (issue 17,
+// finding 5). A stored result that is not compact JSON (no store of ours
+// writes one) is compacted into a copy first.
+func writeTarget(w io.Writer, prefix []byte, ts TargetStatus, suffix string) error {
+	raw := ts.Result
+	ts.Result = nil
+	head, err := marshal(ts) // {…}\n, "result" being its last field
+	if err != nil {
+		return err
+	}
+	buf := append(prefix, bytes.TrimSuffix(head, []byte("}\n"))...)
+	if len(raw) > 0 {
+		if !json.Valid(raw) {
+			return errors.New("batchhttp: stored result is not JSON")
+		}
+		if bytes.ContainsAny(raw, " \t\r\n") {
+			var c bytes.Buffer
+			if err := json.Compact(&c, raw); err != nil {
+				return err
+			}
+			raw = c.Bytes()
+		}
+		if _, err := w.Write(append(buf, `,"result":`...)); err != nil {
+			return err
+		}
+		if _, err := w.Write(raw); err != nil {
+			return err
+		}
+		buf = buf[:0]
+	}
+	_, err = w.Write(append(append(buf, '}'), suffix...))
+	return err
 }

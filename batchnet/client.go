@@ -78,7 +78,8 @@ func (o ClientOptions) validate() error {
 // Client is an HTTP client behind the SSRF guard. It never uses a proxy
 // from the environment; it checks the URL of every request and every
 // redirect with [Guard.Precheck] and follows at most MaxRedirects
-// redirects; it resolves a host name once and refuses the name whole if
+// redirects, none from https to http ("blocked: redirect from https to
+// http"); it resolves a host name once and refuses the name whole if
 // any of its answers is refused by the guard (so a name with mixed public
 // and private answers is refused, whichever answer a dialer would pick);
 // and it dials the checked addresses rather than the name, each checked

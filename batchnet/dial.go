@@ -47,10 +47,15 @@ func (c *Client) newTransport() *http.Transport {
 }
 
 // checkRedirect follows at most maxRedirects redirects, each to a URL that
-// passes the pre-check; the dial of each is guarded again by dialContext.
+// passes the pre-check and none from https to http (a page fetched
+// securely must not be read back in the clear: "blocked: redirect from
+// https to http"); the dial of each is guarded again by dialContext.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > c.maxRedirects {
 		return c.errTooManyRedirects
+	}
+	if len(via) > 0 && via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return blocked(ReasonDowngrade)
 	}
 	return c.guard.Precheck(req.URL.String())
 }

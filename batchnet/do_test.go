@@ -3,6 +3,7 @@ package batchnet
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,6 +168,49 @@ func TestClient_Do(t *testing.T) {
 			u := fmt.Sprintf("%s/hop/%d", b.base, want+1)
 			_, err = b.get(t, u)
 			b.wantErr(t, err, u, batch.OutcomeOther, fmt.Sprintf("fetch: too many redirects (max %d)", want))
+		}
+	})
+
+	t.Run("RedirectToHTTP", func(t *testing.T) {
+		t.Parallel()
+		// https → http is refused (issue 17, finding 7); https → https and
+		// http → https are followed.
+		var plainBase atomic.Value // the http server's base URL
+		secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/down":
+				http.Redirect(w, r, plainBase.Load().(string)+"/plain", http.StatusFound)
+			case "/same":
+				http.Redirect(w, r, "/secure", http.StatusFound)
+			default:
+				fmt.Fprint(w, "secure")
+			}
+		}))
+		t.Cleanup(secure.Close)
+		b := setup(t, nil, secure.Listener.Addr().String())
+		plainBase.Store(b.base)
+		var plain atomic.Int64
+		b.mux.HandleFunc("/plain", func(w http.ResponseWriter, r *http.Request) {
+			plain.Add(1)
+			fmt.Fprint(w, "in the clear")
+		})
+		b.mux.HandleFunc("/up", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, secure.URL+"/secure", http.StatusFound)
+		})
+		roots := x509.NewCertPool()
+		roots.AddCert(secure.Certificate())
+		b.c.transport.TLSClientConfig.RootCAs = roots
+		u := secure.URL + "/down"
+		_, err := b.get(t, u)
+		b.wantErr(t, err, u, batch.OutcomeBlocked, "blocked: redirect from https to http")
+		if n := plain.Load(); n != 0 {
+			t.Errorf("the http page was fetched %d times", n)
+		}
+		if body, err := b.get(t, secure.URL+"/same"); err != nil || body != "secure" {
+			t.Errorf("https → https: %q, %v", body, err)
+		}
+		if body, err := b.get(t, b.base+"/up"); err != nil || body != "secure" {
+			t.Errorf("http → https: %q, %v", body, err)
 		}
 	})
 

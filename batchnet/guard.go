@@ -25,6 +25,7 @@ const (
 	ReasonPort         = "port not allowed"
 	ReasonZone         = "zoned address"
 	ReasonNonCanonical = "non-canonical ip address"
+	ReasonDowngrade    = "redirect from https to http"
 )
 
 // BlockedError is a URL or an address the guard refused. Its message is
@@ -113,7 +114,10 @@ func (g *Guard) PrecheckFunc(_ context.Context, _ batch.Caller, rawURL string) e
 // literal must pass [Classify]; a host that ends in a number but is not a
 // canonical dotted-quad (127.1, 2130706433, 0x7f000001, 0177.0.0.1, 0) is
 // refused, since resolvers disagree on what it means; "localhost" and
-// names under ".localhost" are refused as loopback. A host:port on the allow
+// names under ".localhost" are refused as loopback. These rules see the
+// host with fullwidth characters and full stops folded to ASCII,
+// lower-cased and without trailing dots, so "１２７．０．０．１",
+// "ｌｏｃａｌｈｏｓｔ" and "localhost.." are refused too. A host:port on the allow
 // list skips the port, address and name rules.
 //
 // The error is a *[BlockedError] and never contains the URL. Precheck is
@@ -154,12 +158,13 @@ func (g *Guard) Precheck(rawURL string) error {
 	return checkHostName(host)
 }
 
-// checkHostName applies the no-DNS host rules of Precheck.
+// checkHostName applies the no-DNS host rules of Precheck, to host folded
+// as a resolver or a browser would read it (see foldHost).
 func checkHostName(host string) error {
 	if strings.Contains(host, "%") {
 		return blocked(ReasonZone)
 	}
-	h := strings.TrimSuffix(host, ".")
+	h := foldHost(host)
 	if ip, err := netip.ParseAddr(h); err == nil {
 		if reason, ok := Classify(ip); !ok {
 			return blocked(reason)
@@ -174,6 +179,31 @@ func checkHostName(host string) error {
 		return blocked(ReasonLoopback)
 	}
 	return nil
+}
+
+// foldHost returns host as the address and name rules must see it: the
+// fullwidth forms of ASCII (U+FF01 to U+FF5E) folded to ASCII, the
+// ideographic and fullwidth full stops (U+3002, U+FF0E, U+FF61) to ".",
+// lower-cased, and without trailing dots. IDNA's mapping does this much
+// (UTS #46 width folding), and browsers and some resolvers apply it, so
+// "http://１２７．０．０．１/", "http://ｌｏｃａｌｈｏｓｔ/" and
+// "http://localhost../" name loopback and are refused as such. It is not a
+// full IDNA mapping (batchnet imports the standard library only); other
+// names are left as they are, and the connect-time check ([Guard.Control])
+// holds for whatever they resolve to.
+func foldHost(host string) string {
+	var b strings.Builder
+	b.Grow(len(host))
+	for _, r := range host {
+		switch {
+		case r == 0x3002 || r == 0xFF0E || r == 0xFF61:
+			r = '.'
+		case r >= 0xFF01 && r <= 0xFF5E:
+			r -= 0xFF01 - 0x21
+		}
+		b.WriteRune(r)
+	}
+	return strings.TrimRight(strings.ToLower(b.String()), ".")
 }
 
 // NumericHost reports whether the last label of host is a number in the

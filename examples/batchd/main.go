@@ -3,13 +3,15 @@
 //
 //	go run ./examples/batchd [flags]
 //
-// With no -key it generates one key, prints it once, and says how to pass
-// keys (keys come from -key, -key-file or $BATCHD_KEYS). Completion
-// webhooks are signed with each caller's own secret, derived from the
-// master secret of -webhook-secret-file or $BATCHD_WEBHOOK_SECRET
-// (whsec_…); "batchd -print-webhook-secret NAME" prints caller NAME's, for
-// the operator to hand it, and exits. Without a master secret it generates
-// one for the run, logs that it did and prints it once. It serves
+// With no -key it generates one key and says how to pass keys (keys come
+// from -key, -key-file or $BATCHD_KEYS). Completion webhooks are signed
+// with each caller's own secret, derived from the master secret of
+// -webhook-secret-file or $BATCHD_WEBHOOK_SECRET (whsec_…); "batchd
+// -print-webhook-secret NAME" prints caller NAME's, for the operator to
+// hand it, and exits. Without a master secret it generates one for the run
+// and logs that it did. A generated key or secret is printed once on a
+// terminal, and otherwise (stdout a log) written to a file only its owner
+// can read, -generated-file, whose name is printed instead. It serves
 // /v1/batch, GET /v1/openapi.json, GET /metrics, GET /healthz and GET
 // /readyz, logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
@@ -92,6 +94,8 @@ type options struct {
 	keyFile, logLevel, schema  string
 	webhookSecretFile          string
 	printWebhookSecret         string
+	metricsKeyFile             string
+	generatedFile              string
 	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
@@ -105,6 +109,9 @@ const keysEnv = "BATCHD_KEYS"
 
 // webhookSecretEnv holds the webhook secret, as -webhook-secret-file does.
 const webhookSecretEnv = "BATCHD_WEBHOOK_SECRET"
+
+// metricsKeyEnv holds the metrics key, as -metrics-key-file does.
+const metricsKeyEnv = "BATCHD_METRICS_KEY"
 
 // parseFlags parses batchd's command line. -h prints the flags on stdout
 // and returns flag.ErrHelp; a wrong command line is a *usageError, with
@@ -123,7 +130,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug (a line per request), info, warn or error")
 	fs.IntVar(&o.maxConns, "max-conns", 256, "connections served at once")
 	fs.Var(&o.allow, "allow", "exempt exactly this `HOST:PORT` from the SSRF guard, for local testing (repeatable)")
-	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none)")
+	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none); visible to local users in the process list: prefer -metrics-key-file or $"+metricsKeyEnv)
+	fs.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "read the bearer key GET /metrics requires from `file` (one line, chmod 600)")
+	fs.StringVar(&o.generatedFile, "generated-file", "", "when stdout is not a terminal, write a generated key or webhook secret to `file` (mode 0600) rather than print it (default: batchd-generated.env beside the SQLite database, or in the working directory)")
 	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
 	b := &o.batch
 	fs.IntVar(&b.Workers, "workers", batch.DefaultWorkers, "jobs draining at once")
@@ -200,20 +209,18 @@ func loadKeys(o options) ([]batchhttp.Key, error) {
 	return keys, nil
 }
 
-// loadWebhookSecret returns the secret of -webhook-secret-file or
-// $BATCHD_WEBHOOK_SECRET, or "" for none (the daemon then generates one).
+// loadWebhookSecret returns the secret of -webhook-secret-file (which
+// must be readable by its owner only) or $BATCHD_WEBHOOK_SECRET, or "" for
+// none (the daemon then generates one).
 func loadWebhookSecret(o options) (string, error) {
 	if o.webhookSecretFile == "" {
 		return strings.TrimSpace(os.Getenv(webhookSecretEnv)), nil
 	}
-	b, err := os.ReadFile(o.webhookSecretFile)
+	s, err := batchhttp.ReadSecretFile(o.webhookSecretFile)
 	if err != nil {
 		return "", fmt.Errorf("-webhook-secret-file: %w", err)
 	}
-	if s := strings.TrimSpace(string(b)); s != "" {
-		return s, nil
-	}
-	return "", fmt.Errorf("-webhook-secret-file: %s is empty", o.webhookSecretFile)
+	return s, nil
 }
 
 // errSecretPrinted ends a run that printed a caller's webhook secret.
@@ -255,6 +262,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.printWebhookSecret != "" {
 		return printCallerSecret(stdout, secret, o.printWebhookSecret)
 	}
+	metricsKey, err := loadMetricsKey(o)
+	if err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usagef("-log-level %q: want debug, info, warn or error", o.logLevel)
@@ -281,7 +292,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Allow:         o.allow,
 		Batch:         o.batch,
 		WebhookSecret: secret,
-		MetricsKey:    o.metricsKey,
+		MetricsKey:    metricsKey,
 		Logger:        log,
 		Limits:        batchhttp.Limits{MaxConns: o.maxConns},
 	})
@@ -291,18 +302,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	server := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "batchd: serving the batch API on %s (database %s)\n", server, daemon.DescribeDB(o.db))
-	if generated != "" {
-		fmt.Fprintf(stdout, "batchd: no -key given, so here is a generated key for caller \"local\" (shown once):\n\n"+
-			"    export BATCH_SERVER=%s BATCH_KEY=%s\n\n"+
-			"batchd: pass your own keys in a file (-key-file, one NAME=SECRET[:restricted] per line) or in $"+keysEnv+"\n",
-			server, generated)
-	}
-	if secret == "" {
-		fmt.Fprintf(stdout, "batchd: no webhook secret given, so the callers' webhook secrets are derived from this master secret for this run (shown once):\n\n"+
-			"    %s\n\n"+
-			"batchd: pass your own (whsec_ and base64 of 24-64 random bytes) in -webhook-secret-file or $"+webhookSecretEnv+
-			"; batchd -print-webhook-secret NAME prints the secret caller NAME verifies its deliveries with\n",
-			d.WebhookSecret())
+	if err := showGenerated(o, stdout, server, generated, secret == "", d.WebhookSecret()); err != nil {
+		d.Close(ctx)
+		ln.Close()
+		return err
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)

@@ -209,7 +209,7 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	bin := buildDaemon(t)
 	pages := startPages(t)
 	db := filepath.Join(t.TempDir(), "batchd.db")
-	args := []string{"-db", db, "-key", "alice=alice-secret", "-allow", pages.addr, "-jobs-per-caller", "3"}
+	args := []string{"-db", db, "-key", "alice=alice-secret-0123", "-allow", pages.addr, "-jobs-per-caller", "3"}
 	d := startDaemon(t, bin, args...)
 	base := "http://" + pages.addr
 
@@ -223,48 +223,48 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	}
 
 	// Job 1 runs to the end.
-	sub := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/page/1\n"+base+"/page/2\n", "submit", "-"))
-	done := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub.JobID, "--wait", "--results"))
+	sub := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret-0123", base+"/page/1\n"+base+"/page/2\n", "submit", "-"))
+	done := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret-0123", "", "status", sub.JobID, "--wait", "--results"))
 	if done.Status != batch.JobDone || len(done.Targets) != 2 {
 		t.Fatalf("job 1 = %+v", done)
 	}
-	res := decodeJSON[batchhttp.ResultResponse](t, cli(t, d.server, "alice-secret", "", "result", sub.JobID, "1"))
+	res := decodeJSON[batchhttp.ResultResponse](t, cli(t, d.server, "alice-secret-0123", "", "result", sub.JobID, "1"))
 	if env, err := batch.DecodeEnvelope(res.Result); err != nil || env.Content != "page 2 body" {
 		t.Fatalf("job 1 result 1 = %s (%v)", res.Result, err)
 	}
 
 	// Job 2 is cancelled while its first target is in flight.
-	sub2 := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/slow\n"+base+"/page/3\n", "submit", "-"))
+	sub2 := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret-0123", base+"/slow\n"+base+"/page/3\n", "submit", "-"))
 	<-pages.slowHit
-	if c := decodeJSON[batchhttp.CancelResponse](t, cli(t, d.server, "alice-secret", "", "cancel", sub2.JobID)); c.Status != batch.JobCancelled {
+	if c := decodeJSON[batchhttp.CancelResponse](t, cli(t, d.server, "alice-secret-0123", "", "cancel", sub2.JobID)); c.Status != batch.JobCancelled {
 		t.Fatalf("cancel = %+v", c)
 	}
 
 	// Job 3 is in flight when the daemon stops.
-	sub3 := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", base+"/slow?3\n"+base+"/page/4\n", "submit", "-"))
+	sub3 := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret-0123", base+"/slow?3\n"+base+"/page/4\n", "submit", "-"))
 	<-pages.slowHit // both workers are now in a slow fetch, cut short by the shutdown
 	d.stop(t)
 	logs := d.stderr.String()
 
 	d = startDaemon(t, bin, args...)
-	again := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub.JobID, "--results"))
+	again := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret-0123", "", "status", sub.JobID, "--results"))
 	if again.Status != batch.JobDone || again.Targets[0].Result == nil {
 		t.Fatalf("job 1 after restart = %+v", again)
 	}
 	for _, id := range []string{sub3.JobID} {
-		st := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", id))
+		st := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret-0123", "", "status", id))
 		if st.Status != batch.JobFailed || st.Error != "restart" {
 			t.Fatalf("interrupted job %s after restart = %+v", id, st)
 		}
 	}
-	st2 := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret", "", "status", sub2.JobID))
+	st2 := decodeJSON[batchhttp.StatusResponse](t, cli(t, d.server, "alice-secret-0123", "", "status", sub2.JobID))
 	if st2.Status != batch.JobCancelled || st2.Targets[0].Status != batch.TargetFailed || st2.Targets[1].Status != batch.TargetPending {
 		t.Fatalf("cancelled job after restart = %+v", st2)
 	}
 
 	// The job the stop failed is retried, and followed to its end through
 	// the results stream: a line per target, each as it finishes.
-	retry := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret", "", "retry", sub3.JobID))
+	retry := decodeJSON[batchhttp.SubmitResponse](t, cli(t, d.server, "alice-secret-0123", "", "retry", sub3.JobID))
 	if retry.RetryOf != sub3.JobID || retry.Targets != 2 || retry.JobID == sub3.JobID {
 		t.Fatalf("retry = %+v", retry)
 	}
@@ -274,7 +274,7 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	}
 	followed := make(chan result, 1)
 	go func() {
-		out, errOut, err := runCLI(t.Context(), d.server, "alice-secret", "", "results", retry.JobID, "--follow")
+		out, errOut, err := runCLI(t.Context(), d.server, "alice-secret-0123", "", "results", retry.JobID, "--follow")
 		followed <- result{out, errOut, err}
 	}()
 	<-pages.slowHit // the retried slow target is in flight
@@ -295,7 +295,7 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	}
 	d.stop(t)
 	logs += d.stderr.String()
-	for _, secret := range []string{pages.addr, "/page/", "/slow", "alice-secret"} {
+	for _, secret := range []string{pages.addr, "/page/", "/slow", "alice-secret-0123"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("daemon log carries %q:\n%s", secret, logs)
 		}
@@ -336,17 +336,25 @@ func TestLoadWebhookSecret(t *testing.T) {
 			t.Errorf("secret file %s accepted", f)
 		}
 	}
+	// A secret file others can read is refused, like a key file (issue 17,
+	// finding 7).
+	for _, perm := range []os.FileMode{0o644, 0o640, 0o604} {
+		_, err := loadWebhookSecret(options{webhookSecretFile: writeFile(t, secret+"\n", perm)})
+		if err == nil || !strings.Contains(err.Error(), "too open") || strings.Contains(err.Error(), secret) {
+			t.Errorf("a %04o secret file: %v, want it refused as too open", perm, err)
+		}
+	}
 }
 
 // Keys come from -key, a key file and the environment, so that they need
 // not be on a command line every local user can read (issue 9, finding 5).
 func TestLoadKeys(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(file, []byte("# batchd keys\nfile=f1\n\n  agency=f2:restricted  \n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("# batchd keys\nfile=file-secret-0001\n\n  agency=file-secret-0002:restricted  \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(keysEnv, "env1=e1, env2=e2\nenv3=e3")
-	keys, err := loadKeys(options{keys: listFlag{"flag=k1"}, keyFile: file})
+	t.Setenv(keysEnv, "env1=env-secret-00001, env2=env-secret-00002\nenv3=env-secret-00003")
+	keys, err := loadKeys(options{keys: listFlag{"flag=flag-secret-0001"}, keyFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +362,8 @@ func TestLoadKeys(t *testing.T) {
 	for _, k := range keys {
 		got = append(got, fmt.Sprintf("%s=%s/%v", k.Name, k.Secret, k.Restricted))
 	}
-	want := "flag=k1/false env1=e1/false env2=e2/false env3=e3/false file=f1/false agency=f2/true"
+	want := "flag=flag-secret-0001/false env1=env-secret-00001/false env2=env-secret-00002/false env3=env-secret-00003/false " +
+		"file=file-secret-0001/false agency=file-secret-0002/true"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("keys = %v, want %s", got, want)
 	}
@@ -365,6 +374,66 @@ func TestLoadKeys(t *testing.T) {
 	t.Setenv(keysEnv, "broken:s3cr3t")
 	if _, err := loadKeys(options{}); err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("malformed key: %v", err)
+	}
+	// A short secret is refused, wherever it comes from (issue 17, finding 7).
+	t.Setenv(keysEnv, "")
+	for _, o := range []options{{keys: listFlag{"alice=s3cret"}}, {keyFile: writeFile(t, "alice=s3cret\n", 0o600)}} {
+		if _, err := loadKeys(o); err == nil || !strings.Contains(err.Error(), "shorter than 16 bytes") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("a short key: %v, want it refused without repeating it", err)
+		}
+	}
+}
+
+// writeFile writes content to a new file of the test's with mode perm and
+// returns its name.
+func writeFile(t *testing.T, content string, perm os.FileMode) string {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// The metrics key comes from -metrics-key-file (readable by its owner
+// only), $BATCHD_METRICS_KEY or -metrics-key, and is at least 16 bytes
+// (issue 17, finding 7).
+func TestLoadMetricsKey(t *testing.T) {
+	const key = "metrics-key-0123456789"
+	t.Setenv(metricsKeyEnv, "metrics-from-env-0123")
+	if got, err := loadMetricsKey(options{metricsKeyFile: writeFile(t, key+"\n", 0o600), metricsKey: "metrics-from-flag-0123"}); err != nil || got != key {
+		t.Errorf("from the file: %q, %v", got, err)
+	}
+	if got, err := loadMetricsKey(options{metricsKey: "metrics-from-flag-0123"}); err != nil || got != "metrics-from-env-0123" {
+		t.Errorf("from the environment: %q, %v", got, err)
+	}
+	t.Setenv(metricsKeyEnv, "")
+	if got, err := loadMetricsKey(options{metricsKey: "metrics-from-flag-0123"}); err != nil || got != "metrics-from-flag-0123" {
+		t.Errorf("from the flag: %q, %v", got, err)
+	}
+	if got, err := loadMetricsKey(options{}); err != nil || got != "" {
+		t.Errorf("with none: %q, %v", got, err)
+	}
+	if _, err := loadMetricsKey(options{metricsKeyFile: writeFile(t, key, 0o644)}); err == nil || !strings.Contains(err.Error(), "too open") {
+		t.Errorf("a file others can read: %v, want it refused", err)
+	}
+	for _, o := range []options{{metricsKey: "short"}, {metricsKeyFile: writeFile(t, "short\n", 0o600)}} {
+		if _, err := loadMetricsKey(o); err == nil || !strings.Contains(err.Error(), "shorter than 16 bytes") {
+			t.Errorf("a short key: %v, want it refused", err)
+		}
+	}
+	t.Setenv(metricsKeyEnv, "short")
+	if _, err := loadMetricsKey(options{}); err == nil || !strings.Contains(err.Error(), "$"+metricsKeyEnv) {
+		t.Errorf("a short key in the environment: %v, want it refused", err)
 	}
 }
 
@@ -398,22 +467,22 @@ func TestRun_ExitCodes(t *testing.T) {
 	}
 	defer busy.Close()
 	db := filepath.Join(dir, "batch.db")
-	f([]string{"-addr", busy.Addr().String(), "-db", db, "-key", "a=b"}, exitError, "", "address already in use")
+	f([]string{"-addr", busy.Addr().String(), "-db", db, "-key", "a=a-secret-0123456789"}, exitError, "", "address already in use")
 
 	held, err := batchstore.Open(t.Context(), filepath.Join(dir, "held.db"), batchstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	f([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "held.db"), "-key", "a=b"}, exitError, "", "in use by another store")
+	f([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "held.db"), "-key", "a=a-secret-0123456789"}, exitError, "", "in use by another store")
 
 	open := filepath.Join(dir, "keys-open")
-	if err := os.WriteFile(open, []byte("a=b\n"), 0o644); err != nil {
+	if err := os.WriteFile(open, []byte("a=a-secret-0123456789\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", open}, exitError, "", "permissions 0644 are too open")
 	bad := filepath.Join(dir, "keys-bad")
-	if err := os.WriteFile(bad, []byte("# keys\na=b\nbroken\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte("# keys\na=a-secret-0123456789\nbroken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", bad}, exitError, "", "line 3")
@@ -464,5 +533,64 @@ func TestRun_PrintWebhookSecret(t *testing.T) {
 	if code := run(t.Context(), []string{"-print-webhook-secret", "alice"}, &stdout, &stderr); code != exitUsage ||
 		!strings.Contains(stderr.String(), "needs the master secret") || stdout.Len() != 0 {
 		t.Errorf("without a master secret: exit %d, stdout %q, stderr %q", code, &stdout, &stderr)
+	}
+}
+
+// A key and a webhook secret batchd generated do not go to a stdout that
+// is not a terminal (a log that keeps them): they go to -generated-file,
+// mode 0600, as shell exports, and stdout names the file (issue 17,
+// finding 7).
+func TestServe_GeneratedSecretsToFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr batchtest.Buffer
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "b.db")}, &stdout, &stderr)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stdout.String(), "batchd: try:"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("batchd did not start:\n%s\n%s", &stdout, &stderr)
+		}
+	}
+	stop()
+	if code := <-exit; code != exitOK {
+		t.Errorf("exit %d: %s", code, &stderr)
+	}
+	file := filepath.Join(dir, "batchd-generated.env")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatalf("the generated file: %v\nstdout: %s", err, &stdout)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("the generated file's mode is %04o, want 0600", perm)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key, hook string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "BATCH_KEY="); ok {
+				key = v
+			}
+			if v, ok := strings.CutPrefix(f, webhookSecretEnv+"="); ok {
+				hook = v
+			}
+		}
+	}
+	if len(key) < batchhttp.MinSecretBytes || !strings.HasPrefix(hook, "whsec_") {
+		t.Fatalf("the generated file holds key %q and webhook secret %q:\n%s", key, hook, b)
+	}
+	for _, out := range []string{stdout.String(), stderr.String()} {
+		if strings.Contains(out, key) || strings.Contains(out, hook) {
+			t.Errorf("a generated secret was printed:\n%s", out)
+		}
+	}
+	if !strings.Contains(stdout.String(), file) {
+		t.Errorf("stdout does not name the generated file:\n%s", &stdout)
 	}
 }

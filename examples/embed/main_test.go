@@ -79,7 +79,7 @@ func startHost(t *testing.T) *host {
 	h.pages = pln.Addr().String()
 
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "keys"), []byte("alice=alice-key\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "keys"), []byte("alice=alice-key-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.dbPath = filepath.Join(dir, "embed.db")
@@ -193,11 +193,11 @@ func TestEmbed_BlackBox(t *testing.T) {
 		t.Errorf("/v1/fetch without a key: %d", code)
 	}
 	three := fmt.Sprintf(`{"targets":[{"url":%q},{"url":%q},{"url":%q}]}`, h.page("1"), h.page("2"), h.page("3"))
-	if code, body := h.do(t, http.MethodPost, "/v1/batch", "alice-key", three); code != http.StatusUnprocessableEntity || !strings.Contains(body, `"code":"too_many_targets"`) {
+	if code, body := h.do(t, http.MethodPost, "/v1/batch", "alice-key-0123456789", three); code != http.StatusUnprocessableEntity || !strings.Contains(body, `"code":"too_many_targets"`) {
 		t.Errorf("3 targets with targets_per_job = 2: %d %s", code, body)
 	}
 
-	code, body := h.do(t, http.MethodPost, "/v1/batch", "alice-key", fmt.Sprintf(`{"targets":[{"url":%q},{"url":%q}]}`, h.page("1"), h.page("2")))
+	code, body := h.do(t, http.MethodPost, "/v1/batch", "alice-key-0123456789", fmt.Sprintf(`{"targets":[{"url":%q},{"url":%q}]}`, h.page("1"), h.page("2")))
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -207,7 +207,7 @@ func TestEmbed_BlackBox(t *testing.T) {
 	}
 	var st batchhttp.StatusResponse
 	for range 10 { // each long-poll answers when a target finishes, or after 10s
-		code, body = h.do(t, http.MethodGet, fmt.Sprintf("/v1/batch/%s?wait=10s&since=%d", sub.JobID, st.TargetsDone), "alice-key", "")
+		code, body = h.do(t, http.MethodGet, fmt.Sprintf("/v1/batch/%s?wait=10s&since=%d", sub.JobID, st.TargetsDone), "alice-key-0123456789", "")
 		if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
 			t.Fatalf("status: %d %s", code, body)
 		}
@@ -221,21 +221,21 @@ func TestEmbed_BlackBox(t *testing.T) {
 	if d := time.Until(st.ExpiresAt) - 2*time.Hour; d < -time.Minute || d > time.Minute {
 		t.Errorf("expires_at %s is %s off the ttl (2h) from now", st.ExpiresAt, d)
 	}
-	if code, body := h.do(t, http.MethodGet, "/v1/batch/"+sub.JobID+"/1", "alice-key", ""); code != http.StatusOK || !strings.Contains(body, `page 2`) {
+	if code, body := h.do(t, http.MethodGet, "/v1/batch/"+sub.JobID+"/1", "alice-key-0123456789", ""); code != http.StatusOK || !strings.Contains(body, `page 2`) {
 		t.Errorf("result 1: %d %s", code, body)
 	}
 
-	if code, body := h.do(t, http.MethodGet, "/v1/fetch?url="+h.page("7"), "alice-key", ""); code != http.StatusOK || body != "page 7" {
+	if code, body := h.do(t, http.MethodGet, "/v1/fetch?url="+h.page("7"), "alice-key-0123456789", ""); code != http.StatusOK || body != "page 7" {
 		t.Errorf("/v1/fetch: %d %q, want the page", code, body)
 	}
-	if code, body := h.do(t, http.MethodGet, "/v1/fetch?url=http://10.0.0.1/", "alice-key", ""); code != http.StatusUnprocessableEntity || !strings.Contains(body, "blocked: private address") {
+	if code, body := h.do(t, http.MethodGet, "/v1/fetch?url=http://10.0.0.1/", "alice-key-0123456789", ""); code != http.StatusUnprocessableEntity || !strings.Contains(body, "blocked: private address") {
 		t.Errorf("/v1/fetch of a private address: %d %s", code, body)
 	}
 
 	if code, _ := h.do(t, http.MethodGet, "/metrics", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a key: %d", code)
 	}
-	code, metrics := h.do(t, http.MethodGet, "/metrics", "alice-key", "")
+	code, metrics := h.do(t, http.MethodGet, "/metrics", "alice-key-0123456789", "")
 	for _, want := range []string{
 		"# HELP batch_targets_total Batch targets fetched, by outcome.",
 		"# TYPE batch_targets_total counter",
@@ -251,7 +251,7 @@ func TestEmbed_BlackBox(t *testing.T) {
 
 	// A job mid-target at SIGTERM: the process exits 0 within 10s and the
 	// job is not left running.
-	code, body = h.do(t, http.MethodPost, "/v1/batch", "alice-key", fmt.Sprintf(`{"targets":[{"url":%q},{"url":%q}]}`, h.page("slow"), h.page("3")))
+	code, body = h.do(t, http.MethodPost, "/v1/batch", "alice-key-0123456789", fmt.Sprintf(`{"targets":[{"url":%q},{"url":%q}]}`, h.page("slow"), h.page("3")))
 	if code != http.StatusAccepted {
 		t.Fatalf("submit of the slow job: %d %s", code, body)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchhttp"
 )
@@ -102,11 +103,12 @@ func TestDaemon_StalledClientsCutOff(t *testing.T) {
 	}
 }
 
-// At most MaxConns connections are served at once; the next waits to be
+// At most MaxConns connections are served at once: while as many hold
+// active requests (here submits whose bodies stall), the next waits to be
 // accepted, and is served once one closes.
 func TestDaemon_ConnectionsCapped(t *testing.T) {
 	t.Parallel()
-	addr := serveTest(t, Config{Limits: batchhttp.Limits{MaxConns: 2, HeaderTimeout: time.Minute}})
+	addr := serveTest(t, Config{Limits: batchhttp.Limits{MaxConns: 2, HeaderTimeout: time.Minute}, BodyTimeout: time.Minute})
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
@@ -114,7 +116,7 @@ func TestDaemon_ConnectionsCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n") // stalls mid-headers
+		_, _ = io.WriteString(c, "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-key\r\nContent-Length: 100\r\n\r\n{") // stalls mid-body
 		held = append(held, c)
 	}
 	time.Sleep(100 * time.Millisecond) // both accepted
@@ -128,6 +130,128 @@ func TestDaemon_ConnectionsCapped(t *testing.T) {
 	held[0].Close()
 	if got := <-third; got != "HTTP/1.1 200 OK" {
 		t.Fatalf("the third connection after one closed: %q", got)
+	}
+}
+
+// Idle connections do not hold the server: with every connection idle —
+// opened and silent mid-headers, or kept alive after a request, as a
+// client without a key can do — a new client is served at once, the
+// connection idle longest closed to make room (issue 17, finding 5).
+func TestDaemon_IdleConnectionsMakeRoom(t *testing.T) {
+	t.Parallel()
+	addr := serveTest(t, Config{Limits: batchhttp.Limits{MaxConns: 2, HeaderTimeout: time.Minute, IdleTimeout: time.Minute}})
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_, _ = io.WriteString(silent, "GET /healthz HTTP/1.1\r\nHost: x\r\n") // stalls mid-headers
+	kept := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	defer kept.CloseIdleConnections()
+	resp, err := kept.Get("http://" + addr + "/healthz") // its connection stays open, idle
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for i := range 3 {
+		if got := statusLine(t, addr, "GET /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-key\r\n\r\n", 5*time.Second); got != "HTTP/1.1 200 OK" {
+			t.Fatalf("request %d with every connection idle: %q, want 200 at once", i, got)
+		}
+	}
+}
+
+// One caller's long-polls and results streams are capped, each with its
+// code, while another caller is served (issue 17, finding 5).
+func TestDaemon_HeldRequestsCappedPerCaller(t *testing.T) {
+	t.Parallel()
+	hang, err := net.Listen("tcp", "127.0.0.1:0") // accepts and never answers: the job stays running
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	addr := serveTest(t, Config{
+		Keys:  []batchhttp.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}},
+		Allow: []string{hang.Addr().String()},
+	})
+	server := "http://" + addr
+	client, _ := batchhttp.NewClient(server, "alice-key", nil)
+	sub, err := client.Submit(t.Context(), []batch.Target{{URL: "http://" + hang.Addr().String() + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	do := func(ctx context.Context, path, key string) (int, string, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error(), ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
+	}
+	// f holds n requests of path as alice (each retried until it is let
+	// in), and then expects one more, of probe, to be refused with code.
+	f := func(path, probe string, n int, code string) {
+		t.Helper()
+		for range n {
+			go func() {
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+path, nil)
+					req.Header.Set("Authorization", "Bearer alice-key")
+					resp, err := hc.Do(req)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusTooManyRequests {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			status, body, retry := do(t.Context(), probe, "alice-key")
+			if status == http.StatusTooManyRequests {
+				if !strings.Contains(body, `"code":"`+code+`"`) || retry != "5" {
+					t.Errorf("%s over the cap: %s, Retry-After %q; want %s, 5", probe, body, retry, code)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d held and one more, never refused (last: %d %s)", path, n, status, body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	job := "/v1/batch/" + sub.JobID
+	f(job+"?wait=60s", job+"?wait=100ms", batchhttp.DefaultMaxWaitsPerCaller, batchhttp.CodeWaitsBusy)
+	f(job+"/results?follow=1", job+"/results", batchhttp.DefaultMaxStreamsPerCaller, batchhttp.CodeStreamsBusy)
+	if status, body, _ := do(t.Context(), "/v1/batch", "bob-key"); status != http.StatusOK {
+		t.Errorf("bob's list while alice holds her caps: %d %s", status, body)
 	}
 }
 
