@@ -94,11 +94,12 @@
 // holds the job, and the runner then stops draining it. A runner records a
 // heartbeat every Config.HeartbeatInterval (10s), whatever its targets are
 // doing, so a target waiting minutes for a busy fetcher does not make it
-// look dead. The sweeper of every runner sharing the store fails the jobs of
-// runners whose heartbeat is older than Config.StaleAfter (1m, at least
-// twice the interval): a node that died mid-target has its jobs failed
-// within StaleAfter plus one Config.SweepInterval, finished targets intact,
-// and its callers get their caps back.
+// look dead. After each heartbeat the store took (and in each sweep), a
+// runner fails the jobs of runners sharing the store whose heartbeat is
+// older than Config.StaleAfter (1m, at least twice the interval): a node
+// that died mid-target has its jobs failed within StaleAfter plus one
+// HeartbeatInterval of its last heartbeat, finished targets intact, and its
+// callers get their caps back.
 //
 // # Caps and idempotency
 //

@@ -53,8 +53,7 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	if c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes}); err != nil {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
-	stale := ReapParams{StaleBefore: now.Add(-time.Duration(r.cfg.StaleAfter)), Reason: reasonRestart, Now: now}
-	if c.Reaped, err = r.reap(ctx, stale, "batch jobs of stale runners failed"); err != nil {
+	if c.Reaped, err = r.reapStale(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("batch: %w", err))
 	}
 	if c.Swept > 0 || c.Evicted > 0 {

@@ -244,27 +244,6 @@ func (r *Runner) acceptErr() error {
 	return nil
 }
 
-// heartbeat writes the runner's heartbeat every Config.HeartbeatInterval
-// until the runner stops, whatever its targets are doing.
-func (r *Runner) heartbeat() {
-	defer r.wg.Done()
-	t := time.NewTicker(time.Duration(r.cfg.HeartbeatInterval))
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := storeCtx()
-		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
-		cancel()
-		if err != nil {
-			r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch heartbeat failed", slog.String("err", err.Error()))
-		}
-	}
-}
-
 // waiters are the per-job wake-ups of [Runner.Wait]: a change to one job
 // wakes the waiters of that job only.
 type waiters struct {

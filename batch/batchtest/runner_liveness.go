@@ -18,6 +18,7 @@ var runnerClusterCases = map[string]func(*testing.T, batch.Store){
 	"ClusterCancelThroughOtherRunner": runnerClusterCancel,
 	"ClusterChangeFeedWakes":          runnerClusterFeed,
 	"ClusterStaleRunnerReaped":        runnerClusterStale,
+	"ClusterStaleReapedOnHeartbeat":   runnerClusterStaleOnBeat,
 	"ClusterTwoRunnersNoDisturbance":  runnerClusterTwoRunners,
 }
 
@@ -215,6 +216,48 @@ func runnerClusterStale(t *testing.T, s batch.Store) {
 	if n := len(f.Calls()); n != 2 {
 		t.Errorf("%d fetches, want 2: nothing after the reaped target starts", n)
 	}
+}
+
+// runnerClusterStaleOnBeat: the jobs of a runner that stopped beating are
+// failed on the heartbeat's cadence, within StaleAfter plus one
+// HeartbeatInterval, not at the next sweep (an hour away here). Real time:
+// a shared store may judge staleness on its database's clock.
+func runnerClusterStaleOnBeat(t *testing.T, s batch.Store) {
+	requireShared(t, s)
+	const beat, stale = 50 * time.Millisecond, 300 * time.Millisecond
+	cfg := func(s batch.Store, f batch.FetchFunc, id string) batch.Config {
+		return batch.Config{Store: s, Fetch: f, RunnerID: id, Workers: 1,
+			HeartbeatInterval: batch.Duration(beat), StaleAfter: batch.Duration(stale),
+			SweepInterval: batch.Duration(time.Hour)}
+	}
+	f := NewBlockingFetcher()
+	t.Cleanup(func() { f.Release() })
+	a := startRunner(t, cfg(deafStore{s}, f.Fetch, "node-a"))
+	id := mustSubmit(t, a, alice, Targets("beat-reap", 2))
+	select {
+	case <-f.Started:
+	case <-time.After(waitLong):
+		t.Fatal("a never claimed its job")
+	}
+	died := time.Now() // a's claim was its last heartbeat
+	b := startRunner(t, cfg(s, FailingFetcher(ErrScripted), "node-b"))
+	deadline := time.Now().Add(waitLong)
+	for {
+		info := status(t, b, alice, id)
+		if info.Status == batch.JobFailed {
+			if info.Error != "restart" {
+				t.Fatalf("reaped job error = %q, want restart", info.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job of the silent runner still %s %s after its last heartbeat (stale_after %s, heartbeat_interval %s, sweep an hour away)",
+				info.Status, time.Since(died).Round(time.Millisecond), stale, beat)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("reaped %s after the silent runner's last heartbeat (stale_after %s + heartbeat_interval %s = %s)",
+		time.Since(died).Round(time.Millisecond), stale, beat, stale+beat)
 }
 
 // waitGauge polls a runner gauge until it reads want.
