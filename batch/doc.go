@@ -101,6 +101,19 @@
 // HeartbeatInterval of its last heartbeat, finished targets intact, and its
 // callers get their caps back.
 //
+// An outage of the store is not staleness. A heartbeat's age is taken on
+// the store's clock, which goes on while nobody reaches the store, so a
+// runner judges others stale only once it has reached the store without a
+// failed call for a continuous StaleAfter, counted from its last failed
+// (or slower than HeartbeatInterval) heartbeat or other background call,
+// or from Start: by then every live runner has had at least one
+// HeartbeatInterval to write a heartbeat after the outage. This holds for
+// the stale reap at Start too, so on a shared store Start fails only the
+// jobs held under its own id. A dead runner's jobs are thus failed within
+// StaleAfter plus one HeartbeatInterval of the later of its last heartbeat
+// and the reaper's last failed call (of the end of the outage, for a reaper
+// that saw it), or of the reaper's Start.
+//
 // # Caps and idempotency
 //
 // A submit is validated (a named caller, 1..Config.TargetsPerJob targets,

@@ -147,6 +147,7 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 		ctx, cancel := storeCtx()
 		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.cfg.Now()})
 		cancel()
+		r.observe("finish target", err)
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return step, err
 		}
