@@ -136,7 +136,8 @@ func (r *Runner) drain(c Claimed) {
 
 // storeTarget writes a target's outcome until it is stored, the store
 // answers with a sentinel of the job model ([ErrNotHeld], [ErrNotFound]),
-// or the runner closes; other errors are logged and retried with back-off.
+// or the runner closes; other errors are logged and retried with back-off
+// (100ms, doubling up to maxStoreBackoff).
 // A result the store has not taken for Config.StoreWait (a disk too full for
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
@@ -166,9 +167,15 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 			return Step{}, err
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, maxStoreBackoff)
 	}
 }
+
+// maxStoreBackoff caps the wait between two attempts of a store write: a
+// drain resumes within it of the store answering again, however long the
+// outage was, at the cost of a few failing calls a second per waiting
+// worker while it lasts.
+const maxStoreBackoff = 250 * time.Millisecond
 
 // fetchTarget fetches one target of job, retrying while the fetcher is busy
 // (but not once the job is cancelled), and returns what to store and how

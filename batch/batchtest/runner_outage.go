@@ -16,6 +16,7 @@ import (
 var runnerOutageCases = map[string]func(*testing.T, batch.Store){
 	"OutageIsNotStaleness":        runnerOutageOwnJob,
 	"ClusterOutageIsNotStaleness": runnerClusterOutage,
+	"OutageResumesDrainAtOnce":    runnerOutageResume,
 }
 
 // errStopped is what every call of a stopped store returns.
@@ -253,5 +254,35 @@ func runnerClusterOutage(t *testing.T, s batch.Store) {
 	fa.Release()
 	if info := WaitFinished(t, a, alice, live, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("the live runner's job = %s (%q), want done", info.Status, info.Error)
+	}
+}
+
+// runnerOutageResume: a target's write that fails while the store is
+// unreachable is retried, and the drain goes on soon after the store
+// answers again, however long the outage was.
+func runnerOutageResume(t *testing.T, s batch.Store) {
+	u := &unreachable{Store: s}
+	f := NewBlockingFetcher()
+	t.Cleanup(func() { f.Release() })
+	cfg := outageConfig(u, f.Fetch, "node-a")
+	cfg.SweepInterval = batch.Duration(time.Hour)
+	r := startRunner(t, cfg)
+	id := mustSubmit(t, r, alice, Targets("outage-resume", 2))
+	waitStarted(t, f, "the first target")
+	const outage = 3200 * time.Millisecond // a back-off doubling from 100ms would wait until 3.1s, then 6.3s
+	u.down.Store(true)
+	f.Release() // target 0's write fails until the store is back
+	time.Sleep(outage)
+	u.down.Store(false)
+	back := time.Now()
+	waitStarted(t, f, "the second target")
+	resumed := time.Since(back)
+	t.Logf("outage %s: the drain resumed %s after the store answered again", outage, resumed.Round(time.Millisecond))
+	if resumed > 2*time.Second {
+		t.Errorf("the drain resumed %s after the store answered again; want well under 2s", resumed.Round(time.Millisecond))
+	}
+	f.Release()
+	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
+		t.Fatalf("job after the outage = %s (%q), want done", info.Status, info.Error)
 	}
 }
