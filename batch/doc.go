@@ -179,7 +179,13 @@
 // targets, status, outcome and duration attributes. No record ever carries a
 // target URL, a host name, a fetch error's text or the idempotency key, for any
 // caller; for a [Caller.Restricted] caller even the failure outcome is left
-// out. [Runner.Metrics] is the runner's own metrics set, with the prefix
+// out. A store outage is logged twice, at WARN: "batch store unreachable"
+// when a background call first fails (with the op and the error's class:
+// "unavailable", "timeout" or "error") and "batch store reachable again"
+// when one first succeeds (with the outage's length and the failed calls);
+// the calls that fail meanwhile are DEBUG lines with the class only. An
+// outage error's text is never logged: a driver's error may name the
+// database's user, host and port. [Runner.Metrics] is the runner's own metrics set, with the prefix
 // Config.MetricsPrefix (default "batch"):
 //
 //	<p>_jobs_total{outcome}       created reused done partial failed cancelled restart other

@@ -60,8 +60,9 @@ func (r *Runner) claimAndDrain() bool {
 	ctx, cancel := storeCtx()
 	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
 	cancel()
+	r.observe("claim", err)
 	if err != nil {
-		r.log.LogAttrs(context.Background(), slog.LevelError, "batch claim failed", slog.String("err", err.Error()))
+		r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch claim failed", storeErrAttrs(err)...)
 		return false
 	}
 	r.metrics.queueDepth.Set(float64(c.Queued)) // 0 when nothing was queued
@@ -152,8 +153,8 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return step, err
 		}
-		log.LogAttrs(context.Background(), slog.LevelError, "batch store write failed; retrying",
-			slog.String("op", "finish target"), slog.Int("attempt", attempt), slog.String("err", err.Error()))
+		log.LogAttrs(context.Background(), storeErrLevel(err), "batch store write failed; retrying",
+			append([]slog.Attr{slog.String("op", "finish target"), slog.Int("attempt", attempt)}, storeErrAttrs(err)...)...)
 		if fin.Status == TargetDone && time.Now().After(giveUp) {
 			size := len(fin.Result)
 			*fin = TargetFinish{Idx: fin.Idx}

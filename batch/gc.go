@@ -16,7 +16,7 @@ func (r *Runner) sweeper() {
 	for {
 		ctx, cancel := storeCtx()
 		if _, err := r.Collect(ctx); err != nil {
-			r.log.LogAttrs(ctx, slog.LevelError, "batch collect failed", slog.String("err", err.Error()))
+			r.log.LogAttrs(ctx, storeErrLevel(err), "batch collect failed", storeErrAttrs(err)...)
 		}
 		cancel()
 		select {

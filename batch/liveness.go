@@ -34,9 +34,9 @@ func (r *Runner) heartbeat() {
 			r.health.troubled(r.cfg.Now())
 		}
 		if err != nil {
-			r.log.LogAttrs(ctx, slog.LevelDebug, "batch heartbeat failed", storeErrAttr(err))
+			r.log.LogAttrs(ctx, storeErrLevel(err), "batch heartbeat failed", storeErrAttrs(err)...)
 		} else if _, err := r.reapStale(ctx, now); err != nil { // at the beat's time: never the runner itself
-			r.log.LogAttrs(ctx, slog.LevelDebug, "batch stale reap failed", storeErrAttr(err))
+			r.log.LogAttrs(ctx, storeErrLevel(err), "batch stale reap failed", storeErrAttrs(err)...)
 		}
 		cancel()
 	}
@@ -71,6 +71,13 @@ func (r *Runner) reapStale(ctx context.Context, now time.Time) (int, error) {
 type storeHealth struct {
 	mu    sync.Mutex
 	since time.Time // Config.Now at Start, or when the last failed call returned
+
+	// The outage going on, if down: logged once when it starts and once
+	// when it ends.
+	down   bool
+	downAt time.Time // time.Now at its first failed call
+	class  string    // errClass of that call
+	failed int       // calls failed in it
 }
 
 // troubled records a failed (or suspiciously slow) store call at now.
@@ -92,11 +99,51 @@ func (h *storeHealth) reachableFor(now time.Time, d time.Duration) bool {
 
 // observe records the outcome of one background store call named op. An
 // answer of the job model (not found, not held, …) is the store answering.
+// The first failure after a success logs that the store is unreachable,
+// the first success after a failure that it is back and how long it was
+// not, both at WARN, with the error's class and never its text (a
+// driver's error may name the database's user, host and port); each
+// failed call is logged at DEBUG by its caller.
 func (r *Runner) observe(op string, err error) {
+	h := &r.health
 	if err == nil || isModelErr(err) {
+		h.mu.Lock()
+		was, downAt, class, failed := h.down, h.downAt, h.class, h.failed
+		h.down, h.failed = false, 0
+		h.mu.Unlock()
+		if was {
+			r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch store reachable again",
+				slog.String("class", class), slog.Duration("outage", time.Since(downAt)), slog.Int("failed_calls", failed))
+		}
 		return
 	}
-	r.health.troubled(r.cfg.Now())
+	now, class := r.cfg.Now(), errClass(err)
+	h.mu.Lock()
+	if now.After(h.since) {
+		h.since = now
+	}
+	first := !h.down
+	if first {
+		h.down, h.downAt, h.class = true, time.Now(), class
+	}
+	h.failed++
+	h.mu.Unlock()
+	if first {
+		r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch store unreachable",
+			slog.String("op", op), slog.String("class", class))
+	}
+}
+
+// errClass names the kind of a failed store call's error: "timeout",
+// "unavailable" (the store marked it [ErrUnavailable]) or "error".
+func errClass(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
 }
 
 // modelErrs are the sentinels by which a store that works answers.
@@ -112,5 +159,25 @@ func isModelErr(err error) bool {
 	return false
 }
 
-// storeErrAttr is the attribute that names a failed store call's error.
-func storeErrAttr(err error) slog.Attr { return slog.String("err", err.Error()) }
+// storeErrAttrs describe a failed store call's error for a log line: its
+// class, and its text only when the store did not mark it as an outage
+// (its text is then about the job model or a bug, not about reaching the
+// database, whose errors may carry connection details).
+func storeErrAttrs(err error) []slog.Attr {
+	class := errClass(err)
+	attrs := []slog.Attr{slog.String("class", class)}
+	if class == "error" {
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	return attrs
+}
+
+// storeErrLevel is the level of a log line about a failed store call: an
+// outage is logged at its start and end (see [Runner.observe]), so its
+// calls at DEBUG; any other failure at ERROR.
+func storeErrLevel(err error) slog.Level {
+	if errClass(err) == "error" {
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}

@@ -233,7 +233,7 @@ func (r *Runner) release() {
 	defer cancel()
 	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.cfg.Now()}
 	if _, err := r.reap(ctx, p, "batch jobs failed by close"); err != nil {
-		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", slog.String("err", err.Error()))
+		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
 	}
 }
 

@@ -2,7 +2,10 @@ package batchtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,125 +20,131 @@ var runnerOutageCases = map[string]func(*testing.T, batch.Store){
 	"OutageIsNotStaleness":        runnerOutageOwnJob,
 	"ClusterOutageIsNotStaleness": runnerClusterOutage,
 	"OutageResumesDrainAtOnce":    runnerOutageResume,
+	"OutageLoggedTwice":           runnerOutageLog,
 }
 
 // errStopped is what every call of a stopped store returns.
 var errStopped = fmt.Errorf("database stopped: %w", batch.ErrUnavailable)
 
-// unreachable fails every call with [batch.ErrUnavailable] while down is
-// set, as a store whose database is stopped does: one per runner, so that
-// the runners can see the store come back at different moments.
-type unreachable struct {
+// Unreachable wraps a store and fails every call but Capabilities while
+// Down is set, as a store whose database is stopped does, with Err (by
+// default an error marked [batch.ErrUnavailable]). Use one per runner to
+// let runners see the store come back at different moments.
+type Unreachable struct {
 	batch.Store
-	down atomic.Bool
+	Down atomic.Bool
+	Err  error
 }
 
-func (u *unreachable) fail() error {
-	if u.down.Load() {
+func (u *Unreachable) fail() error {
+	if u.Down.Load() {
+		if u.Err != nil {
+			return u.Err
+		}
 		return errStopped
 	}
 	return nil
 }
 
-func (u *unreachable) Create(ctx context.Context, p batch.CreateParams) (batch.Job, bool, error) {
+func (u *Unreachable) Create(ctx context.Context, p batch.CreateParams) (batch.Job, bool, error) {
 	if err := u.fail(); err != nil {
 		return batch.Job{}, false, err
 	}
 	return u.Store.Create(ctx, p)
 }
 
-func (u *unreachable) Claim(ctx context.Context, p batch.ClaimParams) (batch.Claimed, bool, error) {
+func (u *Unreachable) Claim(ctx context.Context, p batch.ClaimParams) (batch.Claimed, bool, error) {
 	if err := u.fail(); err != nil {
 		return batch.Claimed{}, false, err
 	}
 	return u.Store.Claim(ctx, p)
 }
 
-func (u *unreachable) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (u *Unreachable) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
 	if err := u.fail(); err != nil {
 		return batch.Step{}, err
 	}
 	return u.Store.FinishTarget(ctx, p)
 }
 
-func (u *unreachable) Cancel(ctx context.Context, p batch.CancelParams) error {
+func (u *Unreachable) Cancel(ctx context.Context, p batch.CancelParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
 	return u.Store.Cancel(ctx, p)
 }
 
-func (u *unreachable) Get(ctx context.Context, p batch.GetParams) (batch.Job, []batch.TargetRecord, error) {
+func (u *Unreachable) Get(ctx context.Context, p batch.GetParams) (batch.Job, []batch.TargetRecord, error) {
 	if err := u.fail(); err != nil {
 		return batch.Job{}, nil, err
 	}
 	return u.Store.Get(ctx, p)
 }
 
-func (u *unreachable) GetTarget(ctx context.Context, p batch.GetTargetParams) (batch.Job, batch.TargetRecord, error) {
+func (u *Unreachable) GetTarget(ctx context.Context, p batch.GetTargetParams) (batch.Job, batch.TargetRecord, error) {
 	if err := u.fail(); err != nil {
 		return batch.Job{}, batch.TargetRecord{}, err
 	}
 	return u.Store.GetTarget(ctx, p)
 }
 
-func (u *unreachable) List(ctx context.Context, p batch.ListParams) ([]batch.Job, error) {
+func (u *Unreachable) List(ctx context.Context, p batch.ListParams) ([]batch.Job, error) {
 	if err := u.fail(); err != nil {
 		return nil, err
 	}
 	return u.Store.List(ctx, p)
 }
 
-func (u *unreachable) Touch(ctx context.Context, p batch.TouchParams) error {
+func (u *Unreachable) Touch(ctx context.Context, p batch.TouchParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
 	return u.Store.Touch(ctx, p)
 }
 
-func (u *unreachable) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+func (u *Unreachable) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	if err := u.fail(); err != nil {
 		return 0, err
 	}
 	return u.Store.Sweep(ctx, p)
 }
 
-func (u *unreachable) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
+func (u *Unreachable) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 	if err := u.fail(); err != nil {
 		return 0, err
 	}
 	return u.Store.Evict(ctx, p)
 }
 
-func (u *unreachable) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (u *Unreachable) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
 	return u.Store.Heartbeat(ctx, p)
 }
 
-func (u *unreachable) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+func (u *Unreachable) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 	if err := u.fail(); err != nil {
 		return 0, err
 	}
 	return u.Store.Reap(ctx, p)
 }
 
-func (u *unreachable) Stats(ctx context.Context) (batch.Stats, error) {
+func (u *Unreachable) Stats(ctx context.Context) (batch.Stats, error) {
 	if err := u.fail(); err != nil {
 		return batch.Stats{}, err
 	}
 	return u.Store.Stats(ctx)
 }
 
-func (u *unreachable) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+func (u *Unreachable) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
 	if err := u.fail(); err != nil {
 		return nil, err
 	}
 	return u.Store.ClaimWebhooks(ctx, p)
 }
 
-func (u *unreachable) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+func (u *Unreachable) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
@@ -169,7 +178,7 @@ func waitStarted(t *testing.T, f *BlockingFetcher, what string) {
 // collection pass right then (before its next heartbeat lands) fails
 // nothing, and the job it drains finishes done.
 func runnerOutageOwnJob(t *testing.T, s batch.Store) {
-	u := &unreachable{Store: s}
+	u := &Unreachable{Store: s}
 	f := NewBlockingFetcher()
 	t.Cleanup(func() { f.Release() })
 	cfg := outageConfig(u, f.Fetch, "node-a")
@@ -177,9 +186,9 @@ func runnerOutageOwnJob(t *testing.T, s batch.Store) {
 	r := startRunner(t, cfg)
 	id := mustSubmit(t, r, alice, Targets("outage-own", 2))
 	waitStarted(t, f, "the first target")
-	u.down.Store(true)
+	u.Down.Store(true)
 	time.Sleep(outageFor)
-	u.down.Store(false)
+	u.Down.Store(false)
 	if c, err := r.Collect(t.Context()); err != nil || c.Reaped != 0 {
 		t.Fatalf("Collect right after an outage of %s (stale_after %s) = %+v, %v; want nothing reaped", outageFor, outageStale, c, err)
 	}
@@ -202,7 +211,7 @@ func runnerOutageOwnJob(t *testing.T, s batch.Store) {
 // reaper's last failed call.
 func runnerClusterOutage(t *testing.T, s batch.Store) {
 	requireShared(t, s)
-	ua, ub, uc := &unreachable{Store: s}, &unreachable{Store: s}, &unreachable{Store: s}
+	ua, ub, uc := &Unreachable{Store: s}, &Unreachable{Store: s}, &Unreachable{Store: s}
 	fa, fc := NewBlockingFetcher(), NewBlockingFetcher()
 	t.Cleanup(func() {
 		for range 2 {
@@ -219,15 +228,15 @@ func runnerClusterOutage(t *testing.T, s batch.Store) {
 	b := startRunner(t, outageConfig(ub, FailingFetcher(ErrScripted), "node-b")) // the reaper
 	time.Sleep(2 * outageBeat)                                                   // a few beats while the store answers
 
-	for _, u := range []*unreachable{ua, ub, uc} {
-		u.down.Store(true)
+	for _, u := range []*Unreachable{ua, ub, uc} {
+		u.Down.Store(true)
 	}
 	time.Sleep(outageFor)
-	ub.down.Store(false) // the reaper reaches the store first…
+	ub.Down.Store(false) // the reaper reaches the store first…
 	back := time.Now()
 	time.Sleep(3 * outageBeat) // …its heartbeats land, the live runner's not yet
-	ua.down.Store(false)
-	uc.down.Store(false)
+	ua.Down.Store(false)
+	uc.Down.Store(false)
 
 	deadline := back.Add(waitLong)
 	var reaped time.Duration
@@ -261,7 +270,7 @@ func runnerClusterOutage(t *testing.T, s batch.Store) {
 // unreachable is retried, and the drain goes on soon after the store
 // answers again, however long the outage was.
 func runnerOutageResume(t *testing.T, s batch.Store) {
-	u := &unreachable{Store: s}
+	u := &Unreachable{Store: s}
 	f := NewBlockingFetcher()
 	t.Cleanup(func() { f.Release() })
 	cfg := outageConfig(u, f.Fetch, "node-a")
@@ -270,10 +279,10 @@ func runnerOutageResume(t *testing.T, s batch.Store) {
 	id := mustSubmit(t, r, alice, Targets("outage-resume", 2))
 	waitStarted(t, f, "the first target")
 	const outage = 3200 * time.Millisecond // a back-off doubling from 100ms would wait until 3.1s, then 6.3s
-	u.down.Store(true)
+	u.Down.Store(true)
 	f.Release() // target 0's write fails until the store is back
 	time.Sleep(outage)
-	u.down.Store(false)
+	u.Down.Store(false)
 	back := time.Now()
 	waitStarted(t, f, "the second target")
 	resumed := time.Since(back)
@@ -284,5 +293,75 @@ func runnerOutageResume(t *testing.T, s batch.Store) {
 	f.Release()
 	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("job after the outage = %s (%q), want done", info.Status, info.Error)
+	}
+}
+
+// ErrDriver is an outage error as a PostgreSQL driver writes it: it names
+// the database's user, database, host and port, which no log line may
+// carry.
+var ErrDriver = fmt.Errorf("pgstore: claim: failed to connect to `user=batchuser database=batchdb`: 192.0.2.7:6543 (db.internal): dial error: connection refused: %w", batch.ErrUnavailable)
+
+// DriverSecrets are the parts of [ErrDriver] that must not be logged.
+var DriverSecrets = []string{"batchuser", "batchdb", "192.0.2.7", ":6543", "db.internal"}
+
+// runnerOutageLog: an outage is logged twice, at WARN, as it starts and as
+// it ends (with its length), naming the error's class; the calls that fail
+// meanwhile are DEBUG lines; no line carries the driver's text.
+func runnerOutageLog(t *testing.T, s batch.Store) {
+	u := &Unreachable{Store: s, Err: ErrDriver}
+	var logs Buffer
+	f := NewBlockingFetcher()
+	t.Cleanup(func() { f.Release() })
+	cfg := outageConfig(u, f.Fetch, "node-a")
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := startRunner(t, cfg)
+	id := mustSubmit(t, r, alice, Targets("outage-log", 2))
+	waitStarted(t, f, "the first target")
+	u.Down.Store(true)
+	f.Release() // its write fails during the outage and is retried
+	time.Sleep(outageFor)
+	u.Down.Store(false)
+	waitStarted(t, f, "the second target")
+	f.Release()
+	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
+		t.Fatalf("job after the outage = %s (%q), want done", info.Status, info.Error)
+	}
+	closeRunner(t, r)
+	var loud []string
+	debug := 0
+	for line := range strings.Lines(logs.String()) {
+		for _, secret := range DriverSecrets {
+			if strings.Contains(line, secret) {
+				t.Errorf("a log line carries the driver's %q: %s", secret, line)
+			}
+		}
+		var rec struct {
+			Level, Msg, Class string
+			Outage            time.Duration // nanoseconds in a JSON record
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch {
+		case rec.Level == "DEBUG" && rec.Class != "":
+			debug++
+		case rec.Level == "WARN" && (rec.Msg == "batch store unreachable" || rec.Msg == "batch store reachable again"):
+			if rec.Class != "unavailable" {
+				t.Errorf("outage line %q has class %q, want unavailable", rec.Msg, rec.Class)
+			}
+			if rec.Msg == "batch store reachable again" && rec.Outage < outageFor/2 {
+				t.Errorf("the outage's end logs a length of %s, want about %s", rec.Outage, outageFor)
+			}
+			loud = append(loud, rec.Msg)
+		case rec.Level == "WARN" || rec.Level == "ERROR":
+			t.Errorf("unexpected %s line during an outage: %s", rec.Level, line)
+		}
+	}
+	t.Logf("outage of %s: %d WARN lines %q, %d DEBUG lines of failed calls", outageFor, len(loud), loud, debug)
+	if len(loud) != 2 || loud[0] != "batch store unreachable" || loud[1] != "batch store reachable again" {
+		t.Errorf("outage lines = %q, want its start and its end", loud)
+	}
+	if debug == 0 {
+		t.Error("no DEBUG line for the calls that failed during the outage")
 	}
 }
