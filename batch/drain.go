@@ -58,9 +58,10 @@ func (r *Runner) claimAndDrain() bool {
 		return false
 	}
 	ctx, cancel := storeCtx()
+	began := time.Now()
 	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
 	cancel()
-	r.observe("claim", err)
+	r.observe("claim", began, err)
 	if err != nil {
 		r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch claim failed", storeErrAttrs(err)...)
 		return false
@@ -147,9 +148,10 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := storeCtx()
+		began := time.Now()
 		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.cfg.Now()})
 		cancel()
-		r.observe("finish target", err)
+		r.observe("finish target", began, err)
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return step, err
 		}

@@ -49,13 +49,15 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	now := r.cfg.Now()
 	var errs []error
 	var err error
+	began := time.Now()
 	c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-time.Duration(r.cfg.TTL)), Now: now})
-	r.observe("sweep", err)
+	r.observe("sweep", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
+	began = time.Now()
 	c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes})
-	r.observe("evict", err)
+	r.observe("evict", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
@@ -66,8 +68,9 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 		r.log.LogAttrs(ctx, slog.LevelInfo, "batch jobs collected",
 			slog.Int("swept", c.Swept), slog.Int("evicted", c.Evicted))
 	}
+	began = time.Now()
 	st, err := r.store.Stats(ctx)
-	r.observe("stats", err)
+	r.observe("stats", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: stats: %w", err))
 	} else {

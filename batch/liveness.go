@@ -26,7 +26,7 @@ func (r *Runner) heartbeat() {
 		ctx, cancel := storeCtx()
 		start, now := time.Now(), r.cfg.Now()
 		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: now})
-		r.observe("heartbeat", err)
+		r.observe("heartbeat", start, err)
 		if err == nil && time.Since(start) > time.Duration(r.cfg.HeartbeatInterval) {
 			// A heartbeat that took longer than the interval may have
 			// waited out an outage: other runners' beats may not have
@@ -97,19 +97,26 @@ func (h *storeHealth) reachableFor(now time.Time, d time.Duration) bool {
 	return !h.since.IsZero() && now.Sub(h.since) >= d
 }
 
-// observe records the outcome of one background store call named op. An
-// answer of the job model (not found, not held, …) is the store answering.
+// observe records the outcome of one background store call named op,
+// begun at began (time.Now). An answer of the job model (not found, not
+// held, …) is the store answering; a success ends an outage only if its
+// call began after the outage's first failure (one in flight before
+// proves nothing).
 // The first failure after a success logs that the store is unreachable,
 // the first success after a failure that it is back and how long it was
 // not, both at WARN, with the error's class and never its text (a
 // driver's error may name the database's user, host and port); each
 // failed call is logged at DEBUG by its caller.
-func (r *Runner) observe(op string, err error) {
+func (r *Runner) observe(op string, began time.Time, err error) {
 	h := &r.health
 	if err == nil || isModelErr(err) {
 		h.mu.Lock()
 		was, downAt, class, failed := h.down, h.downAt, h.class, h.failed
-		h.down, h.failed = false, 0
+		if was && !began.After(downAt) {
+			was = false // in flight before the outage was seen: it goes on
+		} else {
+			h.down, h.failed = false, 0
+		}
 		h.mu.Unlock()
 		if was {
 			r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch store reachable again",

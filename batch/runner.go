@@ -171,8 +171,9 @@ func (r *Runner) Start(ctx context.Context) error {
 
 // reap runs one [Store.Reap], counts and logs the jobs it failed.
 func (r *Runner) reap(ctx context.Context, p ReapParams, msg string) (int, error) {
+	began := time.Now()
 	n, err := r.store.Reap(ctx, p)
-	r.observe("reap", err)
+	r.observe("reap", began, err)
 	if err != nil {
 		return 0, fmt.Errorf("reap: %w", err)
 	}
