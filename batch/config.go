@@ -30,7 +30,7 @@ const (
 	// DefaultStaleAfter: six missed heartbeats. A live runner survives a
 	// long GC pause, a checkpoint stall or a store that is slow for tens of
 	// seconds; the jobs of a runner that died are failed within this plus
-	// one SweepInterval (two minutes with the defaults).
+	// one HeartbeatInterval (70s with the defaults).
 	DefaultStaleAfter    = time.Minute
 	DefaultMetricsPrefix = "batch"
 	// DefaultWebhookTimeout: Standard Webhooks receivers answer at once
@@ -115,9 +115,9 @@ type Config struct {
 	// HeartbeatInterval is how often the runner records in the store that
 	// it is alive, whatever its targets are doing. Defaults to 10s.
 	HeartbeatInterval Duration `json:"heartbeat_interval" toml:"heartbeat_interval"`
-	// StaleAfter is how long a runner may go without a heartbeat before the
-	// sweeper of any runner sharing the store fails the jobs it holds as
-	// "restart". It must be at least twice HeartbeatInterval. Defaults to
+	// StaleAfter is how long a runner may go without a heartbeat before
+	// any runner sharing the store fails the jobs it holds as "restart"
+	// (each runner checks after each of its heartbeats). It must be at least twice HeartbeatInterval. Defaults to
 	// 1m.
 	StaleAfter Duration `json:"stale_after" toml:"stale_after"`
 

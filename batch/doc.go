@@ -94,11 +94,25 @@
 // holds the job, and the runner then stops draining it. A runner records a
 // heartbeat every Config.HeartbeatInterval (10s), whatever its targets are
 // doing, so a target waiting minutes for a busy fetcher does not make it
-// look dead. The sweeper of every runner sharing the store fails the jobs of
-// runners whose heartbeat is older than Config.StaleAfter (1m, at least
-// twice the interval): a node that died mid-target has its jobs failed
-// within StaleAfter plus one Config.SweepInterval, finished targets intact,
-// and its callers get their caps back.
+// look dead. After each heartbeat the store took (and in each sweep), a
+// runner fails the jobs of runners sharing the store whose heartbeat is
+// older than Config.StaleAfter (1m, at least twice the interval): a node
+// that died mid-target has its jobs failed within StaleAfter plus one
+// HeartbeatInterval of its last heartbeat, finished targets intact, and its
+// callers get their caps back.
+//
+// An outage of the store is not staleness. A heartbeat's age is taken on
+// the store's clock, which goes on while nobody reaches the store, so a
+// runner judges others stale only once it has reached the store without a
+// failed call for a continuous StaleAfter, counted from its last failed
+// (or slower than HeartbeatInterval) heartbeat or other background call,
+// or from Start: by then every live runner has had at least one
+// HeartbeatInterval to write a heartbeat after the outage. This holds for
+// the stale reap at Start too, so on a shared store Start fails only the
+// jobs held under its own id. A dead runner's jobs are thus failed within
+// StaleAfter plus one HeartbeatInterval of the later of its last heartbeat
+// and the reaper's last failed call (of the end of the outage, for a reaper
+// that saw it), or of the reaper's Start.
 //
 // # Caps and idempotency
 //
@@ -179,7 +193,13 @@
 // targets, status, outcome and duration attributes. No record ever carries a
 // target URL, a host name, a fetch error's text or the idempotency key, for any
 // caller; for a [Caller.Restricted] caller even the failure outcome is left
-// out. [Runner.Metrics] is the runner's own metrics set, with the prefix
+// out. A store outage is logged twice, at WARN: "batch store unreachable"
+// when a background call first fails (with the op and the error's class:
+// "unavailable", "timeout" or "error") and "batch store reachable again"
+// when one first succeeds (with the outage's length and the failed calls);
+// the calls that fail meanwhile are DEBUG lines with the class only. An
+// outage error's text is never logged: a driver's error may name the
+// database's user, host and port. [Runner.Metrics] is the runner's own metrics set, with the prefix
 // Config.MetricsPrefix (default "batch"):
 //
 //	<p>_jobs_total{outcome}       created reused done partial failed cancelled restart other

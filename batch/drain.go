@@ -59,10 +59,12 @@ func (r *Runner) claimAndDrain() bool {
 		return false
 	}
 	ctx, cancel := storeCtx()
+	began := time.Now()
 	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
 	cancel()
+	r.observe("claim", began, err)
 	if err != nil {
-		r.log.LogAttrs(context.Background(), slog.LevelError, "batch claim failed", slog.String("err", err.Error()))
+		r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch claim failed", storeErrAttrs(err)...)
 		return false
 	}
 	r.metrics.queueDepth.Set(float64(c.Queued)) // 0 when nothing was queued
@@ -137,7 +139,8 @@ func (r *Runner) drain(c Claimed) {
 
 // storeTarget writes a target's outcome until it is stored, the store
 // answers with a sentinel of the job model ([ErrNotHeld], [ErrNotFound]),
-// or the runner closes; other errors are logged and retried with back-off.
+// or the runner closes; other errors are logged and retried with back-off
+// (100ms, doubling up to maxStoreBackoff).
 // A result the store has not taken for Config.StoreWait (a disk too full for
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
@@ -146,13 +149,15 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := storeCtx()
+		began := time.Now()
 		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.cfg.Now()})
 		cancel()
+		r.observe("finish target", began, err)
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return step, err
 		}
-		log.LogAttrs(context.Background(), slog.LevelError, "batch store write failed; retrying",
-			slog.String("op", "finish target"), slog.Int("attempt", attempt), slog.String("err", err.Error()))
+		log.LogAttrs(context.Background(), storeErrLevel(err), "batch store write failed; retrying",
+			append([]slog.Attr{slog.String("op", "finish target"), slog.Int("attempt", attempt)}, storeErrAttrs(err)...)...)
 		if fin.Status == TargetDone && time.Now().After(giveUp) {
 			size := len(fin.Result)
 			*fin = TargetFinish{Idx: fin.Idx}
@@ -166,9 +171,15 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 			return Step{}, err
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, maxStoreBackoff)
 	}
 }
+
+// maxStoreBackoff caps the wait between two attempts of a store write: a
+// drain resumes within it of the store answering again, however long the
+// outage was, at the cost of a few failing calls a second per waiting
+// worker while it lasts.
+const maxStoreBackoff = 250 * time.Millisecond
 
 // fetchTarget fetches one target of job, retrying while the fetcher is busy
 // (but not once the job is cancelled), and returns what to store and how

@@ -16,7 +16,7 @@ func (r *Runner) sweeper() {
 	for {
 		ctx, cancel := storeCtx()
 		if _, err := r.Collect(ctx); err != nil {
-			r.log.LogAttrs(ctx, slog.LevelError, "batch collect failed", slog.String("err", err.Error()))
+			r.log.LogAttrs(ctx, storeErrLevel(err), "batch collect failed", storeErrAttrs(err)...)
 		}
 		cancel()
 		select {
@@ -40,28 +40,38 @@ type Collected struct {
 // Config.MaxBytes (from the caller holding the most bytes first, its
 // oldest lease first: see [Store.Evict]), and fails as "restart" the jobs
 // held by runners whose heartbeat is older than Config.StaleAfter (their
-// finished targets stay). Live jobs are never swept or evicted. It also
+// finished targets stay), unless the runner saw the store fail within the
+// last StaleAfter or started then (see the package documentation's
+// Liveness). Live jobs are never swept or evicted. It also
 // samples the queue depth gauge.
 func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var c Collected
 	now := r.cfg.Now()
 	var errs []error
 	var err error
-	if c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-time.Duration(r.cfg.TTL)), Now: now}); err != nil {
+	began := time.Now()
+	c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-time.Duration(r.cfg.TTL)), Now: now})
+	r.observe("sweep", began, err)
+	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
-	if c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes}); err != nil {
+	began = time.Now()
+	c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes})
+	r.observe("evict", began, err)
+	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
-	stale := ReapParams{StaleBefore: now.Add(-time.Duration(r.cfg.StaleAfter)), Reason: reasonRestart, Now: now}
-	if c.Reaped, err = r.reap(ctx, stale, "batch jobs of stale runners failed"); err != nil {
+	if c.Reaped, err = r.reapStale(ctx, now); err != nil {
 		errs = append(errs, fmt.Errorf("batch: %w", err))
 	}
 	if c.Swept > 0 || c.Evicted > 0 {
 		r.log.LogAttrs(ctx, slog.LevelInfo, "batch jobs collected",
 			slog.Int("swept", c.Swept), slog.Int("evicted", c.Evicted))
 	}
-	if st, err := r.store.Stats(ctx); err != nil {
+	began = time.Now()
+	st, err := r.store.Stats(ctx)
+	r.observe("stats", began, err)
+	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: stats: %w", err))
 	} else {
 		r.metrics.queueDepth.Set(float64(st.Queued))

@@ -30,6 +30,7 @@ type Runner struct {
 	log     *slog.Logger
 	metrics *runnerMetrics
 	waiters waiters
+	health  storeHealth
 
 	wake     chan struct{} // a token wakes one idle worker
 	slots    chan struct{} // one token per running fetch goroutine: at most Workers
@@ -122,8 +123,11 @@ func (r *Runner) ID() string { return r.cfg.RunnerID }
 // deliverer, and returns. On a store that
 // serves one process (see [Capabilities]) that is every queued or running
 // job, left by a previous process; on a shared store, the jobs held under
-// this runner's id and those of runners whose heartbeat is older than
-// Config.StaleAfter, while queued jobs are left for whoever claims them.
+// this runner's id, while queued jobs are left for whoever claims them.
+// Those of runners whose heartbeat is older than Config.StaleAfter are
+// failed after a first continuous StaleAfter without a store failure (see
+// the package documentation's Liveness), so a node started right after an
+// outage does not take the live nodes for dead.
 // Failed jobs get error "restart" and so does their target in flight; jobs
 // are never resumed. Start returns an error if the runner was already
 // started or closed, or if the store fails.
@@ -137,9 +141,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		return ErrClosed
 	}
 	now := r.cfg.Now()
+	r.health.troubled(now) // nothing known of the store before: see storeHealth
 	p := ReapParams{Reason: reasonRestart, Now: now}
 	if r.caps.Shared {
-		p.Runner, p.StaleBefore = r.cfg.RunnerID, now.Add(-time.Duration(r.cfg.StaleAfter))
+		p.Runner = r.cfg.RunnerID // stale runners: after StaleAfter (storeHealth)
 	} else {
 		p.AllLive = true
 	}
@@ -166,7 +171,9 @@ func (r *Runner) Start(ctx context.Context) error {
 
 // reap runs one [Store.Reap], counts and logs the jobs it failed.
 func (r *Runner) reap(ctx context.Context, p ReapParams, msg string) (int, error) {
+	began := time.Now()
 	n, err := r.store.Reap(ctx, p)
+	r.observe("reap", began, err)
 	if err != nil {
 		return 0, fmt.Errorf("reap: %w", err)
 	}
@@ -227,7 +234,7 @@ func (r *Runner) release() {
 	defer cancel()
 	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.cfg.Now()}
 	if _, err := r.reap(ctx, p, "batch jobs failed by close"); err != nil {
-		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", slog.String("err", err.Error()))
+		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
 	}
 }
 
@@ -242,27 +249,6 @@ func (r *Runner) acceptErr() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-// heartbeat writes the runner's heartbeat every Config.HeartbeatInterval
-// until the runner stops, whatever its targets are doing.
-func (r *Runner) heartbeat() {
-	defer r.wg.Done()
-	t := time.NewTicker(time.Duration(r.cfg.HeartbeatInterval))
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := storeCtx()
-		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
-		cancel()
-		if err != nil {
-			r.log.LogAttrs(context.Background(), slog.LevelWarn, "batch heartbeat failed", slog.String("err", err.Error()))
-		}
-	}
 }
 
 // waiters are the per-job wake-ups of [Runner.Wait]: a change to one job

@@ -360,7 +360,12 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 // logged for unrestricted callers only.
 func (h *Handler) logLine(ctx context.Context, label string, status int, d time.Duration, req *request, ans *httpError) {
 	level := slog.LevelDebug // a line per request is for debugging; a busy API writes many
-	if status >= 500 {
+	// A 503 is planned (the store is unreachable, or the runner not
+	// running): the runner logs an outage once as it starts and once as
+	// it ends, so its requests stay at DEBUG, without their cause (a
+	// driver's error may name the database's user, host and port).
+	planned := status == http.StatusServiceUnavailable
+	if status >= 500 && !planned {
 		level = slog.LevelError
 	}
 	if !h.log.Enabled(ctx, level) {
@@ -388,7 +393,7 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 		if req.blocked >= 0 {
 			attrs = append(attrs, slog.Int("target_idx", req.blocked))
 		}
-		if status >= 500 && ans.cause != nil && !req.caller.Restricted {
+		if status >= 500 && !planned && ans.cause != nil && !req.caller.Restricted {
 			attrs = append(attrs, slog.String("cause", ans.cause.Error()))
 		}
 	}

@@ -234,3 +234,32 @@ func TestHandler_LogLineRestricted(t *testing.T) {
 		t.Errorf("normal caller's line = %v, want error blocked at target 0", alice)
 	}
 }
+
+// A 503 of a store outage is planned: its line is DEBUG and carries no
+// cause, which may hold the database's user, host and port. The runner
+// logs the outage itself, at its start and its end.
+func TestHandler_PlannedUnavailableIsDebug(t *testing.T) {
+	t.Parallel()
+	store := &batchtest.Unreachable{Store: batchtest.NewStore(), Err: batchtest.ErrDriver}
+	b := setup(t, setupOpts{store: store})
+	store.Down.Store(true)
+	for _, path := range []string{"/v1/batch", "/v1/batch/some-job"} {
+		if rec := b.do(t, http.MethodGet, path, keyAlice, ""); rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("GET %s while the store is down: %d %s, want 503", path, rec.Code, rec.Body)
+		}
+	}
+	lines := b.logs.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines for two requests: %v", len(lines), lines)
+	}
+	for _, l := range lines {
+		if l["level"] != "DEBUG" || l["error"] != CodeUnavailable || l["cause"] != nil {
+			t.Errorf("log line of a planned 503 = %v, want DEBUG, error %q, no cause", l, CodeUnavailable)
+		}
+	}
+	for _, secret := range batchtest.DriverSecrets {
+		if strings.Contains(b.logs.String(), secret) {
+			t.Errorf("a log line carries the driver's %q: %s", secret, b.logs.String())
+		}
+	}
+}

@@ -18,6 +18,7 @@ var runnerClusterCases = map[string]func(*testing.T, batch.Store){
 	"ClusterCancelThroughOtherRunner": runnerClusterCancel,
 	"ClusterChangeFeedWakes":          runnerClusterFeed,
 	"ClusterStaleRunnerReaped":        runnerClusterStale,
+	"ClusterStaleReapedOnHeartbeat":   runnerClusterStaleOnBeat,
 	"ClusterTwoRunnersNoDisturbance":  runnerClusterTwoRunners,
 }
 
@@ -93,8 +94,9 @@ func runnerCloseFails(t *testing.T, s batch.Store) {
 // runnerRestartLeftJobs: a runner that starts after a process died without
 // closing (a job held by it mid-drain, another queued) fails what that
 // process can no longer finish. On a store that serves one process that is
-// both jobs; on a shared store the held job (its runner is stale) but not
-// the queued one, which the new runner drains.
+// both jobs, at start; on a shared store the held job (its runner is
+// stale), StaleAfter after the start, but not the queued one, which the new
+// runner drains.
 func runnerRestartLeftJobs(t *testing.T, s batch.Store) {
 	clock := NewClock()
 	dead := clock.Now().Add(-time.Hour) // the dead process's last heartbeat
@@ -107,6 +109,18 @@ func runnerRestartLeftJobs(t *testing.T, s batch.Store) {
 
 	rec := NewRecordingFetcher(nil)
 	r := NewRunner(t, batch.Config{Store: s, Fetch: rec.Fetch, Now: clock.Now})
+	if s.Capabilities().Shared {
+		// Another runner's jobs are judged stale only once this one has
+		// reached the store for a continuous StaleAfter: it might have
+		// started right after an outage that silenced live runners.
+		if info := status(t, r, batch.Caller{Name: "alice"}, held.ID); info.Status != batch.JobRunning {
+			t.Fatalf("held job right after the start = %s; want it left until the new runner has reached the store for StaleAfter", info.Status)
+		}
+		clock.Advance(batch.DefaultStaleAfter)
+		if _, err := r.Collect(t.Context()); err != nil { // or the runner's own sweep came first
+			t.Fatalf("Collect StaleAfter after the start: %v", err)
+		}
+	}
 	info := status(t, r, batch.Caller{Name: "alice"}, held.ID)
 	if info.Status != batch.JobFailed || info.Error != "restart" {
 		t.Fatalf("held job after the restart: %s (%q), want failed (restart)", info.Status, info.Error)
@@ -195,8 +209,8 @@ func runnerClusterStale(t *testing.T, s batch.Store) {
 		t.Fatalf("Collect before a is stale = %+v, %v; want nothing reaped", c, err)
 	}
 	clock.Advance(batch.DefaultStaleAfter + time.Second)
-	if c, err := b.Collect(t.Context()); err != nil || c.Reaped != 1 {
-		t.Fatalf("Collect after a went stale = %+v, %v; want its job reaped", c, err)
+	if _, err := b.Collect(t.Context()); err != nil { // or b's background sweep came first
+		t.Fatalf("Collect after a went stale: %v", err)
 	}
 	reaped := status(t, b, alice, id)
 	if reaped.Status != batch.JobFailed || reaped.Error != "restart" {
@@ -215,6 +229,48 @@ func runnerClusterStale(t *testing.T, s batch.Store) {
 	if n := len(f.Calls()); n != 2 {
 		t.Errorf("%d fetches, want 2: nothing after the reaped target starts", n)
 	}
+}
+
+// runnerClusterStaleOnBeat: the jobs of a runner that stopped beating are
+// failed on the heartbeat's cadence, within StaleAfter plus one
+// HeartbeatInterval, not at the next sweep (an hour away here). Real time:
+// a shared store may judge staleness on its database's clock.
+func runnerClusterStaleOnBeat(t *testing.T, s batch.Store) {
+	requireShared(t, s)
+	const beat, stale = 50 * time.Millisecond, 300 * time.Millisecond
+	cfg := func(s batch.Store, f batch.FetchFunc, id string) batch.Config {
+		return batch.Config{Store: s, Fetch: f, RunnerID: id, Workers: 1,
+			HeartbeatInterval: batch.Duration(beat), StaleAfter: batch.Duration(stale),
+			SweepInterval: batch.Duration(time.Hour)}
+	}
+	f := NewBlockingFetcher()
+	t.Cleanup(func() { f.Release() })
+	a := startRunner(t, cfg(deafStore{s}, f.Fetch, "node-a"))
+	id := mustSubmit(t, a, alice, Targets("beat-reap", 2))
+	select {
+	case <-f.Started:
+	case <-time.After(waitLong):
+		t.Fatal("a never claimed its job")
+	}
+	died := time.Now() // a's claim was its last heartbeat
+	b := startRunner(t, cfg(s, FailingFetcher(ErrScripted), "node-b"))
+	deadline := time.Now().Add(waitLong)
+	for {
+		info := status(t, b, alice, id)
+		if info.Status == batch.JobFailed {
+			if info.Error != "restart" {
+				t.Fatalf("reaped job error = %q, want restart", info.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job of the silent runner still %s %s after its last heartbeat (stale_after %s, heartbeat_interval %s, sweep an hour away)",
+				info.Status, time.Since(died).Round(time.Millisecond), stale, beat)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("reaped %s after the silent runner's last heartbeat (stale_after %s + heartbeat_interval %s = %s)",
+		time.Since(died).Round(time.Millisecond), stale, beat, stale+beat)
 }
 
 // waitGauge polls a runner gauge until it reads want.

@@ -50,7 +50,7 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 		"UnstorableResultFails":    runnerUnstorable,
 		"SubmitValidation":         runnerValidation,
 	}
-	for _, group := range []map[string]func(*testing.T, batch.Store){runnerClusterCases, runnerRetryCases, runnerWebhookCases} {
+	for _, group := range []map[string]func(*testing.T, batch.Store){runnerClusterCases, runnerRetryCases, runnerWebhookCases, runnerOutageCases} {
 		for name, fn := range group {
 			tests[name] = fn
 		}

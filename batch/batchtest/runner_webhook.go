@@ -297,7 +297,13 @@ func runnerWebhookRestart(t *testing.T, s batch.Store) {
 	mustCreate(t, s, p)
 	claimJob(t, s, "dead-process", p.ID, dead)
 	hooks := newHookRecorder(nil)
-	NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)})
+	r := NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)})
+	if s.Capabilities().Shared { // the dead process is reaped as stale: StaleAfter after the start
+		clock.Advance(batch.DefaultStaleAfter)
+		if _, err := r.Collect(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	hooks.waitDelivered(t, p.ID)
 	attempts, _ := hooks.all()
 	if ev := attempts[0]; ev.Status != batch.JobFailed || ev.Error != "restart" || ev.TargetsFailed != 1 || ev.URL != p.WebhookURL {

@@ -41,15 +41,19 @@ func skewedNodes(t *testing.T, runnerClock bool, cfg batch.Config) func(d time.D
 	}
 }
 
-// The node ahead does not take the node behind for dead, at its start or
-// in its sweeps: the heartbeat is the database's time, and StaleAfter an
+// The node ahead does not take the node behind for dead, after its
+// heartbeats or in its sweeps: the heartbeat is the database's time, and StaleAfter an
 // age on that clock.
 func TestClock_SkewedNodesAgreeOnStaleness(t *testing.T) {
 	t.Parallel()
 	f := func(t *testing.T, runnerClock bool, wantStatus batch.JobStatus) {
 		hold := batchtest.NewBlockingFetcher()
 		t.Cleanup(func() { hold.Release() })
-		start := skewedNodes(t, runnerClock, batch.Config{Fetch: hold.Fetch})
+		// A runner judges others stale only once it has reached the store
+		// for StaleAfter since its start: short intervals keep this quick.
+		const stale = 300 * time.Millisecond
+		start := skewedNodes(t, runnerClock, batch.Config{Fetch: hold.Fetch,
+			HeartbeatInterval: batch.Duration(stale / 6), StaleAfter: batch.Duration(stale)})
 		behind := start(-10 * time.Minute)
 		caller := batch.Caller{Name: "alice"}
 		job, _, err := behind.Submit(t.Context(), caller, batchtest.Targets("skew", 2))
@@ -58,6 +62,7 @@ func TestClock_SkewedNodesAgreeOnStaleness(t *testing.T) {
 		}
 		<-hold.Started // held by the node behind, its heartbeat fresh
 		ahead := start(10 * time.Minute)
+		time.Sleep(stale + stale/2) // the node ahead's own beats reap, if they are going to
 		if _, err := ahead.Collect(t.Context()); err != nil {
 			t.Fatal(err)
 		}

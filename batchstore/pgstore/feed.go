@@ -190,8 +190,8 @@ func (f *feed) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), feedTimeout)
 	defer cancel()
 	if _, err := f.s.pool.Exec(ctx, f.s.q.notify, f.channel, payloads); err != nil && !f.s.closed.Load() {
-		f.log.LogAttrs(ctx, slog.LevelWarn, "pgstore change feed: notify failed; other nodes will poll",
-			slog.String("err", err.Error()))
+		f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: notify failed; other nodes will poll",
+			feedErrClass(err))
 	}
 }
 
@@ -245,8 +245,8 @@ func (f *feed) listen() {
 				return
 			}
 			sleep := backoff/2 + rand.N(backoff/2+1)
-			f.log.LogAttrs(f.ctx, slog.LevelWarn, "pgstore change feed: cannot listen; retrying",
-				slog.String("err", err.Error()), slog.Duration("retry_in", sleep))
+			f.log.LogAttrs(f.ctx, slog.LevelDebug, "pgstore change feed: cannot listen; retrying",
+				feedErrClass(err), slog.Duration("retry_in", sleep))
 			select {
 			case <-f.ctx.Done():
 				return
@@ -267,8 +267,8 @@ func (f *feed) listen() {
 		cancel()
 		f.listenerPID.Store(0)
 		if f.ctx.Err() == nil {
-			f.log.LogAttrs(f.ctx, slog.LevelWarn, "pgstore change feed: connection lost; reconnecting",
-				slog.String("err", err.Error()))
+			f.log.LogAttrs(f.ctx, slog.LevelInfo, "pgstore change feed: connection lost; reconnecting",
+				feedErrClass(err))
 		}
 	}
 }
@@ -315,4 +315,15 @@ func (f *feed) wait(conn *pgx.Conn) error {
 			return err
 		}
 	}
+}
+
+// feedErrClass names the class of a change feed's connection error for a
+// log line, never its text: a driver's error names the database's user,
+// database, host and port. An outage is logged by the runner, once as it
+// starts and once as it ends; the feed's retries are DEBUG lines.
+func feedErrClass(err error) slog.Attr {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return slog.String("class", "timeout")
+	}
+	return slog.String("class", "unavailable")
 }
