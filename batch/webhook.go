@@ -195,13 +195,17 @@ func (r *Runner) claimWebhooks(pool *hookPool) {
 		return
 	}
 	ctx, cancel := storeCtx()
+	began := time.Now()
 	ds, err := r.store.ClaimWebhooks(ctx, ClaimWebhooksParams{
 		Runner: r.cfg.RunnerID, Limit: free, PerCaller: r.cfg.WebhookInFlightPerCaller,
 		Lease: r.webhookLease(), Now: r.cfg.Now(),
 	})
 	cancel()
+	r.observe("claim webhooks", began, err)
 	if err != nil {
-		r.log.LogAttrs(context.Background(), slog.LevelError, "batch webhook claim failed", slog.String("err", err.Error()))
+		// An outage is logged at its start and end; the driver's text,
+		// which names the database, stays out of the line.
+		r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch webhook claim failed", storeErrAttrs(err)...)
 		return
 	}
 	pool.mu.Lock()
@@ -282,7 +286,7 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 	case ferr != nil:
 		// The claim's lease runs out and the event is attempted again: at
 		// least once, perhaps twice.
-		log.LogAttrs(context.Background(), slog.LevelError, "batch webhook outcome not stored", slog.String("err", ferr.Error()))
+		log.LogAttrs(context.Background(), storeErrLevel(ferr), "batch webhook outcome not stored", storeErrAttrs(ferr)...)
 		return 0
 	}
 	return retryIn
