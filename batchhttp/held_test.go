@@ -84,6 +84,7 @@ func TestHandler_HeldPerCaller(t *testing.T) {
 			<-p.done
 		}
 		waitHeld(t, slots(h), "alice", 0)
+		fetch.Release() // a release frees one fetch, whichever: free both jobs'
 		fetch.Release()
 		batchtest.WaitFinished(t, r, alice, mine.ID, 10*time.Second)
 		if rec := serve(t, h, http.MethodGet, path(mine.ID), keyAlice, ""); rec.Code != http.StatusOK {

@@ -174,6 +174,10 @@ type answerCounts struct {
 	by429    map[string]int
 	bad      []string
 	allow503 bool // a test that fills the disk plans 503s
+	// planned503, if set, says whether a 503 answered now is planned: a
+	// fault test allows them only while its database is down (and a
+	// moment after).
+	planned503 func() bool
 }
 
 func newCounts() *answerCounts {
@@ -196,8 +200,11 @@ func (c *answerCounts) add(a answer) {
 	bad := ""
 	switch {
 	case a.code == http.StatusServiceUnavailable && c.allow503:
-		if a.retryAfter == "" {
+		switch {
+		case a.retryAfter == "":
 			bad = "503 without Retry-After"
+		case c.planned503 != nil && !c.planned503():
+			bad = "503 while the database was up: " + text
 		}
 	case a.code >= 500:
 		bad = fmt.Sprintf("%d %s", a.code, text)

@@ -72,6 +72,38 @@ func privateCluster(t *testing.T) (url string, ctl func(action string)) {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), ctl
 }
 
+// outageWindow is when a fault test's database is down: from the start of
+// a fault until a tail after the server answers again (the pools' first
+// queries after it may still find a dead connection).
+type outageWindow struct {
+	mu    sync.Mutex
+	down  bool
+	until time.Time
+}
+
+// outageTail is how long after the server answers again a 503 still counts
+// as the outage's.
+const outageTail = 2 * time.Second
+
+func (o *outageWindow) begin() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = true
+}
+
+func (o *outageWindow) end(tail time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down, o.until = false, time.Now().Add(tail)
+}
+
+// allows reports whether a 503 answered now falls in an outage.
+func (o *outageWindow) allows() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.down || time.Now().Before(o.until)
+}
+
 // logMark is a position in a log sink.
 func logMark(l *logSink) int { return len(l.all()) }
 
@@ -153,7 +185,9 @@ func TestCluster_Faults(t *testing.T) {
 	}
 	nodes.set(addrs(-1)...)
 	w := &workload{ledger: newLedger(), up: up, counts: newCounts()}
-	w.counts.allow503 = true // planned while the database is down
+	var down outageWindow
+	w.counts.allow503 = true // planned while the database is down, and only then
+	w.counts.planned503 = down.allows
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	for i, caller := range killCallers {
@@ -168,8 +202,10 @@ func TestCluster_Faults(t *testing.T) {
 		t.Helper()
 		mark := logMark(logs)
 		start := time.Now()
+		down.begin()
 		fault()
 		back := time.Now()
+		down.end(outageTail)
 		resumed, ok := waitLogAfter(logs, logMark(logs), `"msg":"batch target finished"`, 30*time.Second)
 		settle()
 		warn, errs, reaped, msgs := logSummary(logs, mark)
