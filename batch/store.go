@@ -341,7 +341,10 @@ type Step struct {
 // instant are broken in a store-specific order. An error a store cannot
 // help now (lock wait, full disk) should match [ErrUnavailable].
 //
-// Every implementation must pass batchtest.TestStore and batchtest.TestRunner.
+// A Store passes batchtest.TestStore, TestRunner and TestStoreReopen (the
+// last with a function that closes the store and opens it again on the same
+// data). Their cases are named <Group>/<Case>, so one runs alone, as in
+// go test -run '^TestStore_Conformance$/^Drain$/^FinishTargetFenced$'.
 type Store interface {
 	// Capabilities says what the store supports.
 	Capabilities() Capabilities

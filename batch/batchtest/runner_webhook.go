@@ -19,10 +19,8 @@ var runnerWebhookCases = map[string]func(*testing.T, batch.Store){
 	"WebhookCloseMidDelivery":   runnerWebhookCloseMidDelivery,
 	"WebhookDroppedAfterBound":  runnerWebhookDropped,
 	"WebhookOncePerFinishedJob": runnerWebhookOnce,
-	"WebhookPendingCap":         runnerWebhookPendingCap,
 	"WebhookRestartedJob":       runnerWebhookRestart,
 	"WebhookRetriedUntilOK":     runnerWebhookRetried,
-	"WebhookSlowReceiver":       runnerWebhookSlowReceiver,
 	"WebhookSubmit":             runnerWebhookSubmit,
 }
 

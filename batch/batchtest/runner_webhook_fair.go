@@ -10,6 +10,14 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
+// runnerWebhookFairCases are the runner cases of fairness between
+// callers' webhooks: a slow receiver holds only its caller's slots, and
+// the pending cap refuses a submit.
+var runnerWebhookFairCases = map[string]func(*testing.T, batch.Store){
+	"WebhookPendingCap":   runnerWebhookPendingCap,
+	"WebhookSlowReceiver": runnerWebhookSlowReceiver,
+}
+
 // hangingReceiver is a Config.Deliver whose deliveries for one caller hang
 // until release is closed (or the attempt's context ends), while every
 // other caller's are taken at once. It counts the hanging deliveries.

@@ -13,8 +13,8 @@ import (
 
 // Store is an in-memory [batch.Store], safe for concurrent use. Every method
 // runs under one mutex, which makes each one atomic as the interface
-// requires. It passes [TestStore] and [TestRunner] and is the reference the
-// other stores are checked against. [NewStore] returns one that serves one
+// requires. It passes [TestStore], [TestRunner] and [TestStoreReopen] and is
+// the reference the other stores are checked against. [NewStore] returns one that serves one
 // process, like the SQLite store; [NewSharedStore] one that behaves like a
 // store shared by several nodes, so that the cluster cases of the suites run
 // against it.

@@ -16,9 +16,6 @@ import (
 var retentionCases = map[string]func(*testing.T, batch.Store){
 	"EvictConcurrentNoOverEviction": storeEvictConcurrent,
 	"EvictOldestLeaseFirst":         storeEvict,
-	"EvictShareCountsLive":          storeEvictShareCountsLive,
-	"EvictShareLargestFirst":        storeEvictShareLargestFirst,
-	"EvictShareSparesSmallCaller":   storeEvictShareSparesSmallCaller,
 	"StatsCounts":                   storeStats,
 	"SweepExpiredFinished":          storeSweep,
 	"SweepSparesHeldCancelledJob":   storeSweepHeld,

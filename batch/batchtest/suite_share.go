@@ -9,9 +9,15 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// The byte budget shared per caller (SPEC §12): eviction takes from the
-// caller that holds the most bytes first, so one caller's writes evict its
-// own results before anyone else's. These cases are in retentionCases.
+// shareCases are the cases of the byte budget shared per caller (SPEC §12):
+// eviction takes from the caller that holds the most bytes first, so one
+// caller's writes evict its own results before anyone else's; live bytes
+// count, and a small caller is spared.
+var shareCases = map[string]func(*testing.T, batch.Store){
+	"EvictShareCountsLive":        storeEvictShareCountsLive,
+	"EvictShareLargestFirst":      storeEvictShareLargestFirst,
+	"EvictShareSparesSmallCaller": storeEvictShareSparesSmallCaller,
+}
 
 // wantKept checks which of a caller's jobs are still stored: kept[i] for
 // ids[i].

@@ -321,31 +321,25 @@ func storeWebhookOutlivesJob(t *testing.T, s batch.Store) {
 	wantHook(t, d, p, batch.JobCancelled, "", 0, 0, t0)
 }
 
-// TestStoreReopen checks what must survive a store's reopening: pending
-// webhook events, with their claims. newStore returns a new, empty store
-// and a function that closes it and opens it again on the same data (a
-// store kept in memory returns itself).
-func TestStoreReopen(t *testing.T, newStore func(t *testing.T) (s batch.Store, reopen func() batch.Store)) {
-	t.Helper()
-	t.Run("WebhookSurvivesReopen", func(t *testing.T) {
-		t.Parallel()
-		s, reopen := newStore(t)
-		claimed := hookSpec("alice", "claimed", 1, t0)
-		due := hookSpec("bob", "due", 1, t0.Add(time.Second))
-		for _, p := range []batch.CreateParams{claimed, due} {
-			mustCreate(t, s, p)
-			cancel(t, s, p.Caller.Name, p.ID, t0)
-		}
-		if ds := claimHooks(t, s, runnerA, 1, t0); len(ds) != 1 || ds[0].JobID != claimed.ID {
-			t.Fatalf("claimed %+v", ds)
-		}
-		s = reopen()
-		d := oneHook(t, s, runnerB, due.ID, t0)
-		wantHook(t, d, due, batch.JobCancelled, "", 0, 0, t0)
-		finishHook(t, s, batch.FinishWebhookParams{JobID: due.ID, Runner: runnerB, Attempt: 1, Now: t0})
-		d = oneHook(t, s, runnerB, claimed.ID, t0.Add(hookLease))
-		if d.Attempt != 2 {
-			t.Errorf("the claim before the reopen was lost: attempt %d", d.Attempt)
-		}
-	})
+// storeWebhookSurvivesReopen: pending webhook events survive a store's
+// reopening, with their claims.
+func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s batch.Store, reopen func() batch.Store)) {
+	s, reopen := newStore(t)
+	claimed := hookSpec("alice", "claimed", 1, t0)
+	due := hookSpec("bob", "due", 1, t0.Add(time.Second))
+	for _, p := range []batch.CreateParams{claimed, due} {
+		mustCreate(t, s, p)
+		cancel(t, s, p.Caller.Name, p.ID, t0)
+	}
+	if ds := claimHooks(t, s, runnerA, 1, t0); len(ds) != 1 || ds[0].JobID != claimed.ID {
+		t.Fatalf("claimed %+v", ds)
+	}
+	s = reopen()
+	d := oneHook(t, s, runnerB, due.ID, t0)
+	wantHook(t, d, due, batch.JobCancelled, "", 0, 0, t0)
+	finishHook(t, s, batch.FinishWebhookParams{JobID: due.ID, Runner: runnerB, Attempt: 1, Now: t0})
+	d = oneHook(t, s, runnerB, claimed.ID, t0.Add(hookLease))
+	if d.Attempt != 2 {
+		t.Errorf("the claim before the reopen was lost: attempt %d", d.Attempt)
+	}
 }

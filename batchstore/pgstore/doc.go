@@ -2,9 +2,9 @@
 // (daemons behind a load balancer) share one database, and any node
 // accepts, drains, reads and cancels any job, while the caps and
 // idempotency hold across the fleet. It is built on
-// github.com/jackc/pgx/v5 (pgxpool) and passes batchtest.TestStore and
-// batchtest.TestRunner, cluster cases included: its [Store.Capabilities]
-// say Shared.
+// github.com/jackc/pgx/v5 (pgxpool) and passes batchtest.TestStore,
+// batchtest.TestRunner and batchtest.TestStoreReopen, cluster cases
+// included: its [Store.Capabilities] say Shared.
 //
 //	store, err := pgstore.Open(ctx, "postgres://batch@db.internal/app", pgstore.Options{})
 //	if err != nil { … }            // errors.Is(err, batch.ErrUnavailable): the server cannot serve now

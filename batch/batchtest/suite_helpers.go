@@ -3,48 +3,12 @@ package batchtest
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 )
-
-// TestStore is the conformance suite of [batch.Store]: every implementation
-// must pass it. newStore returns a new, empty store for one subtest (and
-// registers its cleanup with t). The cases are grouped by concern in the
-// suite_*.go files: submit (create, reuse, caps), drain (claim, one write
-// per target, the fence), cancel, reads, retention (sweep, evict, stats)
-// liveness (heartbeats, reaping) and the webhook outbox. Cases that only a Shared store must
-// pass (see [batch.Capabilities]) are skipped for the others.
-func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
-	t.Helper()
-	tests := map[string]func(t *testing.T, s batch.Store){}
-	for _, group := range []map[string]func(*testing.T, batch.Store){
-		submitCases, drainCases, cancelCases, readCases, retentionCases, livenessCases, webhookCases, webhookFairCases,
-	} {
-		for name, fn := range group {
-			if _, dup := tests[name]; dup {
-				panic("batchtest: two store cases named " + name)
-			}
-			tests[name] = fn
-		}
-	}
-	runParallel(t, tests, newStore)
-}
-
-// runParallel runs each test as a parallel subtest on a new store, in name
-// order.
-func runParallel(t *testing.T, tests map[string]func(*testing.T, batch.Store), newStore func(*testing.T) batch.Store) {
-	t.Helper()
-	for _, name := range slices.Sorted(maps.Keys(tests)) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			tests[name](t, newStore(t))
-		})
-	}
-}
 
 // requireShared skips a cluster case on a store that serves one process.
 func requireShared(t *testing.T, s batch.Store) {

@@ -16,48 +16,35 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// TestRunner runs the runner's behaviour tests against a store: the same
-// tests pass whatever [batch.Store] drains the jobs. newStore returns a new,
-// empty store for one subtest. Call it from a test that is not parallel:
-// one subtest counts the runner goroutines of the whole process, so it must
-// run while no other test's runner is alive.
-func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
-	t.Helper()
-	tests := map[string]func(t *testing.T, s batch.Store){
-		"AbandonedFetchKeepsSlot":  runnerAbandonedKeepsSlot,
-		"AllFailedIsFailed":        runnerAllFailed,
-		"AllOKIsDone":              runnerAllOK,
-		"BusyRetriedThenFails":     runnerBusyFails,
-		"BusyRetriedThenOK":        runnerBusyThenOK,
-		"BusyWaitStopsOnCancel":    runnerBusyCancel,
-		"CancelRacesLastTarget":    runnerCancelRace,
-		"CancelStopsLaterTargets":  runnerCancel,
-		"Caps":                     runnerCaps,
-		"EvictOverByteBudget":      runnerEvict,
-		"FailureIsolationPartial":  runnerPartial,
-		"HangingFetcherTimesOut":   runnerHanging,
-		"IdempotentResubmit":       runnerIdempotent,
-		"LeaseSlidesAndSweeps":     runnerLease,
-		"MetaPanicFailsItsTarget":  runnerMetaPanic,
-		"OversizeResultTooLong":    runnerTooLong,
-		"PanicFailsOnlyItsTarget":  runnerPanic,
-		"CloseFailsItsRunningJobs": runnerCloseFails,
-		"HeartbeatWithoutProgress": runnerHeartbeatWithoutProgress,
-		"RestartFailsLeftJobs":     runnerRestartLeftJobs,
-		"ResubmitAfterCancel":      runnerResubmitAfterCancel,
-		"SerialOrder":              runnerSerial,
-		"StoreFaultsAreRetried":    runnerStoreFaults,
-		"UnstorableResultFails":    runnerUnstorable,
-		"SubmitValidation":         runnerValidation,
-	}
-	for _, group := range []map[string]func(*testing.T, batch.Store){runnerClusterCases, runnerRetryCases, runnerWebhookCases, runnerOutageCases} {
-		for name, fn := range group {
-			tests[name] = fn
-		}
-	}
-	runParallel(t, tests, newStore)
-	// Not parallel: it counts the runner goroutines of the whole process.
-	t.Run("CloseMidDrainLeaksNothing", func(t *testing.T) { runnerCloseMidDrain(t, newStore(t)) })
+// runnerDrainCases are the runner cases of draining a job: serial order,
+// outcomes, failure isolation, busy retries, cancel, caps, the lease,
+// eviction, faults of the store, Close and restart.
+var runnerDrainCases = map[string]func(*testing.T, batch.Store){
+	"AbandonedFetchKeepsSlot":  runnerAbandonedKeepsSlot,
+	"AllFailedIsFailed":        runnerAllFailed,
+	"AllOKIsDone":              runnerAllOK,
+	"BusyRetriedThenFails":     runnerBusyFails,
+	"BusyRetriedThenOK":        runnerBusyThenOK,
+	"BusyWaitStopsOnCancel":    runnerBusyCancel,
+	"CancelRacesLastTarget":    runnerCancelRace,
+	"CancelStopsLaterTargets":  runnerCancel,
+	"Caps":                     runnerCaps,
+	"EvictOverByteBudget":      runnerEvict,
+	"FailureIsolationPartial":  runnerPartial,
+	"HangingFetcherTimesOut":   runnerHanging,
+	"IdempotentResubmit":       runnerIdempotent,
+	"LeaseSlidesAndSweeps":     runnerLease,
+	"MetaPanicFailsItsTarget":  runnerMetaPanic,
+	"OversizeResultTooLong":    runnerTooLong,
+	"PanicFailsOnlyItsTarget":  runnerPanic,
+	"CloseFailsItsRunningJobs": runnerCloseFails,
+	"HeartbeatWithoutProgress": runnerHeartbeatWithoutProgress,
+	"RestartFailsLeftJobs":     runnerRestartLeftJobs,
+	"ResubmitAfterCancel":      runnerResubmitAfterCancel,
+	"SerialOrder":              runnerSerial,
+	"StoreFaultsAreRetried":    runnerStoreFaults,
+	"UnstorableResultFails":    runnerUnstorable,
+	"SubmitValidation":         runnerValidation,
 }
 
 var (
