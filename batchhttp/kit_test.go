@@ -348,3 +348,29 @@ func TestLimitListener(t *testing.T) {
 		t.Errorf("Accept after Close: %v", err)
 	}
 }
+
+// Add may run while the metrics are written (a runner added late): no
+// race, no crash.
+func TestMetrics_AddWhileWriting(t *testing.T) {
+	t.Parallel()
+	m, err := NewMetrics(MetricsOpts{NoProcessMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 500 {
+			s := metrics.NewSet()
+			name := "late_" + strings.Repeat("x", i%7+1) + "_total"
+			s.GetOrCreateCounter(name).Inc()
+			m.Add(s, map[string]string{name: "Late."})
+		}
+	}()
+	for range 500 {
+		if err := m.WritePrometheus(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+}

@@ -157,7 +157,7 @@ var misnamedProcessMetrics = map[string]bool{
 func (m *Metrics) WritePrometheus(w io.Writer) error {
 	m.mu.Lock()
 	sets := m.sets
-	help := m.help
+	help := maps.Clone(m.help) // Add may write the map once the lock is released
 	var buf bytes.Buffer
 	for _, s := range sets {
 		s.WritePrometheus(&buf)

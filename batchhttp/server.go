@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
@@ -132,7 +133,11 @@ const endWait = time.Second
 //     something slow — sees its context done, and the server waits for
 //     them up to the rest of Grace (a second at least), then closes what
 //     is left.
-//  4. AfterShutdown, which closes the store: no request can reach it now.
+//  4. AfterShutdown, which closes the store. After a shutdown that went as
+//     planned no request can reach it; after one that was forced (the
+//     runner's close ran out of CloseTimeout, or requests outlived the
+//     grace) a handler that ignores its context may still be running, and
+//     the error Serve returns says so.
 //
 // It returns nil after a shutdown that went as planned, and otherwise the
 // errors of the steps that failed, or the server's own error if serving
@@ -227,7 +232,9 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 // one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
 // (it needs no key for that) holds none of them once others need the room,
 // and a caller's active requests (a long-poll, a stream; capped per caller
-// by [HandlerOpts]) are never cut. An idle connection closed so is what a
+// by [HandlerOpts]) are not cut; nor is a connection whose next request
+// has begun to arrive, but one whose request arrives in the instant it is
+// closed is lost, as at IdleTimeout. An idle connection closed so is what a
 // client sees after IdleTimeout: Go's client and most others retry an
 // idempotent request on a fresh connection.
 func LimitListener(ln net.Listener, n int) *LimitedListener {
@@ -310,8 +317,8 @@ func (l *LimitedListener) closeIdlest() {
 	l.mu.Lock()
 	var idlest *limitedConn
 	for c := range l.conns {
-		if !c.idle || now.Sub(c.since) < cmp.Or(c.fresh, idleGrace) {
-			continue
+		if !c.idle || now.Sub(c.since) < cmp.Or(c.fresh, idleGrace) || c.lastRead.Load() > c.since.UnixNano() {
+			continue // in use, idle too briefly, or its next request is arriving
 		}
 		if idlest == nil || c.since.Before(idlest.since) {
 			idlest = c
@@ -373,6 +380,18 @@ type limitedConn struct {
 	since  time.Time     // when it last became idle
 	fresh  time.Duration // newGrace while no request has been read, else 0
 	closed bool
+	// lastRead is when bytes last arrived (Unix nanoseconds): net/http says
+	// a connection is active only once a whole request header is read, so
+	// a connection that is reading its next request still looks idle.
+	lastRead atomic.Int64
+}
+
+func (c *limitedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 func (c *limitedConn) Close() error {

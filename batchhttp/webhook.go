@@ -298,6 +298,12 @@ func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) erro
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", s.userAgent)
 	key := callerKey(s.key, ev.Caller)
+	if ev.Caller == "" {
+		// An event written before events knew their caller, whose job was
+		// swept before the upgrade: signed with the master secret, as
+		// every event was then, so that an old receiver can still verify it.
+		key = s.key
+	}
 	id := webhookID(key, ev.ID)
 	h.Set(HeaderWebhookID, id)
 	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))

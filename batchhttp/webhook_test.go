@@ -118,6 +118,26 @@ func TestWebhookSender_PerCallerSecret(t *testing.T) {
 	}
 }
 
+// An event without a caller (written before events knew theirs, its job
+// swept before the upgrade) is signed with the master secret, as every
+// event was before, so that it can still be verified.
+func TestWebhookSender_NoCallerSignedWithMaster(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	sender, err := NewWebhookSender(http.DefaultClient, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := batch.WebhookEvent{ID: "job-1", Type: batch.EventJobFinished, URL: rc.srv.URL, JobID: "job-1", Status: batch.JobDone}
+	if err := sender.Deliver(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	d := rc.wait(t, 1)[0]
+	if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); err != nil {
+		t.Errorf("the master secret does not verify an event without a caller: %v", err)
+	}
+}
+
 // The signature of the Standard Webhooks reference library's own test
 // (standard-webhooks/standard-webhooks, libraries/javascript/src/
 // webhook.test.ts, "sign function works"), byte for byte.

@@ -49,8 +49,11 @@ func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 			}
 			for bytes > p.MaxBytes && n < gcBatch {
 				caller, ok, err := largestCaller(conn, held)
-				if err != nil || !ok {
+				if err != nil {
 					return err
+				}
+				if !ok {
+					break // no caller has a finished job left: vacuum what was freed
 				}
 				var job jobNum
 				found := false

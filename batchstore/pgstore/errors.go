@@ -30,6 +30,7 @@ var (
 // branch on them, and their text is already complete.
 var batchSentinels = []error{
 	batch.ErrNotFound, batch.ErrFinished, batch.ErrNotHeld, batch.ErrCallerBusy, batch.ErrBusy, batch.ErrNoTargets,
+	batch.ErrWebhooksBusy,
 }
 
 // wrapErr translates an error of operation op into the store's
@@ -56,6 +57,9 @@ func wrapErr(ctx context.Context, op string, err error, closed bool) error {
 	case errors.Is(err, ErrSchema):
 		return err
 	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		err = connectFailed{err} // its text names the user, the database, the host and the address
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 		// The driver's error names the symptom (a cancelled query, a
 		// closed connection); the context's says why.
@@ -70,6 +74,22 @@ func wrapErr(ctx context.Context, op string, err error, closed bool) error {
 	}
 	return out
 }
+
+// connectFailed is a failed connect of the driver, with a text that leaves
+// out what pgx's holds (the user, the database, the host, the address):
+// "connect failed", with the server's SQLSTATE when it answered, such as
+// 28P01 for a refused password. It unwraps to the driver's error, so the
+// store still classifies it.
+type connectFailed struct{ err error }
+
+func (e connectFailed) Error() string {
+	if pe, ok := errors.AsType[*pgconn.PgError](e.err); ok {
+		return "connect failed (SQLSTATE " + pe.Code + ")"
+	}
+	return "connect failed"
+}
+
+func (e connectFailed) Unwrap() error { return e.err }
 
 // kindError marks an error as matching kind without repeating kind's text.
 type kindError struct{ kind, err error }

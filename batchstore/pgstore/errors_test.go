@@ -68,6 +68,36 @@ func TestWrapErr(t *testing.T) {
 	f(bg, fmt.Errorf("%w: x", ErrSchema), false, false, ErrSchema)
 }
 
+// A failed connect's text names no user, database, host or address
+// (pgx's does), whether the server refused the login or nothing answered;
+// it stays classified.
+func TestWrapErr_ConnectTextClean(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgconn.ParseConfig("postgres://batchuser@127.0.0.1:1/batchdb?sslmode=disable&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dialErr := pgconn.ConnectConfig(t.Context(), cfg)
+	if dialErr == nil {
+		t.Fatal("a connect to port 1 succeeded")
+	}
+	for _, raw := range []error{dialErr, fmt.Errorf("claim: %w", dialErr)} {
+		got := wrapErr(context.Background(), "claim", raw, false)
+		for _, secret := range []string{"batchuser", "batchdb", "127.0.0.1", ":1"} {
+			if strings.Contains(got.Error(), secret) {
+				t.Errorf("wrapErr(%q) = %q: it names %q", raw, got, secret)
+			}
+		}
+		if !errors.Is(got, batch.ErrUnavailable) {
+			t.Errorf("wrapErr(%q) = %q: not unavailable", raw, got)
+		}
+	}
+	refused := connectFailed{fmt.Errorf("x: %w", &pgconn.PgError{Code: "28P01", Message: `password authentication failed for user "batchuser"`})}
+	if got := refused.Error(); got != "connect failed (SQLSTATE 28P01)" {
+		t.Errorf("a refused login reads %q", got)
+	}
+}
+
 // Nothing listens on port 1: the store cannot serve now.
 func TestOpen_Unreachable(t *testing.T) {
 	t.Parallel()
