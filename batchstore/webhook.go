@@ -104,8 +104,10 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 // hookPicker picks a claim's events round-robin across callers, from the
 // due events in due order: every caller's first before anyone's second,
 // and none of a caller beyond the per-caller cap (its events under an
-// unexpired claim, busy, counted). The walk may stop once limit first
-// events are picked: nothing after them comes before them.
+// unexpired claim, busy, counted). The walk stops once limit first
+// events are picked, since nothing after them comes before them; with
+// fewer due callers than limit it reads every due event, which the
+// pending cap bounds (webhook_pending_per_caller per caller).
 type hookPicker struct {
 	limit, perCaller int
 	busy             map[string]int // caller → events under an unexpired claim
