@@ -195,26 +195,12 @@ func storeWebhookClaimedOnce(t *testing.T, s batch.Store) {
 		ids[p.ID] = true
 	}
 	now := t0.Add(time.Minute)
-	var mu sync.Mutex
 	claimed := map[string]int{}
-	var wg sync.WaitGroup
-	for i := range 2 * n {
-		wg.Go(func() {
-			ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{
-				Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%2, Lease: hookLease, Now: now,
-			})
-			if err != nil {
-				t.Errorf("ClaimWebhooks: %v", err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, d := range ds {
-				claimed[d.JobID]++
-			}
-		})
+	for _, d := range raceClaims(t, s, 2*n, func(i int) batch.ClaimWebhooksParams {
+		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%2, Lease: hookLease, Now: now}
+	}) {
+		claimed[d.JobID]++
 	}
-	wg.Wait()
 	if t.Failed() {
 		return
 	}
@@ -342,4 +328,27 @@ func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s bat
 	if d.Attempt != 2 {
 		t.Errorf("the claim before the reopen was lost: attempt %d", d.Attempt)
 	}
+}
+
+// raceClaims runs n claims at once, the i-th with params(i), and returns
+// every event they took; a claim that fails fails t.
+func raceClaims(t *testing.T, s batch.Store, n int, params func(i int) batch.ClaimWebhooksParams) []batch.WebhookDelivery {
+	t.Helper()
+	var mu sync.Mutex
+	var all []batch.WebhookDelivery
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ds, err := s.ClaimWebhooks(t.Context(), params(i))
+			if err != nil {
+				t.Errorf("ClaimWebhooks: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, ds...)
+		})
+	}
+	wg.Wait()
+	return all
 }

@@ -2,7 +2,6 @@ package batchtest
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,26 +129,12 @@ func storeWebhookPerCallerRacing(t *testing.T, s batch.Store) {
 	queueHooks(t, s, "bob", 6, t0.Add(time.Minute))
 	now := t0.Add(time.Hour)
 	const perCaller = 2
-	var mu sync.Mutex
 	total := map[string]int{}
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{
-				Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%3, PerCaller: perCaller, Lease: hookLease, Now: now,
-			})
-			if err != nil {
-				t.Errorf("ClaimWebhooks: %v", err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, d := range ds {
-				total[d.Caller]++
-			}
-		})
+	for _, d := range raceClaims(t, s, 8, func(i int) batch.ClaimWebhooksParams {
+		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%3, PerCaller: perCaller, Lease: hookLease, Now: now}
+	}) {
+		total[d.Caller]++
 	}
-	wg.Wait()
 	if t.Failed() {
 		return
 	}
