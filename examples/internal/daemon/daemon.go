@@ -63,6 +63,9 @@ type Config struct {
 	Batch batch.Config
 	// MaxResponseBytes caps one fetched body. Defaults to the fetcher's 2 MiB.
 	MaxResponseBytes int64
+	// UserAgent is the User-Agent header of target fetches. Defaults to
+	// fetcher.DefaultUserAgent.
+	UserAgent string
 	// MetricsKey, if set, is the bearer key GET /metrics requires.
 	MetricsKey string
 	// Logger receives the daemon's logs. Defaults to discarding them.
@@ -153,7 +156,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "no webhook secret configured: generated one for this run; "+
 			"receivers cannot verify deliveries after a restart")
 	}
-	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: time.Duration(cfg.Batch.TargetTimeout)})
+	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: time.Duration(cfg.Batch.TargetTimeout), UserAgent: cfg.UserAgent})
 	// Webhooks go out through the fetcher's guarded client: loopback and
 	// private addresses are refused at connect time, as for targets.
 	sender, err := batchhttp.NewWebhookSender(f.Client(), secret)

@@ -263,14 +263,20 @@ type upstream struct {
 	mu    sync.Mutex
 	hits  map[string]int
 	gates map[string]chan struct{} // by the gate's name, "fgate<n>"
+	// agents holds, for each gated page fetched, the User-Agent of its
+	// first fetch: which daemon holds the job, when each has its own.
+	agents map[string]string
 }
 
 func newUpstream(t *testing.T, delay time.Duration) *upstream {
-	u := &upstream{delay: delay, hits: map[string]int{}, gates: map[string]chan struct{}{}}
+	u := &upstream{delay: delay, hits: map[string]int{}, gates: map[string]chan struct{}{}, agents: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/page/", func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.hits[r.URL.Path]++
+		if _, ok := u.agents[r.URL.Path]; !ok && strings.HasPrefix(r.URL.Path, "/page/fgate") {
+			u.agents[r.URL.Path] = r.UserAgent()
+		}
 		u.mu.Unlock()
 		var wait <-chan time.Time
 		gate := u.gateFor(r.URL.Path)
@@ -319,6 +325,15 @@ func (u *upstream) gate(name string) chan struct{} {
 		u.gates[name] = g
 	}
 	return g
+}
+
+// agent returns the User-Agent of the first fetch of the gated page name,
+// and whether it was fetched.
+func (u *upstream) agent(name string) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a, ok := u.agents["/page/"+name]
+	return a, ok
 }
 
 // openGate lets the pages of gate n answer.

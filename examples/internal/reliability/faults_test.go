@@ -104,6 +104,9 @@ func (o *outageWindow) allows() bool {
 	return o.down || time.Now().Before(o.until)
 }
 
+// agentOf is the User-Agent of the fetches of the daemon with runner id.
+func agentOf(id string) string { return "batchkit-reliability/" + id }
+
 // logMark is a position in a log sink.
 func logMark(l *logSink) int { return len(l.all()) }
 
@@ -167,7 +170,7 @@ func TestCluster_Faults(t *testing.T) {
 	bc := killBatch()
 	bc.HeartbeatInterval, bc.StaleAfter, bc.SweepInterval = batch.Duration(250*time.Millisecond), batch.Duration(2*time.Second), batch.Duration(500*time.Millisecond)
 	node := func(id string) childConfig {
-		c := childConfig{DB: url, Allow: []string{up.addr()}, Callers: append(killCallers, "gc"), Batch: bc}
+		c := childConfig{DB: url, Allow: []string{up.addr()}, Callers: append(killCallers, "gc"), Batch: bc, UserAgent: agentOf(id)}
 		c.Batch.RunnerID = id
 		return c
 	}
@@ -236,26 +239,49 @@ func TestCluster_Faults(t *testing.T) {
 	})
 
 	// gated submits six jobs whose first page hangs until gate opens, and
-	// waits until they run: spread over the three nodes, so the node a
-	// fault hits holds some of them mid-target.
-	gated := func(gate int) {
+	// waits until each first page is being fetched. They spread over the
+	// three nodes as the nodes claim them: n0 has 4 workers, so n1 and n2
+	// hold at least 2 of them together. It returns the one of n1 and n2
+	// that holds the most, the node the fault then hits mid-target, and
+	// how many it holds.
+	gated := func(gate int) (pick, held int) {
 		t.Helper()
 		gc := newClient(procs[0].addr, "gc", w.counts)
 		defer gc.close()
-		var ids []string
+		var pages []string
 		for i := range 6 {
-			urls := []string{up.url(fmt.Sprintf("fgate%d-%d", gate, i)), up.url(fmt.Sprintf("f-gated%d-%d", gate, i))}
+			first := fmt.Sprintf("fgate%d-%d", gate, i)
+			urls := []string{up.url(first), up.url(fmt.Sprintf("f-gated%d-%d", gate, i))}
 			sr, a, err := gc.submit(t.Context(), urls)
 			if err != nil || a.code != 202 {
 				t.Fatalf("gated submit: %v %d", err, a.code)
 			}
 			w.ledger.ack(ackedJob{id: sr.JobID, caller: "gc", urls: urls})
-			ids = append(ids, sr.JobID)
+			pages = append(pages, first)
 		}
-		for _, id := range ids {
-			for st, _, _ := gc.status(t.Context(), id, ""); st.Status != batch.JobRunning; st, _, _ = gc.status(t.Context(), id, "?wait=1s") {
+		holds := map[string]int{}
+		deadline := time.Now().Add(30 * time.Second)
+		for _, page := range pages {
+			for {
+				if a, ok := up.agent(page); ok {
+					holds[a]++
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("gated page %s not fetched within 30s", page)
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		}
+		pick = 1
+		if holds[agentOf("n2")] > holds[agentOf("n1")] {
+			pick = 2
+		}
+		held = holds[agentOf(fmt.Sprintf("n%d", pick))]
+		if held == 0 {
+			t.Fatalf("gated jobs by node %v: n1 and n2 hold none", holds)
+		}
+		return pick, held
 	}
 	restartLines := func(mark int) (stale, own int) {
 		lines := logs.all()
@@ -278,9 +304,9 @@ func TestCluster_Faults(t *testing.T) {
 
 	// A node frozen past StaleAfter is taken for dead: its jobs move on;
 	// woken, its late writes are refused.
-	gated(1)
-	frozen := procs[1]
-	nodes.set(addrs(1)...)
+	fi, fheld := gated(1)
+	frozen := procs[fi]
+	nodes.set(addrs(fi)...)
 	mark := logMark(logs)
 	frozen.cmd.Process.Signal(syscall.SIGSTOP)
 	froze := time.Now()
@@ -289,10 +315,13 @@ func TestCluster_Faults(t *testing.T) {
 	took, restarted := w.waitNoneHeld(t, procs[0].addr, time.Duration(bc.StaleAfter+bc.HeartbeatInterval)+10*time.Second)
 	stale, _ := restartLines(mark)
 	if !reapOK {
-		t.Errorf("SIGSTOP of n1: no stale reap within stale_after + heartbeat_interval + 10s")
+		t.Errorf("SIGSTOP of n%d: no stale reap within stale_after + heartbeat_interval + 10s", fi)
 	}
-	t.Logf("SIGSTOP of n1: its %d jobs reaped %s after the freeze (stale_after %s + heartbeat_interval %s = %s); every job running then moved on within %s, %d failed as restart",
-		stale, reapAt.Round(10*time.Millisecond), bc.StaleAfter, bc.HeartbeatInterval, bc.StaleAfter+bc.HeartbeatInterval, took.Round(10*time.Millisecond), restarted)
+	if stale < fheld {
+		t.Errorf("SIGSTOP of n%d: %d jobs reaped as stale; it held %d gated ones", fi, stale, fheld)
+	}
+	t.Logf("SIGSTOP of n%d, holding %d gated jobs: %d jobs reaped %s after the freeze (stale_after %s + heartbeat_interval %s = %s); every job running then moved on within %s, %d failed as restart",
+		fi, fheld, stale, reapAt.Round(10*time.Millisecond), bc.StaleAfter, bc.HeartbeatInterval, bc.StaleAfter+bc.HeartbeatInterval, took.Round(10*time.Millisecond), restarted)
 	sleep(ctx, time.Duration(bc.StaleAfter)-time.Since(froze)+time.Second) // frozen past StaleAfter
 	frozen.cmd.Process.Signal(syscall.SIGCONT)
 	nodes.set(addrs(-1)...)
@@ -300,22 +329,25 @@ func TestCluster_Faults(t *testing.T) {
 
 	// A node killed and restarted under its runner id fails its own jobs
 	// at once.
-	gated(2)
-	procs[2].kill()
-	nodes.set(addrs(2)...)
+	ki, kheld := gated(2)
+	procs[ki].kill()
+	nodes.set(addrs(ki)...)
 	up.openGate(2)
 	mark = logMark(logs)
 	restart := time.Now()
-	procs[2] = startDaemon(t, node("n2"), logs)
+	procs[ki] = startDaemon(t, node(fmt.Sprintf("n%d", ki)), logs)
 	nodes.set(addrs(-1)...)
 	started := time.Since(restart)
 	took, restarted = w.waitNoneHeld(t, procs[0].addr, 10*time.Second)
 	stale, own := restartLines(mark)
 	if stale > 0 {
-		t.Errorf("SIGKILL of n2 and restart under its id: %d jobs failed as stale; want its own failed by its restart", stale)
+		t.Errorf("SIGKILL of n%d and restart under its id: %d jobs failed as stale; want its own failed by its restart", ki, stale)
 	}
-	t.Logf("SIGKILL of n2, restarted under its id (serving %s after the kill): %d of its jobs failed by its restart; every job running then moved on within %s more, %d failed as restart",
-		started.Round(10*time.Millisecond), own, took.Round(10*time.Millisecond), restarted)
+	if own < kheld {
+		t.Errorf("SIGKILL of n%d and restart under its id: %d jobs failed by its restart; it held %d gated ones", ki, own, kheld)
+	}
+	t.Logf("SIGKILL of n%d, holding %d gated jobs, restarted under its id (serving %s after the kill): %d of its jobs failed by its restart; every job running then moved on within %s more, %d failed as restart",
+		ki, kheld, started.Round(10*time.Millisecond), own, took.Round(10*time.Millisecond), restarted)
 	settle()
 
 	stop()

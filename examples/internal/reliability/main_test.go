@@ -49,6 +49,7 @@ type childConfig struct {
 	Batch            batch.Config
 	MaxResponseBytes int64
 	WebhookSecret    string // the master secret; "" lets the daemon generate one
+	UserAgent        string // of the daemon's fetches; "" for the fetcher's
 }
 
 // keyOf is the bearer key of a test caller.
@@ -62,6 +63,7 @@ func (c childConfig) daemonConfig(log *slog.Logger) daemon.Config {
 	return daemon.Config{
 		DB: c.DB, Schema: c.Schema, Keys: keys, Allow: c.Allow, Batch: c.Batch,
 		MaxResponseBytes: c.MaxResponseBytes, Logger: log, WebhookSecret: c.WebhookSecret,
+		UserAgent: c.UserAgent,
 	}
 }
 
