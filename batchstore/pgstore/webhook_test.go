@@ -21,17 +21,17 @@ func TestWebhook_DatabaseClock(t *testing.T) {
 	behind := time.Now().Add(-24 * time.Hour)
 	p := batch.CreateParams{
 		ID: "hook-clock", Caller: batch.Caller{Name: "alice"}, IdemKey: "k", Targets: batchtest.Targets("clock", 1),
-		WebhookURL: "https://hooks.example/clock", Limits: testLimits, Now: behind,
+		WebhookURL: "https://hooks.example/clock", Limits: testLimits, Now: nowAt(behind),
 	}
 	if _, _, err := s.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: behind}); err != nil {
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: nowAt(behind)}); err != nil {
 		t.Fatal(err)
 	}
 	claim := func(now time.Time) []batch.WebhookDelivery {
 		t.Helper()
-		ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Hour, Now: now})
+		ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Hour, Now: nowAt(now)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestWebhook_DatabaseClock(t *testing.T) {
 	if again := claim(time.Now().Add(48 * time.Hour)); len(again) != 0 {
 		t.Fatalf("a runner two days ahead claimed %+v within the database's hour of lease", again)
 	}
-	fin := batch.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 1, Retry: true, Now: behind}
+	fin := batch.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 1, Retry: true, Now: nowAt(behind)}
 	if err := s.FinishWebhook(t.Context(), fin); err != nil {
 		t.Fatal(err)
 	}
