@@ -97,23 +97,23 @@ type Capabilities struct {
 // The parameters of the [Store] methods. Each is a struct so that a field
 // can be added without breaking every implementation.
 //
-// # The clock
+// The clock: Now is the instant a call happens at. nil, what the runner
+// passes unless the host set Config.Now, means the store's own clock:
+// time.Now for a store that serves one process, the database's clock for a
+// shared store, so that the nodes' clocks need not agree. A non-nil Now is
+// that instant, and every store honours it for every time the call writes
+// or compares: it is how a test clock (Config.Now, or a conformance
+// suite's fake time) reaches the store, and in a cluster every node's
+// Config.Now must then agree. A store that reads its own clock reads it
+// once per call, so that the times one call writes agree, and says in its
+// documentation which clock that is.
 //
-// Now is the instant a call happens at. nil, what the runner passes unless
-// the host set Config.Now, means the store's own clock: time.Now for a
-// store that serves one process, the database's clock for a shared store,
-// so that the nodes' clocks need not agree. A non-nil Now is that instant,
-// and every store honours it for every time the call writes or compares:
-// it is how a test clock (Config.Now, or a conformance suite's fake time)
-// reaches the store, and in a cluster every node's Config.Now must then
-// agree. A store that reads its own clock reads it once per call, so that
-// the times one call writes agree; it says in its documentation which clock
-// that is.
-//
-// Now is a pointer rather than a time.Time whose zero means "the store's
-// clock": the zero time.Time is an instant like any other, and a caller
-// that forgets the field must not be taken for one that asks for year 1.
-// (River's driver parameters use the same shape.)
+// Now is a pointer, as in River's driver parameters, rather than a
+// time.Time whose zero means "the store's clock": "no time" is then a
+// value of its own, not an instant (the zero time.Time) that a computed
+// time could hit by accident, and it is exactly a SQL NULL, so that a
+// database store passes it as one parameter, coalesce($n, now()), with no
+// test of its own at each statement.
 //
 // Bounds are durations, taken from Now whichever clock that is
 // (SweepParams.TTL, ReapParams.StaleAfter, ClaimWebhooksParams.Lease,
@@ -129,7 +129,11 @@ type (
 		// WebhookURL is stored with the job (see [Job]); "" for none.
 		WebhookURL string
 		Limits     Limits
-		Now        *time.Time
+		// Now is the instant of the call; nil means the store's own clock
+		// (time.Now, or a shared store's database's). The Now of every
+		// parameter struct means the same: see the clock note on the
+		// parameter types.
+		Now *time.Time
 		// RetryOf and RetryIdx are stored with the job as given: a retry's
 		// lineage (see [Job]). RetryIdx has one entry per target, or is
 		// nil when RetryOf is "".

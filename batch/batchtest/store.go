@@ -17,7 +17,7 @@ import (
 // the reference the other stores are checked against. [NewStore] returns one that serves one
 // process, like the SQLite store; [NewSharedStore] one that behaves like a
 // store shared by several nodes, so that the cluster cases of the suites run
-// against it.
+// against it. Its clock, for a call without a Now, is time.Now.
 type Store struct {
 	shared bool
 
