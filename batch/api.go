@@ -176,7 +176,7 @@ func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, err
 	p.ID = u.String()
 	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL),
 		WebhooksPerCaller: r.cfg.WebhookPendingPerCaller}
-	p.Now = r.cfg.Now()
+	p.Now = r.now()
 	j, reused, err := r.store.Create(ctx, p)
 	if err != nil {
 		return JobInfo{}, false, err
@@ -273,7 +273,7 @@ func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) 
 // a target in flight finishes and is stored. A finished job is
 // [ErrFinished]; a job of another caller is [ErrNotFound].
 func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
-	if err := r.store.Cancel(ctx, CancelParams{Caller: caller.Name, JobID: id, Now: r.cfg.Now()}); err != nil {
+	if err := r.store.Cancel(ctx, CancelParams{Caller: caller.Name, JobID: id, Now: r.now()}); err != nil {
 		return fmt.Errorf("batch: cancel: %w", err)
 	}
 	r.metrics.job(string(JobCancelled))
@@ -305,7 +305,7 @@ func (r *Runner) Ready(ctx context.Context) error {
 // Touch bumps the lease of the caller's job, as an owner read does. Writes
 // that would move the lease by less than [LeaseGrain] may be skipped.
 func (r *Runner) Touch(ctx context.Context, caller Caller, id string) error {
-	if err := r.store.Touch(ctx, TouchParams{Caller: caller.Name, JobID: id, Now: r.cfg.Now()}); err != nil {
+	if err := r.store.Touch(ctx, TouchParams{Caller: caller.Name, JobID: id, Now: r.now()}); err != nil {
 		return fmt.Errorf("batch: touch: %w", err)
 	}
 	return nil

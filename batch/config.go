@@ -143,7 +143,13 @@ type Config struct {
 	// Logger receives the runner's structured logs. Defaults to discarding
 	// them.
 	Logger *slog.Logger `json:"-" toml:"-"`
-	// Now is the clock. Defaults to time.Now.
+	// Now is a test clock. Without it the runner passes no time to the
+	// store, which then uses its own clock (the database's, for a shared
+	// store: see the clock note on [CreateParams]); with it every store
+	// call carries Config.Now's time, and in a cluster every node's
+	// Config.Now must agree. The runner's own timers (the store health of
+	// the package documentation's Liveness) use it too. Defaults to
+	// time.Now.
 	Now func() time.Time `json:"-" toml:"-"`
 
 	// Webhook fairness: deliveries run in a pool of WebhookWorkers slots,

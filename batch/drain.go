@@ -60,7 +60,7 @@ func (r *Runner) claimAndDrain() bool {
 	}
 	ctx, cancel := storeCtx()
 	began := time.Now()
-	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.cfg.Now()})
+	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.now()})
 	cancel()
 	r.observe("claim", began, err)
 	if err != nil {
@@ -150,7 +150,7 @@ func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := storeCtx()
 		began := time.Now()
-		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.cfg.Now()})
+		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
 		cancel()
 		r.observe("finish target", began, err)
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {

@@ -50,7 +50,7 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var errs []error
 	var err error
 	began := time.Now()
-	c.Swept, err = r.store.Sweep(ctx, SweepParams{LeaseBefore: now.Add(-time.Duration(r.cfg.TTL)), Now: now})
+	c.Swept, err = r.store.Sweep(ctx, SweepParams{TTL: time.Duration(r.cfg.TTL), Now: r.at(now)})
 	r.observe("sweep", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))

@@ -25,7 +25,7 @@ func (r *Runner) heartbeat() {
 		}
 		ctx, cancel := storeCtx()
 		start, now := time.Now(), r.cfg.Now()
-		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: now})
+		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)})
 		r.observe("heartbeat", start, err)
 		if err == nil && time.Since(start) > time.Duration(r.cfg.HeartbeatInterval) {
 			// A heartbeat that took longer than the interval may have
@@ -50,7 +50,7 @@ func (r *Runner) reapStale(ctx context.Context, now time.Time) (int, error) {
 	if !r.health.reachableFor(now, time.Duration(r.cfg.StaleAfter)) {
 		return 0, nil
 	}
-	p := ReapParams{StaleBefore: now.Add(-time.Duration(r.cfg.StaleAfter)), Reason: reasonRestart, Now: now}
+	p := ReapParams{StaleAfter: time.Duration(r.cfg.StaleAfter), Reason: reasonRestart, Now: r.at(now)}
 	return r.reap(ctx, p, "batch jobs of stale runners failed")
 }
 

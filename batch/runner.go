@@ -32,6 +32,10 @@ type Runner struct {
 	waiters waiters
 	health  storeHealth
 
+	// hostClock: the host gave Config.Now, so store calls carry its time
+	// (see [Runner.at]).
+	hostClock bool
+
 	wake     chan struct{} // a token wakes one idle worker
 	slots    chan struct{} // one token per running fetch goroutine: at most Workers
 	hookWake chan struct{} // a token wakes the webhook deliverer
@@ -69,6 +73,7 @@ const reasonRestart = "restart"
 // New returns a runner for cfg, or an error naming every invalid field. It
 // does not touch the store; [Runner.Start] does.
 func New(cfg Config) (*Runner, error) {
+	hostClock := cfg.Now != nil
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -83,6 +88,7 @@ func New(cfg Config) (*Runner, error) {
 	fetchCtx, cancel := context.WithCancelCause(context.Background())
 	return &Runner{
 		cfg:         cfg,
+		hostClock:   hostClock,
 		store:       cfg.Store,
 		caps:        cfg.Store.Capabilities(),
 		log:         cfg.Logger,
@@ -142,7 +148,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	now := r.cfg.Now()
 	r.health.troubled(now) // nothing known of the store before: see storeHealth
-	p := ReapParams{Reason: reasonRestart, Now: now}
+	p := ReapParams{Reason: reasonRestart, Now: r.at(now)}
 	if r.caps.Shared {
 		p.Runner = r.cfg.RunnerID // stale runners: after StaleAfter (storeHealth)
 	} else {
@@ -151,7 +157,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if _, err := r.reap(ctx, p, "batch jobs failed by restart"); err != nil {
 		return fmt.Errorf("batch: start: %w", err)
 	}
-	if err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: now}); err != nil {
+	if err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)}); err != nil {
 		return fmt.Errorf("batch: start: heartbeat: %w", err)
 	}
 	r.state = stateStarted
@@ -232,7 +238,7 @@ func (r *Runner) Close(ctx context.Context) error {
 func (r *Runner) release() {
 	ctx, cancel := storeCtx()
 	defer cancel()
-	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.cfg.Now()}
+	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.now()}
 	if _, err := r.reap(ctx, p, "batch jobs failed by close"); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
 	}
@@ -291,4 +297,23 @@ func (w *waiters) notify(id string) {
 		close(e.ch)
 		delete(w.m, id)
 	}
+}
+
+// now is the Now of a store call made at this moment: nil, the store's own
+// clock, unless the host gave Config.Now (see the clock note on
+// [CreateParams]).
+func (r *Runner) now() *time.Time {
+	if !r.hostClock {
+		return nil
+	}
+	return r.at(r.cfg.Now())
+}
+
+// at is the Now of a store call at t, a time of Config.Now: nil unless the
+// host gave Config.Now, so that several calls of one step carry one time.
+func (r *Runner) at(t time.Time) *time.Time {
+	if !r.hostClock {
+		return nil
+	}
+	return &t
 }

@@ -97,14 +97,28 @@ type Capabilities struct {
 // The parameters of the [Store] methods. Each is a struct so that a field
 // can be added without breaking every implementation.
 //
-// Now is the runner's clock (Config.Now). A store that serves one process
-// uses it for every time it writes or compares. A shared store may use its
-// database's clock instead for leases, heartbeats and staleness, so that
-// the nodes' clocks need not agree; it must then use that one clock for all
-// of them, and say so in its documentation. Every bound that is a time
-// (SweepParams.LeaseBefore, ReapParams.StaleBefore) comes with the Now it
-// was computed from, so that such a store can take the age it means
-// (Now minus the bound) against its own clock.
+// The clock: Now is the instant a call happens at. nil, what the runner
+// passes unless the host set Config.Now, means the store's own clock:
+// time.Now for a store that serves one process, the database's clock for a
+// shared store, so that the nodes' clocks need not agree. A non-nil Now is
+// that instant, and every store honours it for every time the call writes
+// or compares: it is how a test clock (Config.Now, or a conformance
+// suite's fake time) reaches the store, and in a cluster every node's
+// Config.Now must then agree. A store that reads its own clock reads it
+// once per call, so that the times one call writes agree, and says in its
+// documentation which clock that is.
+//
+// Now is a pointer, as in River's driver parameters, rather than a
+// time.Time whose zero means "the store's clock": "no time" is then a
+// value of its own, not an instant (the zero time.Time) that a computed
+// time could hit by accident, and it is exactly a SQL NULL, so that a
+// database store passes it as one parameter, coalesce($n, now()), with no
+// test of its own at each statement.
+//
+// Bounds are durations, taken from Now whichever clock that is
+// (SweepParams.TTL, ReapParams.StaleAfter, ClaimWebhooksParams.Lease,
+// FinishWebhookParams.RetryIn), never absolute times that a store would
+// have to turn back into ages.
 type (
 	// CreateParams is a new job for [Store.Create].
 	CreateParams struct {
@@ -115,7 +129,11 @@ type (
 		// WebhookURL is stored with the job (see [Job]); "" for none.
 		WebhookURL string
 		Limits     Limits
-		Now        time.Time
+		// Now is the instant of the call; nil means the store's own clock
+		// (time.Now, or a shared store's database's). The Now of every
+		// parameter struct means the same: see the clock note on the
+		// parameter types.
+		Now *time.Time
 		// RetryOf and RetryIdx are stored with the job as given: a retry's
 		// lineage (see [Job]). RetryIdx has one entry per target, or is
 		// nil when RetryOf is "".
@@ -125,20 +143,20 @@ type (
 	// ClaimParams name the claiming runner for [Store.Claim].
 	ClaimParams struct {
 		Runner string
-		Now    time.Time
+		Now    *time.Time
 	}
 	// FinishParams carry one target's outcome for [Store.FinishTarget].
 	FinishParams struct {
 		JobID  string
 		Runner string // the runner that claimed the job
 		Target TargetFinish
-		Now    time.Time
+		Now    *time.Time
 	}
 	// CancelParams select the caller's job for [Store.Cancel].
 	CancelParams struct {
 		Caller string
 		JobID  string
-		Now    time.Time
+		Now    *time.Time
 	}
 	// GetParams select the caller's job for [Store.Get].
 	GetParams struct {
@@ -166,15 +184,14 @@ type (
 	TouchParams struct {
 		Caller string
 		JobID  string
-		Now    time.Time
+		Now    *time.Time
 	}
 	// SweepParams bound [Store.Sweep].
 	SweepParams struct {
-		// LeaseBefore: finished jobs whose lease is before it are deleted.
-		// A store on its own clock deletes those whose lease is older than
-		// Now minus LeaseBefore by that clock.
-		LeaseBefore time.Time
-		Now         time.Time
+		// TTL: finished jobs whose lease is older than TTL at Now (before
+		// Now minus TTL) are deleted.
+		TTL time.Duration
+		Now *time.Time
 	}
 	// EvictParams bound [Store.Evict].
 	EvictParams struct {
@@ -183,7 +200,7 @@ type (
 	// HeartbeatParams name the runner for [Store.Heartbeat].
 	HeartbeatParams struct {
 		Runner string
-		Now    time.Time
+		Now    *time.Time
 	}
 	// ReapParams select the jobs [Store.Reap] fails. Each set field adds
 	// jobs to the selection.
@@ -194,15 +211,14 @@ type (
 		AllLive bool
 		// Runner selects the jobs this runner holds.
 		Runner string
-		// StaleBefore, if not zero, selects the jobs held by a runner whose
-		// last heartbeat is before it, or that has none. A store on its own
-		// clock compares heartbeats with that clock minus (Now minus
-		// StaleBefore).
-		StaleBefore time.Time
+		// StaleAfter, if positive, selects the jobs held by a runner whose
+		// last heartbeat is older than StaleAfter at Now (before Now minus
+		// StaleAfter), or that has none.
+		StaleAfter time.Duration
 		// Reason is the error the failed jobs and targets get, e.g.
 		// "restart".
 		Reason string
-		Now    time.Time
+		Now    *time.Time
 	}
 	// ClaimWebhooksParams bound [Store.ClaimWebhooks].
 	ClaimWebhooksParams struct {
@@ -219,7 +235,7 @@ type (
 		// passed without a [Store.FinishWebhook], the event is due again,
 		// so that the delivery of a runner that died is taken over.
 		Lease time.Duration
-		Now   time.Time
+		Now   *time.Time
 	}
 	// FinishWebhookParams end one claimed delivery for
 	// [Store.FinishWebhook].
@@ -233,7 +249,7 @@ type (
 		// without it the event is deleted (delivered, or given up).
 		Retry   bool
 		RetryIn time.Duration
-		Now     time.Time
+		Now     *time.Time
 	}
 )
 
@@ -260,7 +276,7 @@ type WebhookDelivery struct {
 	// Attempt counts the claims of the event, this one included: 1 on its
 	// first claim.
 	Attempt int
-	// Age is how long ago the event became due, by the store's clock (see
+	// Age is how long ago the event became due, at the claim's Now (see
 	// the clock note on the parameters above).
 	Age time.Duration
 }
@@ -412,9 +428,10 @@ type Store interface {
 	// job.
 	Touch(ctx context.Context, p TouchParams) error
 
-	// Sweep deletes every finished job whose lease is before p.LeaseBefore,
-	// with its targets, and returns how many it deleted. It never deletes a
-	// live job, nor a cancelled one whose target is still in flight.
+	// Sweep deletes every finished job whose lease is older than p.TTL at
+	// Now, with its targets, and returns how many it deleted. It never
+	// deletes a live job, nor a cancelled one whose target is still in
+	// flight.
 	Sweep(ctx context.Context, p SweepParams) (int, error)
 
 	// Evict deletes whole evictable jobs (finished, with no target in

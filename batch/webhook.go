@@ -198,7 +198,7 @@ func (r *Runner) claimWebhooks(pool *hookPool) {
 	began := time.Now()
 	ds, err := r.store.ClaimWebhooks(ctx, ClaimWebhooksParams{
 		Runner: r.cfg.RunnerID, Limit: free, PerCaller: r.cfg.WebhookInFlightPerCaller,
-		Lease: r.webhookLease(), Now: r.cfg.Now(),
+		Lease: r.webhookLease(), Now: r.now(),
 	})
 	cancel()
 	r.observe("claim webhooks", began, err)
@@ -267,7 +267,7 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 		}
 	}
 	ctx, cancel := storeCtx()
-	fin.Now = r.cfg.Now()
+	fin.Now = r.now()
 	ferr := r.store.FinishWebhook(ctx, fin)
 	cancel()
 	if outcome != "" {

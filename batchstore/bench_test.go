@@ -200,7 +200,7 @@ func BenchmarkCreate(b *testing.B) {
 		}
 		b.StopTimer()
 		// Fail the queued jobs, so that later claims see only their own.
-		if _, err := st.s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "bench", Now: time.Now()}); err != nil {
+		if _, err := st.s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -223,7 +223,7 @@ func BenchmarkFinishTarget(b *testing.B) {
 			}
 			binary.LittleEndian.PutUint64(result, uint64(i))
 			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}
-			step, err := st.s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "bench", Target: fin, Now: time.Now()})
+			step, err := st.s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "bench", Target: fin})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func BenchmarkFinishTarget(b *testing.B) {
 		}
 		b.StopTimer()
 		// Release a job left mid-drain, so that later claims see only their own.
-		if _, err := st.s.Reap(ctx, batch.ReapParams{Runner: "bench", Reason: "bench", Now: time.Now()}); err != nil {
+		if _, err := st.s.Reap(ctx, batch.ReapParams{Runner: "bench", Reason: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -245,7 +245,7 @@ func claimedJob(b *testing.B, s *Store, id string, n int) string {
 	if _, _, err := s.Create(ctx, withLimits(newJob(id, id, n, time.Now()), benchLimits)); err != nil {
 		b.Fatal(err)
 	}
-	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench", Now: time.Now()})
+	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench"})
 	if err != nil || !ok || c.Job.ID != id {
 		b.Fatalf("claim = %s, %v, %v; want %s", c.Job.ID, ok, err, id)
 	}
@@ -329,7 +329,7 @@ func BenchmarkSweep(b *testing.B) {
 			st.replace(b)
 			oldest := countRows(b, st.s, `SELECT min(lease) FROM batch_job WHERE `+whereFinished)
 			b.StartTimer()
-			n, err := st.s.Sweep(ctx, batch.SweepParams{LeaseBefore: time.Unix(0, oldest+1)})
+			n, err := st.s.Sweep(ctx, batch.SweepParams{Now: nowAt(time.Unix(0, oldest+1))})
 			if err != nil || n != 1 {
 				b.Fatalf("Sweep = %d, %v; want 1", n, err)
 			}
@@ -341,7 +341,7 @@ func BenchmarkSweep(b *testing.B) {
 func BenchmarkSweepNoop(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {
 		for b.Loop() {
-			if n, err := st.s.Sweep(context.Background(), batch.SweepParams{LeaseBefore: benchT0}); err != nil || n != 0 {
+			if n, err := st.s.Sweep(context.Background(), batch.SweepParams{Now: nowAt(benchT0)}); err != nil || n != 0 {
 				b.Fatalf("Sweep = %d, %v; want 0", n, err)
 			}
 		}

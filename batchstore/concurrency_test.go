@@ -65,12 +65,12 @@ func TestStore_ConcurrentMixed(t *testing.T) {
 				case k < 9:
 					op = "cancel"
 					if len(mine) > 0 {
-						err = s.Cancel(ctx, batch.CancelParams{Caller: caller, JobID: mine[rng.IntN(len(mine))], Now: now()})
+						err = s.Cancel(ctx, batch.CancelParams{Caller: caller, JobID: mine[rng.IntN(len(mine))], Now: nowAt(now())})
 					}
 				default:
 					op = "gc"
 					if _, err = s.Evict(ctx, batch.EvictParams{MaxBytes: 64 << 10}); err == nil {
-						_, err = s.Sweep(ctx, batch.SweepParams{LeaseBefore: now().Add(-time.Second)})
+						_, err = s.Sweep(ctx, batch.SweepParams{TTL: time.Second, Now: nowAt(now())})
 					}
 				}
 				mu.Lock()
@@ -138,7 +138,7 @@ func readSome(ctx context.Context, s *Store, caller string, mine []string, rng *
 	case 2:
 		_, _, err = s.GetTarget(ctx, batch.GetTargetParams{Caller: caller, JobID: id, Idx: 0})
 	case 3:
-		err = s.Touch(ctx, batch.TouchParams{Caller: caller, JobID: id, Now: time.Now().Add(2 * batch.LeaseGrain)})
+		err = s.Touch(ctx, batch.TouchParams{Caller: caller, JobID: id, Now: nowAt(time.Now().Add(2 * batch.LeaseGrain))})
 	default:
 		_, err = s.Stats(ctx)
 	}
@@ -218,7 +218,7 @@ func TestStore_ConcurrentCaps(t *testing.T) {
 			t.Fatalf("round %d: created %d, queued %d; want %d", round, created, st.Queued, want)
 		}
 		// Finish them all for the next round.
-		if _, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart", Now: time.Now()}); err != nil {
+		if _, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -300,14 +300,14 @@ func TestStore_TouchCoalesces(t *testing.T) {
 	}
 	before := version()
 	for i := range 100 { // a poll every 0.5s for 50s
-		if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: now.Add(time.Duration(i) * 500 * time.Millisecond)}); err != nil {
+		if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: nowAt(now.Add(time.Duration(i) * 500 * time.Millisecond))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if after := version(); after != before {
 		t.Errorf("100 touches within the grain committed (data_version %d → %d), want no write", before, after)
 	}
-	if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: now.Add(batch.LeaseGrain)}); err != nil {
+	if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: nowAt(now.Add(batch.LeaseGrain))}); err != nil {
 		t.Fatal(err)
 	}
 	if after := version(); after == before {

@@ -29,7 +29,7 @@ func crashWriter(ctx context.Context, s *Store) error {
 			return err
 		}
 		fmt.Printf("job %s\n", id)
-		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "child", Now: time.Now()})
+		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "child"})
 		if err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func crashWriter(ctx context.Context, s *Store) error {
 		// or finishes the job.
 		for next := c.Next; next >= 0; {
 			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: crashResult(id, next)}
-			st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "child", Target: fin, Now: time.Now()})
+			st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "child", Target: fin})
 			if err != nil {
 				return err
 			}
@@ -163,7 +163,7 @@ func verifyAfterCrash(t *testing.T, path string, facts []string) (checked, resul
 	if err := s.checkCounters(ctx); err != nil {
 		t.Error(err)
 	}
-	if _, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: time.Now()}); err != nil {
+	if _, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := countRows(t, s, `SELECT count(*) FROM batch_job WHERE `+whereLive); n != 0 {

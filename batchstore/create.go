@@ -15,6 +15,7 @@ import (
 // its first read, so no concurrent Create can slip in between the checks
 // and the insert, in this process or any other.
 func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+	p.Now = callNow(p.Now)
 	err = s.writeSized(ctx, "create job", 256*len(p.Targets), func(conn *sqlite.Conn) error {
 		var err error
 		job, reused, err = create(conn, p)

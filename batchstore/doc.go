@@ -170,6 +170,9 @@
 // [batch.LeaseGrain] is a read only, so a client polling every second
 // writes about once a minute.
 //
+// The store's clock is time.Now, read once per call that has no Now (see
+// the clock note on [batch.CreateParams]); a call with a Now uses it.
+//
 // # File size
 //
 // A file the store creates gets auto_vacuum = INCREMENTAL before its first

@@ -23,6 +23,7 @@ import (
 // transaction. It first reads the maintained queued count, so that idle
 // workers polling an empty queue never take the write lock.
 func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+	p.Now = callNow(p.Now)
 	var queued int64
 	err = s.read(ctx, "count queued jobs", func(conn *sqlite.Conn) (err error) {
 		queued, err = countInt(conn, `SELECT queued FROM batch_stat WHERE id = 1`)
@@ -117,6 +118,7 @@ var errNotInFlight = errors.New("batchstore: target not in flight")
 // targets, or none, in flight. While the job goes on its row is not
 // written, but for a lease bump at most once per [batch.LeaseGrain].
 func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+	p.Now = callNow(p.Now)
 	fin := p.Target
 	if !fin.Status.Finished() {
 		return batch.Step{}, fmt.Errorf("batchstore: finish target: status must be done or failed, got %q", fin.Status)

@@ -88,7 +88,6 @@ func ExampleNew() {
 		IdemKey: batch.IdemKey("agent-1", targets),
 		Targets: targets,
 		Limits:  batch.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour},
-		Now:     time.Now(),
 	}
 	j, reused, err := store.Create(ctx, job)
 	if err != nil {

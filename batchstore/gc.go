@@ -22,7 +22,7 @@ const (
 // stored, and deletes in transactions of at most gcBatch jobs. If it
 // deleted anything it returns the freed pages to the file system.
 func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
-	leaseBefore := p.LeaseBefore
+	leaseBefore := callTime(p.Now).Add(-p.TTL)
 	total := 0
 	for {
 		n := 0
@@ -108,6 +108,7 @@ func (s *Store) reclaim(ctx context.Context, deleted int) error {
 
 // Heartbeat implements [batch.Store.Heartbeat]: one row per runner.
 func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+	p.Now = callNow(p.Now)
 	return s.write(ctx, "heartbeat", func(conn *sqlite.Conn) error {
 		return sqlitex.Execute(conn, qHeartbeat, &sqlitex.ExecOptions{Args: []any{p.Runner, p.Now.UnixNano()}})
 	})
@@ -120,6 +121,7 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 // trigger writes the events of those with a webhook. The webhook claims of
 // p.Runner (AllLive: all) are released in the same transaction.
 func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+	p.Now = callNow(p.Now)
 	n := 0
 	err := s.write(ctx, "reap jobs", func(conn *sqlite.Conn) error {
 		jobs, err := reapSelect(conn, p)
@@ -187,8 +189,8 @@ func reapSelect(conn *sqlite.Conn, p batch.ReapParams) ([]jobNum, error) {
 	if p.Runner != "" {
 		qs = append(qs, query{qHeldBy, []any{p.Runner}})
 	}
-	if !p.StaleBefore.IsZero() {
-		qs = append(qs, query{qHeldStale, []any{p.StaleBefore.UnixNano()}})
+	if p.StaleAfter > 0 {
+		qs = append(qs, query{qHeldStale, []any{p.Now.Add(-p.StaleAfter).UnixNano()}})
 	}
 	seen := map[int64]bool{}
 	var out []jobNum
@@ -219,11 +221,11 @@ func reapForget(conn *sqlite.Conn, p batch.ReapParams) error {
 			return err
 		}
 	}
-	if p.StaleBefore.IsZero() {
+	if p.StaleAfter <= 0 {
 		return nil
 	}
 	return sqlitex.Execute(conn, `DELETE FROM batch_runner WHERE heartbeat < ?`,
-		&sqlitex.ExecOptions{Args: []any{p.StaleBefore.UnixNano()}})
+		&sqlitex.ExecOptions{Args: []any{p.Now.Add(-p.StaleAfter).UnixNano()}})
 }
 
 // totalBytes is the store's byte total: the maintained counter of the

@@ -14,7 +14,7 @@ import (
 
 // Cancel implements [batch.Store.Cancel].
 func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
-	now := p.Now
+	now := callTime(p.Now)
 	return s.write(ctx, "cancel job", func(conn *sqlite.Conn) error {
 		seq, status, err := jobState(conn, p.JobID, p.Caller)
 		if err != nil {
@@ -129,7 +129,7 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job,
 // only, so a client polling every second writes about once a minute. The
 // write, when due, moves the lease to now.
 func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
-	caller, jobID, now := p.Caller, p.JobID, p.Now
+	caller, jobID, now := p.Caller, p.JobID, callTime(p.Now)
 	var lease int64
 	err := s.read(ctx, "touch job", func(conn *sqlite.Conn) error {
 		found := false

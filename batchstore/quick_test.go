@@ -28,7 +28,7 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 			if _, _, err := s.Create(ctx, newJob("poll", "alice", n, time.Now())); err != nil {
 				t.Fatal(err)
 			}
-			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r", Now: time.Now()})
+			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"})
 			if err != nil || !ok {
 				t.Fatalf("claim: %v, %v", ok, err)
 			}
@@ -60,7 +60,7 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 			}
 			next := c.Next
 			for done := 1; next >= 0; done++ {
-				st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "poll", Runner: "r", Now: time.Now(),
+				st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "poll", Runner: "r",
 					Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte("x")}})
 				if err != nil {
 					t.Fatal(err)

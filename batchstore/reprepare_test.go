@@ -81,7 +81,7 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Claim", func(ctx context.Context, r int) error {
-			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "runner", Now: now})
+			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "runner", Now: nowAt(now)})
 			if err == nil && (!ok || c.Job.ID != id(r)) {
 				err = fmt.Errorf("claimed %q (%v), want %s", c.Job.ID, ok, id(r))
 			}
@@ -97,7 +97,7 @@ func storeWorkload(s *Store) []namedOp {
 			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 1, Status: batch.TargetFailed, Error: "x"}, 2)
 		}},
 		{"Heartbeat", func(ctx context.Context, r int) error {
-			return s.Heartbeat(ctx, batch.HeartbeatParams{Runner: "runner", Now: now.Add(time.Duration(r) * time.Second)})
+			return s.Heartbeat(ctx, batch.HeartbeatParams{Runner: "runner", Now: nowAt(now.Add(time.Duration(r) * time.Second))})
 		}},
 		{"Get", func(ctx context.Context, r int) error {
 			_, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: id(r), Results: false})
@@ -116,7 +116,7 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Touch", func(ctx context.Context, r int) error {
-			return s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: id(r), Now: now.Add(time.Duration(r+2) * batch.LeaseGrain)})
+			return s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: id(r), Now: nowAt(now.Add(time.Duration(r+2) * batch.LeaseGrain))})
 		}},
 		{"Stats", func(ctx context.Context, r int) error { _, err := s.Stats(ctx); return err }},
 		{"FinishTarget last", func(ctx context.Context, r int) error {
@@ -127,7 +127,7 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Cancel", func(ctx context.Context, r int) error {
-			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-c", Now: now})
+			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-c", Now: nowAt(now)})
 		}},
 		{"Create with a webhook", func(ctx context.Context, r int) error {
 			j := newJob(id(r)+"-h", "alice", 1, now)
@@ -136,39 +136,39 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Cancel with a webhook", func(ctx context.Context, r int) error {
-			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-h", Now: now})
+			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-h", Now: nowAt(now)})
 		}},
 		{"ClaimWebhooks", func(ctx context.Context, r int) error {
-			ds, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 8, Lease: time.Minute, Now: now})
+			ds, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 8, Lease: time.Minute, Now: nowAt(now)})
 			if err == nil && (len(ds) != 1 || ds[0].JobID != id(r)+"-h") {
 				err = fmt.Errorf("claimed %+v, want the event of %s-h", ds, id(r))
 			}
 			return err
 		}},
 		{"FinishWebhook retry", func(ctx context.Context, r int) error {
-			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 1, Retry: true, Now: now})
+			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 1, Retry: true, Now: nowAt(now)})
 		}},
 		{"ClaimWebhooks again", func(ctx context.Context, r int) error {
-			_, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 1, Lease: time.Minute, Now: now})
+			_, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 1, Lease: time.Minute, Now: nowAt(now)})
 			return err
 		}},
 		{"FinishWebhook", func(ctx context.Context, r int) error {
-			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 2, Now: now})
+			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 2, Now: nowAt(now)})
 		}},
 		{"Create 3", func(ctx context.Context, r int) error {
 			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-m", "alice", 2, now), lim))
 			return err
 		}},
 		{"Reap stale", func(ctx context.Context, r int) error {
-			_, err := s.Reap(ctx, batch.ReapParams{StaleBefore: now.Add(-time.Hour), Reason: "restart", Now: now})
+			_, err := s.Reap(ctx, batch.ReapParams{StaleAfter: time.Hour, Reason: "restart", Now: nowAt(now)})
 			return err
 		}},
 		{"Reap runner", func(ctx context.Context, r int) error {
-			_, err := s.Reap(ctx, batch.ReapParams{Runner: "nobody", Reason: "restart", Now: now})
+			_, err := s.Reap(ctx, batch.ReapParams{Runner: "nobody", Reason: "restart", Now: nowAt(now)})
 			return err
 		}},
 		{"Reap all live", func(ctx context.Context, r int) error {
-			_, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: now})
+			_, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: nowAt(now)})
 			return err
 		}},
 		{"Evict", func(ctx context.Context, r int) error {
@@ -176,7 +176,7 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Sweep", func(ctx context.Context, r int) error {
-			_, err := s.Sweep(ctx, batch.SweepParams{LeaseBefore: now.Add(time.Duration(r+1) * time.Hour)})
+			_, err := s.Sweep(ctx, batch.SweepParams{Now: nowAt(now.Add(time.Duration(r+1) * time.Hour))})
 			return err
 		}},
 	}
@@ -185,7 +185,7 @@ func storeWorkload(s *Store) []namedOp {
 // finishStep stores one target of a job held by "runner" and checks the
 // next target the write started.
 func finishStep(ctx context.Context, s *Store, id string, fin batch.TargetFinish, wantNext int) error {
-	st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "runner", Target: fin, Now: time.Now()})
+	st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "runner", Target: fin})
 	if err == nil && st.Next != wantNext {
 		err = fmt.Errorf("step %+v, want next %d", st, wantNext)
 	}

@@ -266,7 +266,7 @@ func TestNew_HostPool(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r", Now: time.Now()}); !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
+	if _, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r"}); !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
 		t.Errorf("Claim after Close = %v, want ErrClosed and batch.ErrUnavailable", err)
 	}
 	conn, err := pool.Take(t.Context())
@@ -327,7 +327,7 @@ func newJob(id, caller string, n int, now time.Time) batch.CreateParams {
 	ts := batchtest.Targets(id, n)
 	return batch.CreateParams{
 		ID: id, Caller: batch.Caller{Name: caller}, IdemKey: batch.IdemKey(caller, ts),
-		Targets: ts, Limits: testLimits, Now: now,
+		Targets: ts, Limits: testLimits, Now: nowAt(now),
 	}
 }
 
@@ -344,7 +344,7 @@ var errNoJob = errors.New("no job queued")
 // (unless id is empty), and stores fin(idx) for each of its targets, one
 // write each, until the job is released. It returns the final status.
 func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int) batch.TargetFinish) (batch.JobStatus, error) {
-	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: runner, Now: time.Now()})
+	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: runner})
 	switch {
 	case err != nil:
 		return "", err
@@ -354,7 +354,7 @@ func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int
 		return "", fmt.Errorf("claimed %s, want %s", c.Job.ID, id)
 	}
 	for next := c.Next; ; {
-		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin(next), Now: time.Now()})
+		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin(next)})
 		if err != nil {
 			return "", err
 		}

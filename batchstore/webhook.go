@@ -44,7 +44,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 	if p.Limit < 1 {
 		return nil, nil
 	}
-	now := p.Now.UnixNano()
+	now := callTime(p.Now).UnixNano()
 	due := false
 	err := s.quickRead(ctx, "claim webhooks", func(conn *sqlite.Conn) error {
 		return sqlitex.Execute(conn, qHookDue, &sqlitex.ExecOptions{
@@ -171,6 +171,7 @@ func scanHook(stmt *sqlite.Stmt, now int64) batch.WebhookDelivery {
 // FinishWebhook implements [batch.Store.FinishWebhook]: one statement,
 // fenced by the claim's runner and attempt.
 func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+	p.Now = callNow(p.Now)
 	return s.write(ctx, "finish webhook", func(conn *sqlite.Conn) error {
 		q, args := qHookDone, []any{p.JobID, p.Runner, p.Attempt}
 		if p.Retry {

@@ -147,7 +147,7 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 							ts[i].URL = fmt.Sprintf("https://growth.example/%d/%d", seq, i)
 						}
 						_, _, err := s.Create(ctx, batch.CreateParams{ID: fmt.Sprint("g-", seq), Caller: caller,
-							IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits, Now: time.Now()})
+							IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
 						return err
 					}
 				case "status":
@@ -223,7 +223,7 @@ func seedStore(ctx context.Context, s batch.Store, n int) error {
 				}
 				caller := batch.Caller{Name: seedCaller(j)}
 				_, _, err := s.Create(ctx, batch.CreateParams{ID: seedID(j), Caller: caller,
-					IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits, Now: time.Now()})
+					IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
 				if err == nil {
 					err = drainOne(ctx, s, "seeder", result)
 				}
@@ -247,7 +247,7 @@ func drainOne(ctx context.Context, s batch.Store, runner string, result []byte) 
 	for {
 		var ok bool
 		var err error
-		c, ok, err = s.Claim(ctx, batch.ClaimParams{Runner: runner, Now: time.Now()})
+		c, ok, err = s.Claim(ctx, batch.ClaimParams{Runner: runner})
 		if err != nil {
 			return err
 		}
@@ -260,7 +260,7 @@ func drainOne(ctx context.Context, s batch.Store, runner string, result []byte) 
 		time.Sleep(time.Millisecond)
 	}
 	for next := c.Next; next >= 0; {
-		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner, Now: time.Now(),
+		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner,
 			Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}})
 		if err != nil {
 			return err

@@ -149,8 +149,11 @@ type beatWatch struct {
 
 func (b *beatWatch) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 	err := b.Store.Heartbeat(ctx, p)
+	if p.Now == nil { // the runner has a test clock: every call carries it
+		return fmt.Errorf("heartbeat without the runner's Now: %w", batch.ErrUnavailable)
+	}
 	select {
-	case b.beats <- p.Now:
+	case b.beats <- *p.Now:
 	default:
 	}
 	return err
@@ -233,8 +236,8 @@ func runnerClusterStale(t *testing.T, s batch.Store) {
 
 // runnerClusterStaleOnBeat: the jobs of a runner that stopped beating are
 // failed on the heartbeat's cadence, within StaleAfter plus one
-// HeartbeatInterval, not at the next sweep (an hour away here). Real time:
-// a shared store may judge staleness on its database's clock.
+// HeartbeatInterval, not at the next sweep (an hour away here). Real time,
+// without a Config.Now: the store judges staleness on its own clock.
 func runnerClusterStaleOnBeat(t *testing.T, s batch.Store) {
 	requireShared(t, s)
 	const beat, stale = 50 * time.Millisecond, 300 * time.Millisecond

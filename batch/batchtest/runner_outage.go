@@ -14,8 +14,9 @@ import (
 )
 
 // The runner under a store outage: the store stops answering for longer
-// than StaleAfter, then comes back. The cases run in real time, so that a
-// shared store may judge staleness on its database's clock.
+// than StaleAfter, then comes back. The cases run in real time, their
+// runners without a Config.Now, so that the store judges staleness on its
+// own clock (a shared store's database's).
 var runnerOutageCases = map[string]func(*testing.T, batch.Store){
 	"OutageIsNotStaleness":        runnerOutageOwnJob,
 	"ClusterOutageIsNotStaleness": runnerClusterOutage,

@@ -17,7 +17,7 @@ import (
 // the reference the other stores are checked against. [NewStore] returns one that serves one
 // process, like the SQLite store; [NewSharedStore] one that behaves like a
 // store shared by several nodes, so that the cluster cases of the suites run
-// against it.
+// against it. Its clock, for a call without a Now, is time.Now.
 type Store struct {
 	shared bool
 
@@ -141,6 +141,7 @@ func (s *Store) Capabilities() batch.Capabilities { return batch.Capabilities{Sh
 
 // Create implements [batch.Store].
 func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		var reuse *memJob
 		callerLive, totalLive := 0, 0
@@ -153,7 +154,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			}
 			if j.job.Caller.Name != p.Caller.Name || j.job.IdemKey != p.IdemKey ||
 				j.job.Status == batch.JobCancelled || j.job.Status == batch.JobFailed ||
-				!j.job.Lease.Add(p.Limits.TTL).After(p.Now) {
+				!j.job.Lease.Add(p.Limits.TTL).After(now) {
 				continue
 			}
 			if reuse == nil || j.seq > reuse.seq {
@@ -161,7 +162,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			}
 		}
 		if reuse != nil {
-			reuse.job.Lease = p.Now
+			reuse.job.Lease = now
 			job, reused = reuse.job, true
 			return nil
 		}
@@ -185,8 +186,8 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			IdemKey:      p.IdemKey,
 			Status:       batch.JobQueued,
 			TargetsTotal: len(p.Targets),
-			CreatedAt:    p.Now,
-			Lease:        p.Now,
+			CreatedAt:    now,
+			Lease:        now,
 			RetryOf:      p.RetryOf,
 			RetryIdx:     slices.Clone(p.RetryIdx),
 			WebhookURL:   p.WebhookURL,
@@ -206,6 +207,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 
 // Claim implements [batch.Store].
 func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		var oldest *memJob
 		queued := 0
@@ -226,7 +228,7 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 		oldest.job.Runner = p.Runner
 		oldest.cursor = 0
 		oldest.targets[0].Status = batch.TargetRunning
-		s.beats[p.Runner] = later(s.beats[p.Runner], p.Now)
+		s.beats[p.Runner] = later(s.beats[p.Runner], now)
 		c = batch.Claimed{Job: oldest.job, Targets: oldest.copyTargets(false), Next: 0, Queued: queued - 1}
 		ok = true
 		return nil
@@ -239,6 +241,7 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 
 // FinishTarget implements [batch.Store].
 func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+	now := memNow(p.Now)
 	fin := p.Target
 	if !fin.Status.Finished() {
 		return batch.Step{}, fmt.Errorf("batchtest: finish target: status must be done or failed, got %q", fin.Status)
@@ -262,14 +265,14 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 		t.Result = slices.Clone(fin.Result)
 		s.addBytes(j, t.Bytes())
 		j.job.TargetsDone++
-		j.job.Lease = p.Now
+		j.job.Lease = now
 		if next := fin.Idx + 1; j.job.Status == batch.JobRunning && next < len(j.targets) {
 			j.cursor = next
 			j.targets[next].Status = batch.TargetRunning
 			step = batch.Step{Status: batch.JobRunning, Next: next}
 			return nil
 		}
-		s.release(j, p.Now)
+		s.release(j, now)
 		step = batch.Step{Status: j.job.Status, Next: -1}
 		return nil
 	})
@@ -351,15 +354,16 @@ func (s *Store) addBytes(j *memJob, n int64) {
 
 // Cancel implements [batch.Store].
 func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
+	now := memNow(p.Now)
 	err := s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		if j.job.Status.Finished() {
 			return batch.ErrFinished
 		}
 		j.job.Status = batch.JobCancelled
-		j.job.FinishedAt = p.Now
-		j.job.Lease = p.Now
+		j.job.FinishedAt = now
+		j.job.Lease = now
 		if j.cursor < 0 { // nothing in flight: the job is finished now
-			s.finished(j, p.Now)
+			s.finished(j, now)
 		}
 		return nil
 	})
@@ -417,8 +421,9 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job,
 // Touch implements [batch.Store]. It writes every touch; it has nothing to
 // gain from coalescing.
 func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
+	now := memNow(p.Now)
 	return s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
-		j.job.Lease = later(j.job.Lease, p.Now)
+		j.job.Lease = later(j.job.Lease, now)
 		return nil
 	})
 }
@@ -431,9 +436,10 @@ func (s *Store) remove(j *memJob) {
 
 // Sweep implements [batch.Store].
 func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (n int, err error) {
+	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		for _, j := range s.jobs {
-			if j.job.Status.Finished() && j.cursor < 0 && j.job.Lease.Before(p.LeaseBefore) {
+			if j.job.Status.Finished() && j.cursor < 0 && j.job.Lease.Before(now.Add(-p.TTL)) {
 				s.remove(j)
 				n++
 			}
@@ -509,23 +515,25 @@ func (c *shares) largest() (string, bool) {
 
 // Heartbeat implements [batch.Store].
 func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+	now := memNow(p.Now)
 	return s.locked(ctx, func() error {
-		s.beats[p.Runner] = later(s.beats[p.Runner], p.Now)
+		s.beats[p.Runner] = later(s.beats[p.Runner], now)
 		return nil
 	})
 }
 
 // Reap implements [batch.Store].
 func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error) {
+	now := memNow(p.Now)
 	var reaped []string
 	defer func() { s.emit(reaped...) }()
 	err = s.locked(ctx, func() error {
 		stale := func(runner string) bool {
-			if p.StaleBefore.IsZero() {
+			if p.StaleAfter <= 0 {
 				return false
 			}
 			beat, ok := s.beats[runner]
-			return !ok || beat.Before(p.StaleBefore)
+			return !ok || beat.Before(now.Add(-p.StaleAfter))
 		}
 		for _, j := range s.jobs {
 			held := j.job.Runner != ""
@@ -543,13 +551,13 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 			if j.job.Status.Live() {
 				j.job.Status = batch.JobFailed
 				j.job.Error = p.Reason
-				j.job.FinishedAt = p.Now
-				j.job.Lease = p.Now
+				j.job.FinishedAt = now
+				j.job.Lease = now
 				n++
 			}
 			j.job.Runner = ""
 			j.cursor = -1
-			s.finished(j, p.Now)
+			s.finished(j, now)
 			reaped = append(reaped, j.job.ID)
 		}
 		for runner := range s.beats {
@@ -559,7 +567,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 		}
 		for _, h := range s.hooks {
 			if h.runner != "" && (p.AllLive || h.runner == p.Runner) {
-				h.runner, h.dueAt = "", earlier(h.dueAt, p.Now)
+				h.runner, h.dueAt = "", earlier(h.dueAt, now)
 			}
 		}
 		return nil
@@ -570,12 +578,13 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 // ClaimWebhooks implements [batch.Store]: round-robin across callers,
 // each caller's due events ranked oldest due first, within p.PerCaller.
 func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) (ds []batch.WebhookDelivery, err error) {
+	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		claimed := map[string]int{} // caller → events claimed under a live lease
 		var due []*memHook
 		for _, h := range s.hooks {
 			switch {
-			case !h.dueAt.After(p.Now):
+			case !h.dueAt.After(now):
 				due = append(due, h)
 			case h.runner != "":
 				claimed[h.d.Caller]++
@@ -597,9 +606,9 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 		slices.SortStableFunc(pick, func(a, b *memHook) int { return cmp.Compare(rank[a], rank[b]) })
 		for _, h := range pick[:min(len(pick), max(p.Limit, 0))] {
 			h.d.Attempt++
-			h.runner, h.dueAt = p.Runner, p.Now.Add(p.Lease)
+			h.runner, h.dueAt = p.Runner, now.Add(p.Lease)
 			d := h.d
-			d.Age = p.Now.Sub(h.dueSince)
+			d.Age = now.Sub(h.dueSince)
 			ds = append(ds, d)
 		}
 		return nil
@@ -609,6 +618,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 
 // FinishWebhook implements [batch.Store].
 func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+	now := memNow(p.Now)
 	return s.locked(ctx, func() error {
 		h, ok := s.hooks[p.JobID]
 		if !ok || h.runner != p.Runner || h.d.Attempt != p.Attempt {
@@ -618,7 +628,7 @@ func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) 
 			delete(s.hooks, p.JobID)
 			return nil
 		}
-		h.runner, h.dueAt = "", p.Now.Add(p.RetryIn)
+		h.runner, h.dueAt = "", now.Add(p.RetryIn)
 		return nil
 	})
 }
@@ -654,4 +664,13 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// memNow is the time of a call whose Now is now: time.Now for nil, the
+// store's own clock (see the clock note on [batch.CreateParams]).
+func memNow(now *time.Time) time.Time {
+	if now == nil {
+		return time.Now()
+	}
+	return *now
 }

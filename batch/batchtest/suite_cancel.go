@@ -19,7 +19,7 @@ var cancelCases = map[string]func(*testing.T, batch.Store){
 
 func cancel(t *testing.T, s batch.Store, caller, id string, now time.Time) {
 	t.Helper()
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: caller, JobID: id, Now: now}); err != nil {
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: caller, JobID: id, Now: nowAt(now)}); err != nil {
 		t.Fatalf("Cancel(%s): %v", id, err)
 	}
 }
@@ -34,7 +34,7 @@ func storeCancelQueued(t *testing.T, s batch.Store) {
 		t.Errorf("job = %+v, want cancelled at %v", j, now)
 	}
 	wantStatuses(t, "cancelled while queued", ts, batch.TargetPending, batch.TargetPending)
-	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: now}); err != nil || ok {
+	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: nowAt(now)}); err != nil || ok {
 		t.Errorf("Claim after cancel = %v, %v; want nothing", ok, err)
 	}
 	if st := mustStats(t, s); st.Queued != 0 {
@@ -84,15 +84,15 @@ func storeCancelLastTarget(t *testing.T, s batch.Store) {
 	if st := finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0); st.Status != batch.JobCancelled || st.Next != -1 {
 		t.Fatalf("step = %+v, want cancelled", st)
 	}
-	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: t0})
+	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: nowAt(t0)})
 	wantErr(t, "second cancel", err, batch.ErrFinished)
 }
 
 func storeCancelFinished(t *testing.T, s batch.Store) {
 	id := runJob(t, s, "alice", "a", 10, t0)
-	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: id, Now: t0})
+	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: id, Now: nowAt(t0)})
 	wantErr(t, "Cancel of a done job", err, batch.ErrFinished)
-	err = s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "nope", Now: t0})
+	err = s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "nope", Now: nowAt(t0)})
 	wantErr(t, "Cancel of unknown job", err, batch.ErrNotFound)
 }
 
@@ -102,7 +102,7 @@ func storeCancelByOwnerOnly(t *testing.T, s batch.Store) {
 	p := jobSpec("alice", "a", 2, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
-	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "mallory", JobID: p.ID, Now: t0})
+	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "mallory", JobID: p.ID, Now: nowAt(t0)})
 	wantErr(t, "Cancel by another caller", err, batch.ErrNotFound)
 	if j, _ := getJob(t, s, "alice", p.ID); j.Status != batch.JobRunning {
 		t.Fatalf("after a foreign cancel the job is %s", j.Status)

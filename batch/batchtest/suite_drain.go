@@ -24,7 +24,7 @@ var drainCases = map[string]func(*testing.T, batch.Store){
 }
 
 func storeClaimOrder(t *testing.T, s batch.Store) {
-	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: t0}); err != nil || ok {
+	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: nowAt(t0)}); err != nil || ok {
 		t.Fatalf("Claim on empty store = %v, %v; want nothing, no error", ok, err)
 	}
 	later := jobSpec("b", "x", 2, t0.Add(time.Second))
@@ -50,7 +50,7 @@ func storeClaimOrder(t *testing.T, s batch.Store) {
 	if c := claimJob(t, s, runnerB, tie2.ID, t0.Add(time.Minute)); c.Queued != 0 {
 		t.Errorf("last claim saw %d still queued, want 0", c.Queued)
 	}
-	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: t0}); err != nil || ok {
+	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: nowAt(t0)}); err != nil || ok {
 		t.Fatalf("claim of an empty queue = %v, %v; want nothing", ok, err)
 	}
 }
@@ -90,7 +90,7 @@ func storeClaimExclusive(t *testing.T, s batch.Store) {
 		wg.Go(func() {
 			<-start
 			for {
-				c, ok, err := s.Claim(context.Background(), batch.ClaimParams{Runner: runner, Now: t0})
+				c, ok, err := s.Claim(context.Background(), batch.ClaimParams{Runner: runner, Now: nowAt(t0)})
 				if err != nil {
 					t.Errorf("%s: Claim: %v", runner, err)
 					return
@@ -209,9 +209,9 @@ func storeFinishRepeat(t *testing.T, s batch.Store) {
 	}
 	wantStatuses(t, "after a repeat", ts, batch.TargetDone, batch.TargetRunning)
 	// A write for a target not started yet is refused.
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA, Target: okFinish(5, "x"), Now: t0})
+	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA, Target: okFinish(5, "x"), Now: nowAt(t0)})
 	wantErr(t, "finish of an idx outside the job", err, batch.ErrNotHeld)
-	_, err = s.FinishTarget(t.Context(), batch.FinishParams{JobID: "no-such-job", Runner: runnerA, Target: okFinish(0, "x"), Now: t0})
+	_, err = s.FinishTarget(t.Context(), batch.FinishParams{JobID: "no-such-job", Runner: runnerA, Target: okFinish(0, "x"), Now: nowAt(t0)})
 	wantErr(t, "finish of an unknown job", err, batch.ErrNotFound)
 }
 
@@ -221,7 +221,7 @@ func storeFinishFenced(t *testing.T, s batch.Store) {
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
 	before, beforeTs := getJob(t, s, "alice", p.ID)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(0, "intruder"), Now: t0.Add(time.Hour)})
+	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(0, "intruder"), Now: nowAt(t0.Add(time.Hour))})
 	wantErr(t, "finish by a runner that does not hold the job", err, batch.ErrNotHeld)
 	after, afterTs := getJob(t, s, "alice", p.ID)
 	if !reflect.DeepEqual(after, before) || statuses(afterTs)[0] != statuses(beforeTs)[0] || afterTs[0].Result != nil {
@@ -230,7 +230,7 @@ func storeFinishFenced(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0)
 	finish(t, s, runnerA, p.ID, okFinish(1, "b"), t0)
 	// Finished: released, so no runner holds it any more.
-	_, err = s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(1, "late"), Now: t0})
+	_, err = s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(1, "late"), Now: nowAt(t0)})
 	wantErr(t, "finish of a released job by another runner", err, batch.ErrNotHeld)
 }
 
@@ -239,7 +239,7 @@ func storeFinishValidates(t *testing.T, s batch.Store) {
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
 	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA,
-		Target: batch.TargetFinish{Idx: 0, Status: batch.TargetRunning}, Now: t0})
+		Target: batch.TargetFinish{Idx: 0, Status: batch.TargetRunning}, Now: nowAt(t0)})
 	if err == nil {
 		t.Fatal("FinishTarget with status running succeeded")
 	}

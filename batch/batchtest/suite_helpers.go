@@ -46,7 +46,7 @@ func jobSpec(caller, key string, n int, now time.Time) batch.CreateParams {
 		IdemKey: batch.IdemKey(caller, ts),
 		Targets: ts,
 		Limits:  suiteLimits,
-		Now:     now,
+		Now:     nowAt(now),
 	}
 }
 
@@ -72,7 +72,7 @@ func mustCreate(t *testing.T, s batch.Store, p batch.CreateParams) batch.Job {
 // none.
 func mustClaim(t *testing.T, s batch.Store, runner string, now time.Time) batch.Claimed {
 	t.Helper()
-	c, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runner, Now: now})
+	c, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runner, Now: nowAt(now)})
 	if err != nil || !ok {
 		t.Fatalf("Claim(%s) = %v, %v; want a job", runner, ok, err)
 	}
@@ -92,7 +92,7 @@ func claimJob(t *testing.T, s batch.Store, runner, id string, now time.Time) bat
 // finish stores the outcome of a held job's target in flight.
 func finish(t *testing.T, s batch.Store, runner, id string, fin batch.TargetFinish, now time.Time) batch.Step {
 	t.Helper()
-	st, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: id, Runner: runner, Target: fin, Now: now})
+	st, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: id, Runner: runner, Target: fin, Now: nowAt(now)})
 	if err != nil {
 		t.Fatalf("FinishTarget(%s, %d): %v", id, fin.Idx, err)
 	}
@@ -166,3 +166,8 @@ func mustStats(t *testing.T, s batch.Store) batch.Stats {
 	}
 	return st
 }
+
+// nowAt is the Now of a store call at t: the suites' clocks are fake, so
+// every call they make carries its time (see the clock note on
+// [batch.CreateParams]).
+func nowAt(t time.Time) *time.Time { return &t }

@@ -32,7 +32,7 @@ func reap(t *testing.T, s batch.Store, p batch.ReapParams) int {
 
 func heartbeat(t *testing.T, s batch.Store, runner string, at time.Time) {
 	t.Helper()
-	if err := s.Heartbeat(t.Context(), batch.HeartbeatParams{Runner: runner, Now: at}); err != nil {
+	if err := s.Heartbeat(t.Context(), batch.HeartbeatParams{Runner: runner, Now: nowAt(at)}); err != nil {
 		t.Fatalf("Heartbeat(%s): %v", runner, err)
 	}
 }
@@ -107,7 +107,7 @@ func storeReapAllLive(t *testing.T, s batch.Store) {
 	cancel(t, s, "dave", cancelled, t0)
 	before := mustStats(t, s)
 	now := t0.Add(time.Hour)
-	if n := reap(t, s, batch.ReapParams{AllLive: true, Now: now}); n != 2 {
+	if n := reap(t, s, batch.ReapParams{AllLive: true, Now: nowAt(now)}); n != 2 {
 		t.Fatalf("Reap(AllLive) = %d, want 2", n)
 	}
 	wantReaped(t, s, "carol", running, batch.JobFailed, 1)
@@ -125,7 +125,7 @@ func storeReapAllLive(t *testing.T, s batch.Store) {
 		t.Errorf("stats after = %+v, before = %+v", after, before)
 	}
 	// The reaped runners' writes are refused.
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: running, Runner: runnerA, Target: okFinish(1, "late"), Now: now})
+	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: running, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(now)})
 	wantErr(t, "a write to a reaped job", err, batch.ErrNotHeld)
 }
 
@@ -141,7 +141,7 @@ func storeReapByRunner(t *testing.T, s batch.Store) {
 	mustCreate(t, s, queued)
 	theirJob, theirTs := getJob(t, s, "bob", theirs)
 	queuedJob, queuedTs := getJob(t, s, "carol", queued.ID)
-	if n := reap(t, s, batch.ReapParams{Runner: runnerA, Now: t0.Add(time.Hour)}); n != 1 {
+	if n := reap(t, s, batch.ReapParams{Runner: runnerA, Now: nowAt(t0.Add(time.Hour))}); n != 1 {
 		t.Fatalf("Reap(runner a) = %d, want 1", n)
 	}
 	wantReaped(t, s, "alice", mine, batch.JobFailed, 1)
@@ -150,7 +150,7 @@ func storeReapByRunner(t *testing.T, s batch.Store) {
 	wantUntouched(t, s, "carol", queued.ID, queuedJob, queuedTs)
 
 	reaped, reapedTs := getJob(t, s, "alice", mine)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: mine, Runner: runnerA, Target: okFinish(1, "late"), Now: t0.Add(2 * time.Hour)})
+	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: mine, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(t0.Add(2 * time.Hour))})
 	wantErr(t, "the reaped runner's next write", err, batch.ErrNotHeld)
 	wantUntouched(t, s, "alice", mine, reaped, reapedTs)
 	// Runner b drains on.
@@ -167,19 +167,19 @@ func storeReapStale(t *testing.T, s batch.Store) {
 	heartbeat(t, s, runnerB, t0.Add(10*time.Minute))
 	queued := jobSpec("carol", "q", 1, t0)
 	mustCreate(t, s, queued)
-	if n := reap(t, s, batch.ReapParams{StaleBefore: t0, Now: t0.Add(time.Minute)}); n != 0 {
+	if n := reap(t, s, batch.ReapParams{StaleAfter: time.Minute, Now: nowAt(t0.Add(time.Minute))}); n != 0 {
 		t.Fatalf("Reap before anyone is stale = %d, want 0", n)
 	}
 	aliveJob, aliveTs := getJob(t, s, "bob", alive)
 	queuedJob, queuedTs := getJob(t, s, "carol", queued.ID)
-	if n := reap(t, s, batch.ReapParams{StaleBefore: t0.Add(5 * time.Minute), Now: t0.Add(11 * time.Minute)}); n != 1 {
+	if n := reap(t, s, batch.ReapParams{StaleAfter: 6 * time.Minute, Now: nowAt(t0.Add(11 * time.Minute))}); n != 1 {
 		t.Fatalf("Reap(stale before t0+5m) = %d, want 1", n)
 	}
 	wantReaped(t, s, "alice", dead, batch.JobFailed, 1)
 	wantUntouched(t, s, "bob", alive, aliveJob, aliveTs)
 	wantUntouched(t, s, "carol", queued.ID, queuedJob, queuedTs)
 	reaped, reapedTs := getJob(t, s, "alice", dead)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: dead, Runner: runnerA, Target: okFinish(1, "late"), Now: t0.Add(12 * time.Minute)})
+	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: dead, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(t0.Add(12 * time.Minute))})
 	wantErr(t, "the stale runner's next write", err, batch.ErrNotHeld)
 	wantUntouched(t, s, "alice", dead, reaped, reapedTs)
 	if st := mustStats(t, s); st.Running != 1 || st.Queued != 1 {
@@ -193,7 +193,7 @@ func storeHeartbeatMonotonic(t *testing.T, s batch.Store) {
 	id := heldJob(t, s, runnerA, "alice", 2, 0, t0)
 	heartbeat(t, s, runnerA, t0.Add(10*time.Minute))
 	heartbeat(t, s, runnerA, t0.Add(time.Minute))
-	if n := reap(t, s, batch.ReapParams{StaleBefore: t0.Add(5 * time.Minute), Now: t0.Add(11 * time.Minute)}); n != 0 {
+	if n := reap(t, s, batch.ReapParams{StaleAfter: 6 * time.Minute, Now: nowAt(t0.Add(11 * time.Minute))}); n != 0 {
 		t.Fatalf("Reap = %d: an older heartbeat moved runner a's back", n)
 	}
 	if j, _ := getJob(t, s, "alice", id); j.Status != batch.JobRunning || j.Runner != runnerA {

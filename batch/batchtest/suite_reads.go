@@ -25,16 +25,16 @@ func storeOwnerScope(t *testing.T, s batch.Store) {
 	wantErr(t, "Get by another caller", err, batch.ErrNotFound)
 	_, _, err = s.GetTarget(ctx, batch.GetTargetParams{Caller: "mallory", JobID: id})
 	wantErr(t, "GetTarget by another caller", err, batch.ErrNotFound)
-	err = s.Touch(ctx, batch.TouchParams{Caller: "mallory", JobID: id, Now: t0.Add(time.Hour)})
+	err = s.Touch(ctx, batch.TouchParams{Caller: "mallory", JobID: id, Now: nowAt(t0.Add(time.Hour))})
 	wantErr(t, "Touch by another caller", err, batch.ErrNotFound)
-	err = s.Cancel(ctx, batch.CancelParams{Caller: "mallory", JobID: id, Now: t0})
+	err = s.Cancel(ctx, batch.CancelParams{Caller: "mallory", JobID: id, Now: nowAt(t0)})
 	wantErr(t, "Cancel by another caller", err, batch.ErrNotFound)
 	if jobs, err := s.List(ctx, batch.ListParams{Caller: "mallory", Limit: 100}); err != nil || len(jobs) != 0 {
 		t.Errorf("List by another caller = %v, %v; want none", jobs, err)
 	}
 	live := jobSpec("alice", "live", 1, t0)
 	mustCreate(t, s, live)
-	err = s.Cancel(ctx, batch.CancelParams{Caller: "mallory", JobID: live.ID, Now: t0})
+	err = s.Cancel(ctx, batch.CancelParams{Caller: "mallory", JobID: live.ID, Now: nowAt(t0)})
 	wantErr(t, "Cancel of a live job by another caller", err, batch.ErrNotFound)
 	if j, _ := getJob(t, s, "alice", live.ID); j.Status != batch.JobQueued {
 		t.Errorf("after a foreign cancel the job is %s, want queued", j.Status)
@@ -87,7 +87,7 @@ func storeTouch(t *testing.T, s batch.Store) {
 	later := t0.Add(2 * batch.LeaseGrain)
 	touch := func(at time.Time) {
 		t.Helper()
-		if err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: id, Now: at}); err != nil {
+		if err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: id, Now: nowAt(at)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +101,7 @@ func storeTouch(t *testing.T, s batch.Store) {
 	if j, _ := getJob(t, s, "alice", id); j.Lease.Before(later) {
 		t.Errorf("lease moved back to %v", j.Lease)
 	}
-	err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: "nope", Now: later})
+	err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: "nope", Now: nowAt(later)})
 	wantErr(t, "Touch of unknown job", err, batch.ErrNotFound)
 }
 

@@ -21,9 +21,11 @@ var retentionCases = map[string]func(*testing.T, batch.Store){
 	"SweepSparesHeldCancelledJob":   storeSweepHeld,
 }
 
-func sweep(t *testing.T, s batch.Store, before time.Time) int {
+// sweep sweeps at now with a TTL of ttl: finished jobs whose lease is before
+// now minus ttl go.
+func sweep(t *testing.T, s batch.Store, now time.Time, ttl time.Duration) int {
 	t.Helper()
-	n, err := s.Sweep(t.Context(), batch.SweepParams{LeaseBefore: before})
+	n, err := s.Sweep(t.Context(), batch.SweepParams{TTL: ttl, Now: nowAt(now)})
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -44,7 +46,7 @@ func storeSweep(t *testing.T, s batch.Store) {
 	fresh := runJob(t, s, "alice", "fresh", 100, t0.Add(2*time.Hour))
 	live := jobSpec("alice", "live", 1, t0.Add(-time.Hour)) // older lease, but live
 	mustCreate(t, s, live)
-	if n := sweep(t, s, t0.Add(time.Hour)); n != 1 {
+	if n := sweep(t, s, t0.Add(2*time.Hour), time.Hour); n != 1 {
 		t.Fatalf("Sweep = %d, want 1", n)
 	}
 	_, _, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: old})
@@ -54,7 +56,7 @@ func storeSweep(t *testing.T, s batch.Store) {
 	if st := mustStats(t, s); st.Bytes != 100 {
 		t.Errorf("bytes after sweep = %d, want 100", st.Bytes)
 	}
-	if n := sweep(t, s, t0.Add(100*time.Hour)); n != 1 {
+	if n := sweep(t, s, t0.Add(101*time.Hour), time.Hour); n != 1 {
 		t.Fatalf("second Sweep = %d, want 1 (never the live job)", n)
 	}
 	getJob(t, s, "alice", live.ID)
@@ -68,14 +70,14 @@ func storeSweepHeld(t *testing.T, s batch.Store) {
 	claimJob(t, s, runnerA, p.ID, t0)
 	finish(t, s, runnerA, p.ID, okFinish(0, "0123456789"), t0)
 	cancel(t, s, "alice", p.ID, t0)
-	if n := sweep(t, s, t0.Add(time.Hour)); n != 0 {
+	if n := sweep(t, s, t0.Add(2*time.Hour), time.Hour); n != 0 {
 		t.Fatalf("swept %d jobs while a cancelled job's target was in flight", n)
 	}
 	if n := evict(t, s, 0); n != 0 {
 		t.Fatalf("evicted %d jobs while a cancelled job's target was in flight", n)
 	}
 	finish(t, s, runnerA, p.ID, okFinish(1, "b"), t0)
-	if n := sweep(t, s, t0.Add(time.Hour)); n != 1 {
+	if n := sweep(t, s, t0.Add(2*time.Hour), time.Hour); n != 1 {
 		t.Fatalf("Sweep after the target was stored = %d, want 1", n)
 	}
 	if st := mustStats(t, s); st.Bytes != 0 {

@@ -79,7 +79,7 @@ func storeEvictShareLargestFirst(t *testing.T, s batch.Store) {
 		bob = append(bob, runJob(t, s, "bob", fmt.Sprint(i), 100, t0.Add(time.Duration(10+i)*time.Minute)))
 	}
 	// An owner read of bob's oldest job moves its lease past his others.
-	if err := s.Touch(t.Context(), batch.TouchParams{Caller: "bob", JobID: bob[0], Now: t0.Add(time.Hour)}); err != nil {
+	if err := s.Touch(t.Context(), batch.TouchParams{Caller: "bob", JobID: bob[0], Now: nowAt(t0.Add(time.Hour))}); err != nil {
 		t.Fatalf("Touch: %v", err)
 	}
 	// 900 bytes over a budget of 600: bob 500 → 400 → 300, then alice and

@@ -111,25 +111,26 @@ func storeReuseWithinLease(t *testing.T, s batch.Store) {
 	first := mustCreate(t, s, p)
 
 	again := p
-	again.ID, again.Now = "other-id", t0.Add(30*time.Minute)
+	at := t0.Add(30 * time.Minute)
+	again.ID, again.Now = "other-id", nowAt(at)
 	j, reused, err := s.Create(t.Context(), again)
 	if err != nil || !reused || j.ID != first.ID {
 		t.Fatalf("resubmit = %s, %v, %v; want %s reused", j.ID, reused, err, first.ID)
 	}
 	got, _ := getJob(t, s, "alice", first.ID)
-	if !got.Lease.Equal(again.Now) {
-		t.Errorf("lease = %v, want bumped to %v", got.Lease, again.Now)
+	if !got.Lease.Equal(at) {
+		t.Errorf("lease = %v, want bumped to %v", got.Lease, at)
 	}
 	// Finished (done) jobs are reused too while their lease is unexpired.
-	claimJob(t, s, runnerA, first.ID, again.Now)
-	finish(t, s, runnerA, first.ID, okFinish(0, "a"), again.Now)
-	finish(t, s, runnerA, first.ID, okFinish(1, "b"), again.Now)
-	again.Now = again.Now.Add(59 * time.Minute)
+	claimJob(t, s, runnerA, first.ID, at)
+	finish(t, s, runnerA, first.ID, okFinish(0, "a"), at)
+	finish(t, s, runnerA, first.ID, okFinish(1, "b"), at)
+	again.Now = nowAt(at.Add(59 * time.Minute))
 	if j, reused, err = s.Create(t.Context(), again); err != nil || !reused || j.Status != batch.JobDone {
 		t.Fatalf("resubmit of done job = %+v, %v, %v; want reused done", j, reused, err)
 	}
 	// After the lease expires, the same list makes a new job.
-	again.ID, again.Now = "third-id", again.Now.Add(time.Hour+time.Second)
+	again.ID, again.Now = "third-id", nowAt(again.Now.Add(time.Hour+time.Second))
 	if j, reused, err = s.Create(t.Context(), again); err != nil || reused || j.ID != "third-id" {
 		t.Fatalf("resubmit after expiry = %s, %v, %v; want new job third-id", j.ID, reused, err)
 	}
@@ -149,13 +150,13 @@ func storeReuseScoped(t *testing.T, s batch.Store) {
 func storeNoReuseAfterCancel(t *testing.T, s batch.Store) {
 	p := jobSpec("alice", "a", 1, t0)
 	mustCreate(t, s, p)
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: t0}); err != nil {
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: nowAt(t0)}); err != nil {
 		t.Fatal(err)
 	}
 	retry := p
 	retry.ID = "retry-after-cancel"
 	mustCreate(t, s, retry)
-	if n, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart", Now: t0}); err != nil || n != 1 {
+	if n, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart", Now: nowAt(t0)}); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1", n, err)
 	}
 	retry.ID = "retry-after-restart"
@@ -175,7 +176,7 @@ func storeCaps(t *testing.T, s batch.Store) {
 	c := mustClaim(t, s, runnerA, t0.Add(5))
 	_, _, err = s.Create(t.Context(), withLimits(jobSpec("carol", "1", 1, t0.Add(5)), lim))
 	wantErr(t, "with one of three running", err, batch.ErrBusy)
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: c.Job.Caller.Name, JobID: c.Job.ID, Now: t0.Add(5)}); err != nil {
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: c.Job.Caller.Name, JobID: c.Job.ID, Now: nowAt(t0.Add(5))}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, withLimits(jobSpec("carol", "1", 1, t0.Add(6)), lim))

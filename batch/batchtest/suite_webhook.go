@@ -37,7 +37,7 @@ func hookSpec(caller, key string, n int, now time.Time) batch.CreateParams {
 
 func claimHooks(t *testing.T, s batch.Store, runner string, limit int, now time.Time) []batch.WebhookDelivery {
 	t.Helper()
-	ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: runner, Limit: limit, Lease: hookLease, Now: now})
+	ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: runner, Limit: limit, Lease: hookLease, Now: nowAt(now)})
 	if err != nil {
 		t.Fatalf("ClaimWebhooks(%s): %v", runner, err)
 	}
@@ -74,9 +74,9 @@ func wantHook(t *testing.T, d batch.WebhookDelivery, p batch.CreateParams, statu
 	t.Helper()
 	if d.JobID != p.ID || d.Caller != p.Caller.Name || d.URL != p.WebhookURL || d.Status != status || d.Error != errText ||
 		d.TargetsTotal != len(p.Targets) || d.TargetsOK != ok || d.TargetsFailed != failed ||
-		!d.CreatedAt.Equal(p.Now) || !d.FinishedAt.Equal(finished) {
+		!d.CreatedAt.Equal(*p.Now) || !d.FinishedAt.Equal(finished) {
 		t.Fatalf("event = %+v\nwant job %s %s (error %q), %d ok, %d failed of %d, created %v, finished %v",
-			d, p.ID, status, errText, ok, failed, len(p.Targets), p.Now, finished)
+			d, p.ID, status, errText, ok, failed, len(p.Targets), *p.Now, finished)
 	}
 }
 
@@ -115,10 +115,10 @@ func storeWebhookWrittenWithFinal(t *testing.T, s batch.Store) {
 	if d.Attempt != 1 || d.Age != 5*time.Second || !d.Lease.Equal(t2) {
 		t.Errorf("first claim: attempt %d, age %s, lease %v; want 1, 5s, %v", d.Attempt, d.Age, d.Lease, t2)
 	}
-	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: t3})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t3)})
 	wantNoHooks(t, s, "after the delivery", t3.Add(24*time.Hour))
 	// A late repeat of the final write is refused, and makes no second event.
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA, Target: failFinish(1, "nope"), Now: t3})
+	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA, Target: failFinish(1, "nope"), Now: nowAt(t3)})
 	wantErr(t, "repeat of the final write", err, batch.ErrNotHeld)
 	wantNoHooks(t, s, "after a repeated final write", t3.Add(24*time.Hour))
 }
@@ -132,7 +132,7 @@ func storeWebhookOnCancel(t *testing.T, s batch.Store) {
 	cancel(t, s, "alice", queued.ID, t1)
 	d := oneHook(t, s, runnerA, queued.ID, t1)
 	wantHook(t, d, queued, batch.JobCancelled, "", 0, 0, t1)
-	finishHook(t, s, batch.FinishWebhookParams{JobID: queued.ID, Runner: runnerA, Attempt: 1, Now: t1})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: queued.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t1)})
 
 	running := hookSpec("bob", "r", 3, t1)
 	mustCreate(t, s, running)
@@ -144,8 +144,8 @@ func storeWebhookOnCancel(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, running.ID, okFinish(0, "r"), t3)
 	d = oneHook(t, s, runnerA, running.ID, t3)
 	wantHook(t, d, running, batch.JobCancelled, "", 1, 0, t2)
-	finishHook(t, s, batch.FinishWebhookParams{JobID: running.ID, Runner: runnerA, Attempt: 1, Now: t3})
-	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "bob", JobID: running.ID, Now: t3})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: running.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t3)})
+	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "bob", JobID: running.ID, Now: nowAt(t3)})
 	wantErr(t, "cancel of the cancelled job", err, batch.ErrFinished)
 	wantNoHooks(t, s, "after a refused cancel", t3)
 }
@@ -167,7 +167,7 @@ func storeWebhookOnReap(t *testing.T, s batch.Store) {
 	mustCreate(t, s, queued)
 
 	t2 := t1.Add(time.Minute)
-	if n := reap(t, s, batch.ReapParams{AllLive: true, Now: t2}); n != 2 {
+	if n := reap(t, s, batch.ReapParams{AllLive: true, Now: nowAt(t2)}); n != 2 {
 		t.Fatalf("reaped %d live jobs, want 2", n)
 	}
 	ds := claimHooks(t, s, runnerA, 100, t2)
@@ -197,7 +197,7 @@ func storeWebhookClaimedOnce(t *testing.T, s batch.Store) {
 	now := t0.Add(time.Minute)
 	claimed := map[string]int{}
 	for _, d := range raceClaims(t, s, 2*n, func(i int) batch.ClaimWebhooksParams {
-		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%2, Lease: hookLease, Now: now}
+		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%2, Lease: hookLease, Now: nowAt(now)}
 	}) {
 		claimed[d.JobID]++
 	}
@@ -240,9 +240,9 @@ func storeWebhookFinishFenced(t *testing.T, s batch.Store) {
 		t.Helper()
 		wantErr(t, what, s.FinishWebhook(t.Context(), fp), batch.ErrNotHeld)
 	}
-	fenced("another runner's finish", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: d.Attempt, Now: t0})
-	fenced("a finish of another attempt", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: d.Attempt + 1, Now: t0})
-	fenced("a finish of an unknown job", batch.FinishWebhookParams{JobID: "nope", Runner: runnerA, Attempt: 1, Now: t0})
+	fenced("another runner's finish", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: d.Attempt, Now: nowAt(t0)})
+	fenced("a finish of another attempt", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: d.Attempt + 1, Now: nowAt(t0)})
+	fenced("a finish of an unknown job", batch.FinishWebhookParams{JobID: "nope", Runner: runnerA, Attempt: 1, Now: nowAt(t0)})
 
 	// The lease passes: runner B takes it over, and A's late outcome is refused.
 	t1 := t0.Add(hookLease)
@@ -250,19 +250,19 @@ func storeWebhookFinishFenced(t *testing.T, s batch.Store) {
 	if d2.Attempt != 2 {
 		t.Fatalf("taken-over claim: attempt %d, want 2", d2.Attempt)
 	}
-	fenced("the finish of a claim taken over", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: t1})
+	fenced("the finish of a claim taken over", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t1)})
 
 	// B's attempt failed: due again in an hour, not before.
-	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Retry: true, RetryIn: time.Hour, Now: t1})
-	fenced("a second outcome of one claim", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Now: t1})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Retry: true, RetryIn: time.Hour, Now: nowAt(t1)})
+	fenced("a second outcome of one claim", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Now: nowAt(t1)})
 	wantNoHooks(t, s, "before the retry", t1.Add(time.Hour-time.Second))
 	d3 := oneHook(t, s, runnerA, p.ID, t1.Add(time.Hour))
 	if d3.Attempt != 3 || d3.Age != time.Hour+hookLease {
 		t.Fatalf("retry claim: attempt %d, age %s; want 3, %s", d3.Attempt, d3.Age, time.Hour+hookLease)
 	}
-	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: t1.Add(time.Hour)})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: nowAt(t1.Add(time.Hour))})
 	wantNoHooks(t, s, "after the delivery", t1.Add(48*time.Hour))
-	fenced("a finish after the delivery", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: t1})
+	fenced("a finish after the delivery", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: nowAt(t1)})
 }
 
 // storeWebhookReapReleases: a reap of a runner releases its claims, due at
@@ -283,12 +283,12 @@ func storeWebhookReapReleases(t *testing.T, s batch.Store) {
 	}
 	oneHookOf(runnerA, a)
 	oneHookOf(runnerB, b)
-	reap(t, s, batch.ReapParams{Runner: runnerA, Now: t0})
+	reap(t, s, batch.ReapParams{Runner: runnerA, Now: nowAt(t0)})
 	d := oneHook(t, s, "runner-c", a.ID, t0) // b stays with runner B
 	if d.Attempt != 2 {
 		t.Errorf("released claim: attempt %d, want 2", d.Attempt)
 	}
-	reap(t, s, batch.ReapParams{AllLive: true, Now: t0})
+	reap(t, s, batch.ReapParams{AllLive: true, Now: nowAt(t0)})
 	if ds := claimHooks(t, s, runnerA, 100, t0); len(ds) != 2 {
 		t.Fatalf("after an AllLive reap %d events were due, want both", len(ds))
 	}
@@ -300,7 +300,7 @@ func storeWebhookOutlivesJob(t *testing.T, s batch.Store) {
 	p := hookSpec("alice", "swept", 1, t0)
 	mustCreate(t, s, p)
 	cancel(t, s, "alice", p.ID, t0)
-	if n := sweep(t, s, t0.Add(time.Hour)); n != 1 {
+	if n := sweep(t, s, t0.Add(2*time.Hour), time.Hour); n != 1 {
 		t.Fatalf("swept %d jobs, want 1", n)
 	}
 	d := oneHook(t, s, runnerA, p.ID, t0.Add(time.Hour))
@@ -323,7 +323,7 @@ func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s bat
 	s = reopen()
 	d := oneHook(t, s, runnerB, due.ID, t0)
 	wantHook(t, d, due, batch.JobCancelled, "", 0, 0, t0)
-	finishHook(t, s, batch.FinishWebhookParams{JobID: due.ID, Runner: runnerB, Attempt: 1, Now: t0})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: due.ID, Runner: runnerB, Attempt: 1, Now: nowAt(t0)})
 	d = oneHook(t, s, runnerB, claimed.ID, t0.Add(hookLease))
 	if d.Attempt != 2 {
 		t.Errorf("the claim before the reopen was lost: attempt %d", d.Attempt)

@@ -42,7 +42,7 @@ func queueHooks(t *testing.T, s batch.Store, caller string, n int, start time.Ti
 func claimFair(t *testing.T, s batch.Store, runner string, limit, perCaller int, now time.Time) map[string][]batch.WebhookDelivery {
 	t.Helper()
 	ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{
-		Runner: runner, Limit: limit, PerCaller: perCaller, Lease: hookLease, Now: now,
+		Runner: runner, Limit: limit, PerCaller: perCaller, Lease: hookLease, Now: nowAt(now),
 	})
 	if err != nil {
 		t.Fatalf("ClaimWebhooks(%s): %v", runner, err)
@@ -106,8 +106,8 @@ func storeWebhookPerCallerCap(t *testing.T, s batch.Store) {
 	}
 	// One of alice's is delivered, one of bob's is to be retried later.
 	a, b := by["alice"][0], by["bob"][0]
-	finishHook(t, s, batch.FinishWebhookParams{JobID: a.JobID, Runner: runnerA, Attempt: a.Attempt, Now: now})
-	finishHook(t, s, batch.FinishWebhookParams{JobID: b.JobID, Runner: runnerA, Attempt: b.Attempt, Retry: true, RetryIn: time.Hour, Now: now})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: a.JobID, Runner: runnerA, Attempt: a.Attempt, Now: nowAt(now)})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: b.JobID, Runner: runnerA, Attempt: b.Attempt, Retry: true, RetryIn: time.Hour, Now: nowAt(now)})
 	if got := countOf(claimFair(t, s, runnerB, 100, 2, now)); got["alice"] != 1 || got["bob"] != 1 || len(got) != 2 {
 		t.Fatalf("after a delivery and a retry: claimed %v, want one more of each", got)
 	}
@@ -131,7 +131,7 @@ func storeWebhookPerCallerRacing(t *testing.T, s batch.Store) {
 	const perCaller = 2
 	total := map[string]int{}
 	for _, d := range raceClaims(t, s, 8, func(i int) batch.ClaimWebhooksParams {
-		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%3, PerCaller: perCaller, Lease: hookLease, Now: now}
+		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%3, PerCaller: perCaller, Lease: hookLease, Now: nowAt(now)}
 	}) {
 		total[d.Caller]++
 	}
@@ -166,7 +166,7 @@ func storeWebhookPendingCap(t *testing.T, s batch.Store) {
 	mustCreate(t, s, capped(jobSpec("alice", "plain", 1, t0.Add(3*time.Second))))
 	mustCreate(t, s, capped(hookSpec("bob", "other", 1, t0.Add(4*time.Second))))
 	again := capped(live)
-	again.ID, again.Now = "alice-live-again", t0.Add(5*time.Second)
+	again.ID, again.Now = "alice-live-again", nowAt(t0.Add(5*time.Second))
 	if j, reused, err := s.Create(t.Context(), again); err != nil || !reused || j.ID != live.ID {
 		t.Fatalf("resubmit at the cap = %s, %v, %v; want %s reused", j.ID, reused, err, live.ID)
 	}
@@ -181,8 +181,8 @@ func storeWebhookPendingCap(t *testing.T, s batch.Store) {
 	if ev.JobID == "" || ev.Caller != "alice" {
 		t.Fatalf("the cancelled job's event was not claimed with its caller: %+v", ev)
 	}
-	finishHook(t, s, batch.FinishWebhookParams{JobID: ev.JobID, Runner: runnerA, Attempt: ev.Attempt, Now: now})
-	over.Now = now
+	finishHook(t, s, batch.FinishWebhookParams{JobID: ev.JobID, Runner: runnerA, Attempt: ev.Attempt, Now: nowAt(now)})
+	over.Now = nowAt(now)
 	mustCreate(t, s, over)
 	_, _, err = s.Create(t.Context(), capped(hookSpec("alice", "over2", 1, now.Add(time.Second))))
 	wantErr(t, "a webhook at the cap again", err, batch.ErrWebhooksBusy)
@@ -209,6 +209,6 @@ func storeWebhookPendingCapJobEnd(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0.Add(4*time.Second))
 	refused("finished, its event pending", t0.Add(5*time.Second))
 	d := oneHook(t, s, runnerA, p.ID, t0.Add(6*time.Second))
-	finishHook(t, s, batch.FinishWebhookParams{JobID: d.JobID, Runner: runnerA, Attempt: d.Attempt, Now: t0.Add(6 * time.Second)})
+	finishHook(t, s, batch.FinishWebhookParams{JobID: d.JobID, Runner: runnerA, Attempt: d.Attempt, Now: nowAt(t0.Add(6 * time.Second))})
 	mustCreate(t, s, withLimits(hookSpec("alice", "next", 1, t0.Add(7*time.Second)), lim))
 }

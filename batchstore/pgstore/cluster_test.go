@@ -308,7 +308,7 @@ func TestCluster_KilledNodeReapedByAnother(t *testing.T) {
 	caller := batch.Caller{Name: "alice"}
 	ts := batchtest.Targets("crash", 3)
 	p := batch.CreateParams{ID: "crash-job", Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
-		Targets: ts, Limits: testLimits, Now: time.Now()}
+		Targets: ts, Limits: testLimits}
 	if _, _, err := s.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func BenchmarkCreateCaps(b *testing.B) {
 					caller := batch.Caller{Name: fmt.Sprintf("c%d", list%callers)}
 					ts := batchtest.Targets(fmt.Sprint("caps-", list), 4)
 					p := batch.CreateParams{ID: fmt.Sprint("job-", n), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
-						Targets: ts, Limits: testLimits, Now: time.Now()}
+						Targets: ts, Limits: testLimits}
 					t0 := time.Now()
 					var retries int
 					var err error
@@ -188,7 +188,7 @@ func TestCreateSerializable_KeepsCaps(t *testing.T) {
 			caller := batch.Caller{Name: fmt.Sprintf("c%d", i%4)}
 			ts := batchtest.Targets(fmt.Sprintf("list-%d", i%8), 1) // two racers per list
 			p := batch.CreateParams{ID: fmt.Sprint("job-", i), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
-				Targets: ts, Limits: lim, Now: time.Now()}
+				Targets: ts, Limits: lim}
 			reused, _, err := s.createSerializable(context.Background(), p)
 			switch {
 			case err == nil && !reused:

@@ -55,17 +55,17 @@
 //
 // # The clock
 //
-// By default the store uses the database's clock for every time it writes
-// and compares: leases, creation and finish times, heartbeats and
-// staleness, so that the nodes' clocks need not agree. The Now that a
-// call carries is ignored, and a bound the runner computed from its Now
-// (SweepParams.LeaseBefore, ReapParams.StaleBefore) is taken as the age it
-// means, Now minus the bound, subtracted from the database's now(). A
-// bound without its Now is taken as a time of the database's clock. now()
-// is the start of the transaction; a heartbeat is a statement of its own.
-// With [Options.RunnerClock] the store uses the calls' Now instead, as a
-// one-process store does: the conformance suites need that (their clocks
-// are fake), and a cluster then needs clocks that agree.
+// A call without a Now (what a runner without Config.Now makes: see the
+// clock note on [batch.CreateParams]) is on the database's clock for every
+// time it writes and compares: leases, creation and finish times,
+// heartbeats, staleness and the outbox's due times, so that the nodes'
+// clocks need not agree. Its bounds (SweepParams.TTL,
+// ReapParams.StaleAfter, the webhook lease and retry) are ages taken from
+// the database's now(), the start of the transaction; a heartbeat is a
+// statement of its own. Each statement gets the clock as one nullable
+// parameter, coalesce($n, now()). A call with a Now uses that instant
+// instead: the conformance suites' fake clocks reach the store that way,
+// and a cluster whose runners have a Config.Now needs clocks that agree.
 //
 // # What each guarantee across nodes rests on
 //

@@ -165,7 +165,7 @@ func TestErrors_LockTimeout(t *testing.T) {
 	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM `+pgx.Identifier{schema}.Sanitize()+`.job WHERE id = 'locked' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "locked", Now: time.Now()})
+	err = s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "locked"})
 	var pe *pgconn.PgError
 	if !errors.Is(err, batch.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "55P03" {
 		t.Fatalf("Cancel of a locked job = %v, want 55P03 and batch.ErrUnavailable", err)
@@ -200,7 +200,7 @@ func TestErrors_AdminShutdown(t *testing.T) {
 	go func() {
 		ts := batchtest.Targets("shutdown", 1)
 		_, _, err := s.Create(context.Background(), batch.CreateParams{ID: "j", Caller: batch.Caller{Name: "alice"},
-			IdemKey: "k", Targets: ts, Limits: testLimits, Now: time.Now()})
+			IdemKey: "k", Targets: ts, Limits: testLimits})
 		done <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -240,7 +240,7 @@ func TestStore_Closed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	_, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r", Now: time.Now()})
+	_, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r"})
 	if !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
 		t.Fatalf("Claim after Close = %v, want ErrClosed and batch.ErrUnavailable", err)
 	}
@@ -254,17 +254,17 @@ func TestStore_Closed(t *testing.T) {
 // store is an error that names no target.
 func TestStore_BytesExact(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{RunnerClock: true})
+	s := openTest(t, Options{})
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	url := "https://example.test/nul\x00and\xffbad"
 	ctxTrue := true
 	ts := []batch.Target{{URL: url, Options: batch.Options{Question: "q\x00?", Context: &ctxTrue}}, {URL: "https://example.test/2"}}
 	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "j", Caller: batch.Caller{Name: "alice"}, IdemKey: "k",
-		Targets: ts, Limits: testLimits, Now: now}); err != nil {
+		Targets: ts, Limits: testLimits, Now: nowAt(now)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r", Now: now}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r", Now: nowAt(now)}); err != nil || !ok {
 		t.Fatalf("Claim = %v, %v", ok, err)
 	}
 	fins := []batch.TargetFinish{
@@ -272,7 +272,7 @@ func TestStore_BytesExact(t *testing.T) {
 		{Idx: 1, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte("{\"content\":\"\\u0000\"}\x00\xff")},
 	}
 	for _, fin := range fins {
-		if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "j", Runner: "r", Target: fin, Now: now}); err != nil {
+		if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "j", Runner: "r", Target: fin, Now: nowAt(now)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,11 +290,11 @@ func TestStore_BytesExact(t *testing.T) {
 		t.Errorf("job bytes = %d, want %d", j.Bytes, want)
 	}
 	_, _, err = s.Create(ctx, batch.CreateParams{ID: "bad-caller", Caller: batch.Caller{Name: "nul\x00caller"}, IdemKey: "k2",
-		Targets: ts, Limits: testLimits, Now: now})
+		Targets: ts, Limits: testLimits, Now: nowAt(now)})
 	if err == nil || strings.Contains(err.Error(), "example.test") || !strings.HasPrefix(err.Error(), "pgstore: create job: ") {
 		t.Fatalf("Create with a NUL in the caller = %v, want an error that names no target", err)
 	}
-	_, _, err = s.Create(ctx, batch.CreateParams{ID: "empty", Caller: batch.Caller{Name: "alice"}, IdemKey: "k3", Limits: testLimits, Now: now})
+	_, _, err = s.Create(ctx, batch.CreateParams{ID: "empty", Caller: batch.Caller{Name: "alice"}, IdemKey: "k3", Limits: testLimits, Now: nowAt(now)})
 	if !errors.Is(err, batch.ErrNoTargets) {
 		t.Fatalf("Create without targets = %v, want batch.ErrNoTargets", err)
 	}

@@ -33,7 +33,7 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 				_, _, err := s.Create(t.Context(), batch.CreateParams{
 					ID: id, Caller: batch.Caller{Name: caller}, IdemKey: id,
 					Targets: []batch.Target{{URL: "https://example.test/" + id + "/0"}, {URL: "https://example.test/" + id + "/1"}},
-					Limits:  testLimits, Now: time.Now(),
+					Limits:  testLimits,
 				})
 				if err != nil {
 					t.Errorf("Create(%s): %v", id, err)
@@ -49,7 +49,7 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 		runner := fmt.Sprintf("node-%d", n)
 		wg.Go(func() {
 			for {
-				c, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runner, Now: time.Now()})
+				c, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runner})
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -60,7 +60,7 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 				for idx := range c.Job.TargetsTotal {
 					fin := batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
 						Result: make([]byte, 100*(1+idx))}
-					if _, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin, Now: time.Now()}); err != nil {
+					if _, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin}); err != nil {
 						t.Errorf("FinishTarget(%s, %d): %v", c.Job.ID, idx, err)
 						return
 					}
@@ -84,13 +84,13 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 					return
 				}
 				evicted.Add(int64(k))
-				if _, err := s.Sweep(t.Context(), batch.SweepParams{LeaseBefore: time.Now().Add(-time.Hour), Now: time.Now()}); err != nil {
+				if _, err := s.Sweep(t.Context(), batch.SweepParams{TTL: time.Hour}); err != nil {
 					t.Errorf("node %d: Sweep: %v", n, err)
 					return
 				}
 				caller := fmt.Sprintf("ev%d", i%callers)
 				id := fmt.Sprintf("%s-%d", caller, i%perCaller)
-				err = s.Touch(t.Context(), batch.TouchParams{Caller: caller, JobID: id, Now: time.Now()})
+				err = s.Touch(t.Context(), batch.TouchParams{Caller: caller, JobID: id})
 				if err != nil && !errors.Is(err, batch.ErrNotFound) {
 					t.Errorf("node %d: Touch: %v", n, err)
 					return

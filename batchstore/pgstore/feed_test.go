@@ -63,7 +63,7 @@ func create(t *testing.T, s *Store, id string) {
 	t.Helper()
 	ts := batchtest.Targets(id, 1)
 	_, _, err := s.Create(t.Context(), batch.CreateParams{ID: id, Caller: batch.Caller{Name: "alice"},
-		IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits, Now: time.Now()})
+		IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", id, err)
 	}
@@ -79,20 +79,20 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 	listening(t, a, 0)
 	create(t, b, "from-b")
 	expect(t, got, "") // queued
-	if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "from-b", Now: time.Now()}); err != nil {
+	if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "from-b"}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, got, "from-b")
 
 	create(t, a, "from-a")
 	expect(t, got, "")
-	if err := a.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "from-a", Now: time.Now()}); err != nil {
+	if err := a.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "from-a"}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, got, "from-a")
 	// b's marker: whatever a sent has reached the listeners by now.
 	create(t, b, "marker")
-	if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "marker", Now: time.Now()}); err != nil {
+	if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "marker"}); err != nil {
 		t.Fatal(err)
 	}
 	for g := ""; g != "marker"; {
@@ -125,7 +125,7 @@ func TestFeed_ReconnectsAfterTerminate(t *testing.T) {
 		expect(t, got, "") // the catch-up wake-up
 		id := fmt.Sprintf("after-%d", round)
 		create(t, b, id)
-		if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: id, Now: time.Now()}); err != nil {
+		if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: id}); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, got, id)

@@ -25,16 +25,16 @@ const (
 // after the other; it skips jobs that another transaction has locked (a
 // lease bump under way), which are then not expired anyway.
 //
-// A pass with nothing expired is one read, and locks nothing. On the
-// database's clock it deletes the jobs whose lease is older than p.Now
-// minus p.LeaseBefore, by the database's clock.
+// A pass with nothing expired is one read, and locks nothing. Without a
+// p.Now it deletes the jobs whose lease is older than p.TTL by the
+// database's clock.
 func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return 0, s.wrap(ctx, "sweep", err)
 	}
-	abs, age := s.timeBound(p.LeaseBefore, p.Now)
+	abs, age := s.timeBound(p.Now, p.TTL)
 	var oldest int64
 	switch err := s.pool.QueryRow(ctx, s.q.oldestExpired, abs, age).Scan(&oldest); {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -105,15 +105,15 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 // migrations/003), and the webhook claims of p.Runner (AllLive: all) are
 // released, due at once, in the same transaction.
 //
-// On the database's clock, a heartbeat is stale when it is older than
-// p.Now minus p.StaleBefore by the database's clock.
+// Without a p.Now, a heartbeat is stale when it is older than p.StaleAfter
+// by the database's clock.
 func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return 0, s.wrap(ctx, "reap jobs", err)
 	}
-	stale := !p.StaleBefore.IsZero()
+	stale := p.StaleAfter > 0
 	var parts []string
 	args := []any{s.now(p.Now), p.Reason, len(p.Reason)}
 	if p.AllLive {
@@ -144,7 +144,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 			}
 		}
 		if stale {
-			abs, age := s.timeBound(p.StaleBefore, p.Now)
+			abs, age := s.timeBound(p.Now, p.StaleAfter)
 			if _, err := tx.Exec(ctx, s.q.forgetStale, abs, age); err != nil {
 				return err
 			}

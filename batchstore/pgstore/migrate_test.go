@@ -124,7 +124,7 @@ func TestNew_Conformance(t *testing.T) {
 	t.Parallel()
 	batchtest.TestStore(t, func(t *testing.T) batch.Store {
 		schema := newSchema(t)
-		s, err := New(t.Context(), hostPool(t), Options{Schema: schema, RunnerClock: true})
+		s, err := New(t.Context(), hostPool(t), Options{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,6 @@ func BenchmarkStoreSize(b *testing.B) {
 			s := openTest(b, Options{})
 			seed(b, s, n)
 			ctx := context.Background()
-			now := time.Now()
 			ops := []struct {
 				name string
 				fn   func(i int) error
@@ -34,7 +33,7 @@ func BenchmarkStoreSize(b *testing.B) {
 				}},
 				{"stats", func(int) error { _, err := s.Stats(ctx); return err }},
 				{"sweep-nothing-expired", func(int) error {
-					_, err := s.Sweep(ctx, batch.SweepParams{LeaseBefore: now.Add(-1000 * time.Hour), Now: now})
+					_, err := s.Sweep(ctx, batch.SweepParams{TTL: 1000 * time.Hour})
 					return err
 				}},
 				{"evict-under-budget", func(int) error { _, err := s.Evict(ctx, batch.EvictParams{MaxBytes: 1 << 40}); return err }},
@@ -51,7 +50,7 @@ func BenchmarkStoreSize(b *testing.B) {
 					return nil
 				}},
 				{"reap-nothing-stale", func(int) error {
-					_, err := s.Reap(ctx, batch.ReapParams{StaleBefore: now.Add(-time.Hour), Now: now, Reason: "restart"})
+					_, err := s.Reap(ctx, batch.ReapParams{StaleAfter: time.Hour, Reason: "restart"})
 					return err
 				}},
 				{"submit-claim-drain", func(i int) error {
@@ -59,16 +58,16 @@ func BenchmarkStoreSize(b *testing.B) {
 					id := fmt.Sprint("bench-", i)
 					caller := batch.Caller{Name: fmt.Sprint("c", i%1000)}
 					_, _, err := s.Create(ctx, batch.CreateParams{ID: id, Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
-						Targets: ts, Limits: testLimits, Now: time.Now()})
+						Targets: ts, Limits: testLimits})
 					if err != nil {
 						return err
 					}
-					c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench", Now: time.Now()})
+					c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench"})
 					if err != nil || !ok {
 						return fmt.Errorf("claim: %v, %w", ok, err)
 					}
 					for next := c.Next; next >= 0; {
-						st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "bench", Now: time.Now(),
+						st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "bench",
 							Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}})
 						if err != nil {
 							return err

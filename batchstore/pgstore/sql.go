@@ -9,8 +9,8 @@ import (
 // The store's SQL. {s} stands for the schema, quoted as an identifier, so
 // every statement names its tables in full and none depends on the
 // connection's search_path (which a pool or a bouncer may not keep). A
-// parameter written {now} is the clock: the runner's Now in runner-clock
-// mode, NULL (and so the transaction's now()) on the database's clock.
+// parameter written {now} is the clock: the call's Now, or NULL (and so the
+// transaction's now()) for a call without one.
 //
 // Live and finished are spelled exactly as the partial indexes spell them:
 // the planner uses a partial index only when the query implies its

@@ -32,13 +32,6 @@ type Options struct {
 	// starting with a letter or underscore, and not start with "pg_".
 	// Defaults to "batchkit".
 	Schema string
-	// RunnerClock makes the store use the Now of each call (the runner's
-	// Config.Now) for every time it writes and compares, as a store that
-	// serves one process does. Tests with a fake clock need it; in a
-	// cluster every node's clock must then agree. Defaults to false: the
-	// database's clock, so that nodes' clocks need not agree (see the
-	// package documentation).
-	RunnerClock bool
 	// MaxConns caps the connections of the pool that [Open] makes. [New]
 	// ignores it. Defaults to the URL's pool_max_conns, or pgxpool's
 	// default: the larger of 4 and the number of CPUs.
@@ -224,24 +217,24 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	return wrapErr(ctx, op, err, s.closed.Load())
 }
 
-// now is the clock argument of a statement: the runner's time in
-// runner-clock mode, NULL (the transaction's now()) otherwise.
-func (s *Store) now(t time.Time) any {
-	if s.opts.RunnerClock {
-		return t
+// now is the clock argument of a statement: the call's Now if it has one,
+// else NULL, the transaction's now() (see The clock in the package
+// documentation).
+func (s *Store) now(t *time.Time) any {
+	if t != nil {
+		return *t
 	}
 	return nil
 }
 
-// timeBound returns the arguments of a time bound that the runner computed
-// as now minus an age: the bound itself in runner-clock mode, else the age
-// to take from the database's clock. A bound that comes without its Now is
-// taken as a time of the database's clock.
-func (s *Store) timeBound(bound, now time.Time) (abs, age any) {
-	if s.opts.RunnerClock || now.IsZero() {
-		return bound, nil
+// timeBound returns the arguments of the bound "older than age at the
+// call's Now": the bound itself, Now minus age, for a call with a Now,
+// else the age to take from the database's now().
+func (s *Store) timeBound(now *time.Time, age time.Duration) (abs, ageArg any) {
+	if now != nil {
+		return now.Add(-age), nil
 	}
-	return nil, now.Sub(bound)
+	return nil, age
 }
 
 // lockKey is the advisory lock key of one of the store's locks: a 64-bit

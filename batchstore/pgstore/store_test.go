@@ -10,17 +10,19 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// The conformance suites run on the runner's clock: their clocks are fake.
-// clock_test.go proves the database's clock.
+// The conformance suites run in the store's default mode: every call they
+// make carries the Now of their fake clock, and the runner cases' runners
+// have a Config.Now, so they pass it. clock_test.go proves calls without a
+// Now, on the database's clock.
 func TestStore_Conformance(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{RunnerClock: true}) })
+	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
 }
 
 func TestStore_Reopen(t *testing.T) {
 	t.Parallel()
 	batchtest.TestStoreReopen(t, func(t *testing.T) (batch.Store, func() batch.Store) {
-		opts := Options{RunnerClock: true, Schema: newSchema(t), MaxConns: testMaxConns}
+		opts := Options{Schema: newSchema(t), MaxConns: testMaxConns}
 		open := func() *Store {
 			s, err := Open(context.Background(), pgURL(t), opts)
 			if err != nil {
@@ -41,7 +43,7 @@ func TestStore_Reopen(t *testing.T) {
 // The runner's behaviour, cluster cases included, drained through this
 // store. Not parallel: see batchtest.TestRunner.
 func TestRunner(t *testing.T) {
-	batchtest.TestRunner(t, func(t *testing.T) batch.Store { return openTest(t, Options{RunnerClock: true}) })
+	batchtest.TestRunner(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
 }
 
 func TestOpen_Options(t *testing.T) {

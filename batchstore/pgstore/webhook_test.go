@@ -11,25 +11,24 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// On the database's clock the outbox's due times, leases and ages are the
-// database's: a runner whose clock is a day off claims the event at once,
-// and cannot claim it again before the lease has passed by the database's
-// clock, however far ahead it thinks it is.
+// Without a Now the outbox's due times, leases and ages are the
+// database's: a call without one claims the event at once and cannot claim
+// it again before the lease has passed by the database's clock, while a
+// call with a Now two days ahead takes the lease as passed at that Now.
 func TestWebhook_DatabaseClock(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, Options{})
-	behind := time.Now().Add(-24 * time.Hour)
 	p := batch.CreateParams{
 		ID: "hook-clock", Caller: batch.Caller{Name: "alice"}, IdemKey: "k", Targets: batchtest.Targets("clock", 1),
-		WebhookURL: "https://hooks.example/clock", Limits: testLimits, Now: behind,
+		WebhookURL: "https://hooks.example/clock", Limits: testLimits,
 	}
 	if _, _, err := s.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: behind}); err != nil {
+	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID}); err != nil {
 		t.Fatal(err)
 	}
-	claim := func(now time.Time) []batch.WebhookDelivery {
+	claim := func(now *time.Time) []batch.WebhookDelivery {
 		t.Helper()
 		ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Hour, Now: now})
 		if err != nil {
@@ -37,19 +36,22 @@ func TestWebhook_DatabaseClock(t *testing.T) {
 		}
 		return ds
 	}
-	ds := claim(behind)
+	ds := claim(nil)
 	if len(ds) != 1 || ds[0].Attempt != 1 || ds[0].Age < 0 || ds[0].Age > time.Minute ||
 		time.Since(ds[0].FinishedAt).Abs() > time.Minute {
-		t.Fatalf("claim on a clock a day behind = %+v, want the event, finished now by the database's clock", ds)
+		t.Fatalf("claim = %+v, want the event, finished now by the database's clock", ds)
 	}
-	if again := claim(time.Now().Add(48 * time.Hour)); len(again) != 0 {
-		t.Fatalf("a runner two days ahead claimed %+v within the database's hour of lease", again)
+	if again := claim(nil); len(again) != 0 {
+		t.Fatalf("claimed %+v again within the database's hour of lease", again)
 	}
-	fin := batch.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 1, Retry: true, Now: behind}
+	if ds := claim(nowAt(time.Now().Add(48 * time.Hour))); len(ds) != 1 || ds[0].Attempt != 2 {
+		t.Fatalf("claim at a Now two days ahead = %+v, want the event's second attempt", ds)
+	}
+	fin := batch.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 2, Retry: true}
 	if err := s.FinishWebhook(t.Context(), fin); err != nil {
 		t.Fatal(err)
 	}
-	if ds := claim(behind); len(ds) != 1 || ds[0].Attempt != 2 {
+	if ds := claim(nil); len(ds) != 1 || ds[0].Attempt != 3 {
 		t.Fatalf("claim after a retry due at once = %+v", ds)
 	}
 }
