@@ -92,7 +92,7 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Drain", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 51,
+		[]string{"Cancel", "Drain", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 52,
 		"Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin")
 	f("TestRunner", runnerSuite.names(),
 		[]string{"Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 49,
