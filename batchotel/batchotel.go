@@ -385,4 +385,3 @@ func storeErrorType(err error) string {
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
 }
-
