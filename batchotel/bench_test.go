@@ -1,0 +1,114 @@
+package batchotel_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchotel"
+	"github.com/siftfetch/batchkit/batchstore"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// The cost of tracing on the drain: one round submits benchJobs jobs of
+// benchTargets targets in a burst to a started runner on a new SQLite
+// store (the default workers; a fetcher that answers at once) and ends
+// when every job is finished, once without an observer and once with
+// batchotel on an SDK tracer provider that samples every span and hands
+// it, through the batch span processor, to an exporter that drops it. The
+// two alternate, on new files each round, so that both see the same
+// machine. A round's ratio is the traced rate over the plain one; the
+// benchmark reports the median over the rounds of one run (the shared
+// 2-core machine is noisy), with the lowest and highest.
+//
+//	go test -run '^$' -bench BenchmarkDrainTraced -benchtime 15x ./batchotel/
+const (
+	benchJobs    = 16
+	benchTargets = 32
+)
+
+func BenchmarkDrainTraced(b *testing.B) {
+	var plain, traced time.Duration
+	var ratios []float64
+	for i := range b.N {
+		var p, t time.Duration
+		if i%2 == 0 { // alternate which goes first
+			p, t = drainRound(b, false), drainRound(b, true)
+		} else {
+			t, p = drainRound(b, true), drainRound(b, false)
+		}
+		plain, traced = plain+p, traced+t
+		ratios = append(ratios, p.Seconds()/t.Seconds())
+	}
+	n := float64(b.N * benchJobs * benchTargets)
+	b.ReportMetric(n/plain.Seconds(), "targets/s")
+	b.ReportMetric(n/traced.Seconds(), "traced-targets/s")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "ratio")
+	b.ReportMetric(ratios[0], "ratio-min")
+	b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// dropExporter is a span exporter that drops every span.
+type dropExporter struct{}
+
+func (dropExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (dropExporter) Shutdown(context.Context) error                             { return nil }
+
+func drainRound(b *testing.B, traced bool) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	store, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	cfg := batch.Config{
+		Store: store, Fetch: batchtest.StaticFetcher("content"), Logger: discard,
+		JobsTotal: benchJobs, JobsPerCaller: benchJobs,
+	}
+	var tp *sdktrace.TracerProvider
+	if traced {
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(dropExporter{}))
+		defer tp.Shutdown(ctx)
+		cfg.Observer = batchotel.New(batchotel.Config{TracerProvider: tp})
+	}
+	r, err := batch.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(ctx)
+	caller := batch.Caller{Name: "bench"}
+	start := time.Now()
+	ids := make([]string, benchJobs)
+	for i := range ids {
+		job, _, err := r.Submit(ctx, caller, batchtest.Targets(fmt.Sprint("j", i), benchTargets))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = job.ID
+	}
+	for _, id := range ids {
+		for {
+			info, err := r.Wait(ctx, caller, id, batch.WaitOptions{Timeout: batch.MaxWait})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if info.Status.Finished() {
+				break
+			}
+		}
+	}
+	return time.Since(start)
+}
