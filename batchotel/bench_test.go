@@ -18,7 +18,9 @@ import (
 
 // The cost of tracing on the drain: one round submits benchJobs jobs of
 // benchTargets targets in a burst to a started runner on a new SQLite
-// store (the default workers; a fetcher that answers at once) and ends
+// store, or a new in-memory one (whose writes cost next to nothing: the
+// worst case for the spans' share), with the default workers and a
+// fetcher that answers at once, and ends
 // when every job is finished, once without an observer and once with
 // batchotel on an SDK tracer provider that samples every span and hands
 // it, through the batch span processor, to an exporter that drops it. The
@@ -34,14 +36,20 @@ const (
 )
 
 func BenchmarkDrainTraced(b *testing.B) {
+	for _, store := range []string{"sqlite", "memory"} {
+		b.Run("store="+store, func(b *testing.B) { benchDrainTraced(b, store) })
+	}
+}
+
+func benchDrainTraced(b *testing.B, store string) {
 	var plain, traced time.Duration
 	var ratios []float64
 	for i := range b.N {
 		var p, t time.Duration
 		if i%2 == 0 { // alternate which goes first
-			p, t = drainRound(b, false), drainRound(b, true)
+			p, t = drainRound(b, store, false), drainRound(b, store, true)
 		} else {
-			t, p = drainRound(b, true), drainRound(b, false)
+			t, p = drainRound(b, store, true), drainRound(b, store, false)
 		}
 		plain, traced = plain+p, traced+t
 		ratios = append(ratios, p.Seconds()/t.Seconds())
@@ -63,14 +71,18 @@ type dropExporter struct{}
 func (dropExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (dropExporter) Shutdown(context.Context) error                             { return nil }
 
-func drainRound(b *testing.B, traced bool) time.Duration {
+func drainRound(b *testing.B, kind string, traced bool) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	store, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Options{})
-	if err != nil {
-		b.Fatal(err)
+	var store batch.Store = batchtest.NewStore()
+	if kind == "sqlite" {
+		s, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		store = s
 	}
-	defer store.Close()
 	cfg := batch.Config{
 		Store: store, Fetch: batchtest.StaticFetcher("content"), Logger: discard,
 		JobsTotal: benchJobs, JobsPerCaller: benchJobs,
