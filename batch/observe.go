@@ -183,9 +183,11 @@ func validStateValue(v string) bool {
 
 // SubmitEvent is a submit as it begins.
 type SubmitEvent struct {
-	Caller  Caller
+	Caller Caller
+	// Targets is the number of targets submitted; 0 for a retry, whose
+	// targets come from the job it retries.
 	Targets int
-	Webhook bool // the job has a webhook
+	Webhook bool // the job has a webhook; false for a retry (not known yet)
 	// RetryOf is the job a [Runner.Retry] retries, or "".
 	RetryOf string
 	// Trace is the trace context the submit was given explicitly

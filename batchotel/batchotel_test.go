@@ -312,7 +312,7 @@ func noMarker(t *testing.T, spans tracetest.SpanStubs) {
 	kvs := func(s tracetest.SpanStub, where string, list []attribute.KeyValue) {
 		for _, kv := range list {
 			check(s, where+" key", string(kv.Key))
-			check(s, where+" "+string(kv.Key), kv.Value.Emit())
+			check(s, where+" "+string(kv.Key), kv.Value.String())
 		}
 	}
 	for _, s := range spans {
