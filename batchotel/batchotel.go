@@ -256,6 +256,10 @@ func (o *Observer) Fetch(ctx context.Context, ev batch.TargetEvent) (context.Con
 		trace.WithAttributes(keyJobID.String(ev.JobID), keyIdx.Int(ev.Idx)))
 	restricted := ev.Caller.Restricted
 	return ctx, func(res batch.FetchResult) {
+		if !span.IsRecording() { // sampled out: nothing to add
+			span.End()
+			return
+		}
 		switch {
 		case res.Status == "": // cut short by Close
 			span.SetAttributes(keyStopped.String("closed"))
@@ -281,6 +285,10 @@ func (o *Observer) Store(ctx context.Context, ev batch.TargetEvent) (context.Con
 	ctx, span := o.tracer.Start(ctx, "batch store",
 		trace.WithAttributes(keyJobID.String(ev.JobID), keyIdx.Int(ev.Idx)))
 	return ctx, func(res batch.StoreResult) {
+		if !span.IsRecording() {
+			span.End()
+			return
+		}
 		span.SetAttributes(keyStoreAttempts.Int(res.Attempts))
 		if res.Err != nil {
 			setError(span, storeErrorType(res.Err))

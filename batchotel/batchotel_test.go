@@ -401,3 +401,35 @@ func TestExtract(t *testing.T) {
 		t.Errorf("an all-zero trace id gave span context %+v", got)
 	}
 }
+
+// TestUnsampledRequest: a job whose request was not sampled is not
+// recorded on the draining runner either (the parent-based default
+// sampler follows the stored flags), and still drains.
+func TestUnsampledRequest(t *testing.T) {
+	tp, exp := recorder(t)
+	r := batchtest.NewRunner(t, batch.Config{Fetch: markedFetch, Observer: batchotel.New(batchotel.Config{TracerProvider: tp})})
+	caller := batch.Caller{Name: "alice"}
+	tc := batch.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"} // not sampled
+	job, _, err := r.SubmitWith(t.Context(), caller, markedTargets(2), batch.SubmitOptions{Trace: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := r.Wait(t.Context(), caller, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Status.Finished() {
+			if info.Status != batch.JobPartial {
+				t.Errorf("job %s, want partial", info.Status)
+			}
+			break
+		}
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if spans := exp.GetSpans(); len(spans) != 0 {
+		t.Errorf("%d spans recorded of an unsampled request: %v", len(spans), names(spans))
+	}
+}
