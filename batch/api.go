@@ -99,6 +99,9 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // so that a resubmit of the same list reuses the job only with the same
 // webhook (see [IdemKeyWith]).
 func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
+	given := opts.Trace.clean()
+	ctx, end := r.observeSubmit(ctx, SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})
+	defer func() { end(SubmitResult{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
 	if err := r.validateSubmit(caller, targets); err != nil {
 		return JobInfo{}, false, err
 	}
@@ -107,7 +110,7 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 	}
 	job, reused, err = r.create(ctx, CreateParams{
 		Caller: caller, IdemKey: IdemKeyWith(caller.Name, targets, opts), Targets: targets,
-		WebhookURL: opts.WebhookURL,
+		WebhookURL: opts.WebhookURL, Trace: given,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
@@ -127,6 +130,8 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 // flight at the cancel is stored; a job with every target done is
 // [ErrNothingToRetry], a job of another caller [ErrNotFound].
 func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobInfo, reused bool, err error) {
+	ctx, end := r.observeSubmit(ctx, SubmitEvent{Caller: caller, RetryOf: id})
+	defer func() { end(SubmitResult{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
 	if caller.Name == "" {
 		return JobInfo{}, false, ErrInvalidCaller
 	}
@@ -177,6 +182,7 @@ func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, err
 	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL),
 		WebhooksPerCaller: r.cfg.WebhookPendingPerCaller}
 	p.Now = r.now()
+	p.Trace = r.traceOf(ctx, p.Trace)
 	j, reused, err := r.store.Create(ctx, p)
 	if err != nil {
 		return JobInfo{}, false, err

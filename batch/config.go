@@ -151,6 +151,10 @@ type Config struct {
 	// the package documentation's Liveness) use it too. Defaults to
 	// time.Now.
 	Now func() time.Time `json:"-" toml:"-"`
+	// Observer observes each job's lifecycle, for traces (see [Observer];
+	// batchotel makes one for OpenTelemetry). Defaults to nil: nothing is
+	// observed, at the cost of a nil check per step.
+	Observer Observer `json:"-" toml:"-"`
 
 	// Webhook fairness: deliveries run in a pool of WebhookWorkers slots,
 	// each delivery in a slot of its own (a slow receiver holds one slot,

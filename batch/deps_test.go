@@ -24,6 +24,7 @@ var depRule = []struct {
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
 	{"internal/migrations", nil, nil},
 	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only
+	{"batchotel", []string{otelAPI}, []string{"batch"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
 
@@ -38,6 +39,7 @@ var testDepRule = map[string][]string{
 	"internal/apitest":    {},
 	"batchhttp":           {"batch/batchtest"},
 	"batchcli":            {"batch/batchtest", "batchhttp", "internal/apitest"},
+	"batchotel":           {"batch/batchtest", "batchstore", "batchstore/pgstore"},
 }
 
 // testExternal are the module-external imports every package's test files
@@ -51,6 +53,26 @@ var testExternal = []string{"go.uber.org/goleak"}
 var testOnlyExternal = map[string][]string{
 	"batchhttp": {kinOpenAPI},
 	"batch":     tomlLibraries, // the config block decodes with each (TestConfig_Decode)
+	// batchotel's tests record spans with the SDK's in-memory exporter, and
+	// tidy their PostgreSQL schema with pgx.
+	"batchotel": {otelSDK, pgx},
+}
+
+// otelAPI is the OpenTelemetry API module and otelSDK its SDK: only
+// batchotel imports the API (and the examples, which build a provider),
+// and only its tests the SDK, so that a host that does not trace never
+// compiles OpenTelemetry, and one that does picks its own SDK and
+// exporter (see TestOtelOnlyInBatchotel).
+const (
+	otelAPI = "go.opentelemetry.io/otel"
+	otelSDK = "go.opentelemetry.io/otel/sdk"
+)
+
+// isOtelSDK reports whether imp is part of OpenTelemetry but not of its
+// API: the SDK, the exporters, the contrib instrumentation.
+func isOtelSDK(imp string) bool {
+	return strings.HasPrefix(imp, "go.opentelemetry.io/") && !allowedPrefix(imp, []string{otelAPI}) ||
+		allowedPrefix(imp, []string{otelSDK, otelAPI + "/exporters"})
 }
 
 // tomlLibraries are the two common TOML decoders a host may read its
@@ -111,7 +133,13 @@ func checkImports(pkg string, imports, extraInternal []string) string {
 		switch {
 		case strings.HasPrefix(imp, "github.com/jackc/") && pkg != "batchstore/pgstore" &&
 			!(extraInternal != nil && strings.HasPrefix(pkg, "examples/")): // an example's test may tidy a database
-			return pkg + " may not import " + imp + ": only batchstore/pgstore imports pgx"
+			if !(pkg == "batchotel" && extraInternal != nil) { // its test tidies a database
+				return pkg + " may not import " + imp + ": only batchstore/pgstore imports pgx"
+			}
+		case strings.HasPrefix(imp, "go.opentelemetry.io/") && pkg != "batchotel" && !strings.HasPrefix(pkg, "examples/"):
+			return pkg + " may not import " + imp + ": only batchotel imports OpenTelemetry"
+		case isOtelSDK(imp) && pkg == "batchotel" && extraInternal == nil:
+			return pkg + " may not import " + imp + ": the SDK and exporters are the host's choice (tests only)"
 		case isStdlib(imp):
 		case strings.HasPrefix(imp, module+"/") || imp == module:
 			inner := strings.TrimPrefix(imp, module+"/")
@@ -137,9 +165,12 @@ func allowed(p string, list []string) bool {
 	return false
 }
 
+// allowedPrefix reports whether p is one of list or below one: an entry
+// that ends in "/" matches any path it starts, another one the path itself
+// and the paths below it.
 func allowedPrefix(p string, list []string) bool {
 	for _, a := range list {
-		if a == "*" || strings.HasPrefix(p, a) {
+		if a == "*" || p == a || strings.HasPrefix(p, a) && (strings.HasSuffix(a, "/") || strings.HasPrefix(p, a+"/")) {
 			return true
 		}
 	}
@@ -184,6 +215,56 @@ func TestCheckImports(t *testing.T) {
 	ft("batch", []string{kinOpenAPI + "openapi3"}, true)
 	ft("batch", []string{"github.com/pelletier/go-toml/v2"}, false)
 	ft("batchhttp", []string{"github.com/BurntSushi/toml"}, true)
+
+	// OpenTelemetry: the API in batchotel only, the SDK in its tests only.
+	f("batchotel", []string{otelAPI, otelAPI + "/trace", otelAPI + "/semconv/v1.43.0", module + "/batch"}, false)
+	f("batchotel", []string{otelSDK + "/trace"}, true)
+	f("batchotel", []string{otelAPI + "/exporters/otlp/otlptrace/otlptracehttp"}, true)
+	f("batchotel", []string{"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"}, true)
+	f("batchotel", []string{module + "/batchstore"}, true)
+	f("batch", []string{otelAPI + "/trace"}, true)
+	f("batchhttp", []string{otelAPI}, true)
+	f("batchstore", []string{otelAPI + "/attribute"}, true)
+	f("examples/batchd", []string{otelSDK + "/trace", module + "/batchotel"}, false)
+	f("batch", []string{"github.com/google/uuidx"}, true) // a prefix of a name is not the name
+	ft("batchotel", []string{otelSDK + "/trace/tracetest", module + "/batchstore", pgx}, false)
+	ft("batchhttp", []string{otelSDK + "/trace"}, true)
+	ft("batchstore", []string{pgx}, true)
+}
+
+// TestOtelOnlyInBatchotel checks the whole import graph of the library's
+// packages but batchotel, tests left out: none of them compiles
+// OpenTelemetry; and batchotel's compiles its API, not its SDK.
+func TestOtelOnlyInBatchotel(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	deps := func(pkgs ...string) []string {
+		out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps: %v\n%s", err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, dep := range deps(module+"/batch", module+"/batch/batchtest", module+"/batchstore", module+"/batchstore/pgstore",
+		module+"/batchnet", module+"/batchhttp", module+"/batchcli") {
+		if strings.HasPrefix(dep, "go.opentelemetry.io/") || dep == module+"/batchotel" {
+			t.Errorf("the library outside batchotel depends on %s", dep)
+		}
+	}
+	sawAPI := false
+	for _, dep := range deps(module + "/batchotel") {
+		sawAPI = sawAPI || dep == otelAPI+"/trace"
+		// (The API itself brings go.opentelemetry.io/auto/sdk, its hook for
+		// eBPF auto-instrumentation, which is no SDK a host would pick.)
+		if allowedPrefix(dep, []string{otelSDK, otelAPI + "/exporters"}) {
+			t.Errorf("batchotel depends on %s outside its tests", dep)
+		}
+	}
+	if !sawAPI {
+		t.Errorf("batchotel does not depend on %s/trace: the check checks nothing", otelAPI)
+	}
 }
 
 // TestKinOpenAPIOnlyInTests checks the whole import graph of the library's

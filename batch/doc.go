@@ -217,6 +217,20 @@
 // Every series exists from construction; an outcome outside its set counts as
 // other.
 //
+// # Traces
+//
+// Config.Observer (an [Observer]; batchotel makes one for OpenTelemetry) is
+// told of each step of a job's life, with the context the step runs in:
+// the submit, the claim, each target's fetch and store write, the final
+// status, each webhook attempt and each reap. The core imports no tracing
+// library. A job stores the W3C trace context ([TraceContext]) of the
+// request that submitted it, as two checked opaque strings, and hands it to
+// the observer of whichever runner claims the job, so that the drain
+// continues the submitter's trace; batchotel makes the drain a child of
+// the submit span rather than a linked new trace (its package
+// documentation says why). An observer is never given a target URL, a
+// host, a webhook URL or an error's text.
+//
 // # Several runners, one store
 //
 // A runner keeps no state that the store does not have: cancel is a store

@@ -52,6 +52,15 @@ func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
+// storeCtxOf is storeCtx with the values of ctx (an observer's span), but
+// not its cancel.
+func (r *Runner) storeCtxOf(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.obs == nil {
+		return storeCtx()
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+}
+
 // claimAndDrain claims the oldest queued job and drains it. It reports
 // whether it found one.
 func (r *Runner) claimAndDrain() bool {
@@ -62,6 +71,7 @@ func (r *Runner) claimAndDrain() bool {
 	began := time.Now()
 	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.now()})
 	cancel()
+	claimed := time.Now()
 	r.observe("claim", began, err)
 	if err != nil {
 		r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch claim failed", storeErrAttrs(err)...)
@@ -72,7 +82,7 @@ func (r *Runner) claimAndDrain() bool {
 		return false
 	}
 	r.waiters.notify(c.Job.ID)
-	r.drain(c)
+	r.drain(c, began, claimed)
 	return true
 }
 
@@ -84,31 +94,38 @@ func (r *Runner) claimAndDrain() bool {
 // fails the job). Store writes that fail for a while (a lock wait that ran
 // out, a full disk) are retried until they succeed or the runner closes, so
 // a passing fault never strands a job as running.
-func (r *Runner) drain(c Claimed) {
+func (r *Runner) drain(c Claimed, claimStart, claimEnd time.Time) {
 	start := time.Now()
 	job := c.Job
 	done := 0 // targets written by this drain
 	log := r.log.With(slog.String("job_id", job.ID), slog.String("caller", job.Caller.Name))
 	final := JobRunning
+	ctx, endJob := r.observeJob(r.fetchCtx, c, claimStart, claimEnd)
+	stopped := ""
+	defer func() { endJob(JobResult{Status: final, TargetsDone: done, Stopped: stopped}) }()
 	for next := c.Next; next >= 0; {
 		if next >= len(c.Targets) || c.Targets[next].Idx != next {
 			log.LogAttrs(context.Background(), slog.LevelError, "batch store started an unknown target", slog.Int("idx", next))
+			stopped = "unknown_target"
 			return // the job stays held; Close or the stale reaper fails it
 		}
-		fin, d, closed := r.fetchTarget(job, c.Targets[next])
+		fin, d, closed := r.fetchTarget(ctx, job, c.Targets[next])
 		if closed {
 			r.metrics.target(OutcomeCancel, d)
 			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", next))
+			stopped = "closed"
 			return
 		}
-		step, err := r.storeTarget(log, job, &fin)
+		step, err := r.storeTarget(ctx, log, job, &fin)
 		switch {
 		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrNotFound):
 			// Reaped as stale, or gone: another runner or the sweeper
 			// decided the job's fate. Nothing of ours is to be written.
 			log.LogAttrs(context.Background(), slog.LevelWarn, "batch job no longer held; stopped draining it", slog.Int("idx", next))
+			stopped = "not_held"
 			return
 		case err != nil:
+			stopped = "closed"
 			return // closing
 		}
 		done++
@@ -144,13 +161,16 @@ func (r *Runner) drain(c Claimed) {
 // A result the store has not taken for Config.StoreWait (a disk too full for
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
-func (r *Runner) storeTarget(log *slog.Logger, job Job, fin *TargetFinish) (Step, error) {
+func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job Job, fin *TargetFinish) (step Step, err error) {
+	ctx, end := r.observeStore(ctx, job, fin.Idx)
+	attempt := 1
+	defer func() { end(StoreResult{Attempts: attempt, Next: step.Next, Status: step.Status, Err: err}) }()
 	giveUp := time.Now().Add(time.Duration(r.cfg.StoreWait))
 	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := storeCtx()
+	for ; ; attempt++ {
+		sctx, cancel := r.storeCtxOf(ctx)
 		began := time.Now()
-		step, err := r.store.FinishTarget(ctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
+		step, err = r.store.FinishTarget(sctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
 		cancel()
 		r.observe("finish target", began, err)
 		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
@@ -185,14 +205,22 @@ const maxStoreBackoff = 250 * time.Millisecond
 // (but not once the job is cancelled), and returns what to store and how
 // long it took. closed reports that the runner closed and cut the fetch
 // short; nothing is to be stored then.
-func (r *Runner) fetchTarget(job Job, t TargetRecord) (fin TargetFinish, d time.Duration, closed bool) {
+func (r *Runner) fetchTarget(ctx context.Context, job Job, t TargetRecord) (fin TargetFinish, d time.Duration, closed bool) {
+	ctx, end := r.observeFetch(ctx, job, t.Idx)
+	defer func() {
+		if closed {
+			end(FetchResult{})
+		} else {
+			end(FetchResult{Status: fin.Status, Outcome: fin.Outcome, Bytes: len(fin.Result)})
+		}
+	}()
 	start := time.Now()
 	r.metrics.inflight.Inc()
 	defer r.metrics.inflight.Dec()
 	fin = TargetFinish{Idx: t.Idx}
 	backoff := 100 * time.Millisecond
 	for {
-		fr := r.callFetch(job, t)
+		fr := r.callFetch(ctx, job, t)
 		switch {
 		case fr.interrupted:
 			return fin, time.Since(start), true
@@ -272,7 +300,7 @@ type fetchReturn struct {
 // ignores its context is abandoned at the deadline. A call that returns
 // more than [FetchOverrunGrace] after its context ended is counted and
 // logged (see overran).
-func (r *Runner) callFetch(job Job, t TargetRecord) fetchReturn {
+func (r *Runner) callFetch(parent context.Context, job Job, t TargetRecord) fetchReturn {
 	// A fetch slot first: a call abandoned at its deadline keeps its slot
 	// until it returns, so even a fetcher that ignores its context never has
 	// more than Workers calls running.
@@ -281,7 +309,7 @@ func (r *Runner) callFetch(job Job, t TargetRecord) fetchReturn {
 	case <-r.fetchCtx.Done():
 		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true}
 	}
-	ctx, cancel := context.WithTimeout(r.fetchCtx, time.Duration(r.cfg.TargetTimeout))
+	ctx, cancel := context.WithTimeout(parent, time.Duration(r.cfg.TargetTimeout))
 	defer cancel()
 	var ended atomic.Int64 // when ctx ended, in Unix nanoseconds; 0 while it runs
 	stopEnded := context.AfterFunc(ctx, func() { ended.Store(time.Now().UnixNano()) })

@@ -51,7 +51,7 @@ func (r *Runner) reapStale(ctx context.Context, now time.Time) (int, error) {
 		return 0, nil
 	}
 	p := ReapParams{StaleAfter: time.Duration(r.cfg.StaleAfter), Reason: reasonRestart, Now: r.at(now)}
-	return r.reap(ctx, p, "batch jobs of stale runners failed")
+	return r.reap(ctx, p, "stale", "batch jobs of stale runners failed")
 }
 
 // storeHealth is what a runner knows of its store's reachability, from the

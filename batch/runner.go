@@ -28,6 +28,7 @@ type Runner struct {
 	store   Store
 	caps    Capabilities
 	log     *slog.Logger
+	obs     Observer // nil for none
 	metrics *runnerMetrics
 	waiters waiters
 	health  storeHealth
@@ -92,6 +93,7 @@ func New(cfg Config) (*Runner, error) {
 		store:       cfg.Store,
 		caps:        cfg.Store.Capabilities(),
 		log:         cfg.Logger,
+		obs:         cfg.Observer,
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
 		waiters:     waiters{m: make(map[string]*waiter)},
 		wake:        make(chan struct{}, cfg.Workers),
@@ -154,7 +156,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	} else {
 		p.AllLive = true
 	}
-	if _, err := r.reap(ctx, p, "batch jobs failed by restart"); err != nil {
+	if _, err := r.reap(ctx, p, "start", "batch jobs failed by restart"); err != nil {
 		return fmt.Errorf("batch: start: %w", err)
 	}
 	if err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)}); err != nil {
@@ -176,9 +178,11 @@ func (r *Runner) Start(ctx context.Context) error {
 }
 
 // reap runs one [Store.Reap], counts and logs the jobs it failed.
-func (r *Runner) reap(ctx context.Context, p ReapParams, msg string) (int, error) {
+func (r *Runner) reap(ctx context.Context, p ReapParams, reason, msg string) (n int, err error) {
+	ctx, end := r.observeReap(ctx, reason)
+	defer func() { end(ReapResult{Jobs: n, Err: err}) }()
 	began := time.Now()
-	n, err := r.store.Reap(ctx, p)
+	n, err = r.store.Reap(ctx, p)
 	r.observe("reap", began, err)
 	if err != nil {
 		return 0, fmt.Errorf("reap: %w", err)
@@ -239,7 +243,7 @@ func (r *Runner) release() {
 	ctx, cancel := storeCtx()
 	defer cancel()
 	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.now()}
-	if _, err := r.reap(ctx, p, "batch jobs failed by close"); err != nil {
+	if _, err := r.reap(ctx, p, "close", "batch jobs failed by close"); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
 	}
 }

@@ -31,6 +31,9 @@ type Job struct {
 	// WebhookURL receives the job's [EventJobFinished] event; "" for none.
 	// Like the target URLs it is the owner's only and never logged.
 	WebhookURL string
+	// Trace is the trace context of the request that submitted the job
+	// (see [TraceContext]); the zero value for none.
+	Trace TraceContext
 }
 
 // TargetRecord is one stored target.
@@ -139,6 +142,9 @@ type (
 		// nil when RetryOf is "".
 		RetryOf  string
 		RetryIdx []int
+		// Trace is stored with the job as given (see [Job]); its strings
+		// are valid or empty.
+		Trace TraceContext
 	}
 	// ClaimParams name the claiming runner for [Store.Claim].
 	ClaimParams struct {

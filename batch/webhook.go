@@ -42,6 +42,13 @@ type SubmitOptions struct {
 	// shown to its owner only, never logged, and part of the idempotency
 	// key (see [IdemKeyWith]).
 	WebhookURL string
+	// Trace is the trace context of the request that submits the job, to
+	// be stored with it so that its drain continues that trace. A host
+	// that sets Config.Observer need not set it: the observer reads the
+	// trace of the submit's context. One that is not valid (see
+	// [TraceContext.Valid]) is ignored; it never fails a submit, and it is
+	// no part of the idempotency key.
+	Trace TraceContext
 }
 
 // WebhookEvent is one delivery attempt of a job's webhook event, as
@@ -246,10 +253,14 @@ func (r *Runner) event(d WebhookDelivery) WebhookEvent {
 // back-off of a retry it scheduled, else 0. An attempt cut short by Close
 // records nothing: Close releases the claim.
 func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
+	ctx, end := r.observeWebhook(r.fetchCtx, d)
+	res := WebhookResult{}
+	defer func() { end(res) }()
 	log := r.log.With(slog.String("job_id", d.JobID), slog.Int("attempt", d.Attempt))
 	start := time.Now()
-	err := r.callDeliver(r.event(d))
+	err := r.callDeliver(ctx, r.event(d))
 	if err != nil && errors.Is(context.Cause(r.fetchCtx), ErrClosed) {
+		res.Outcome = "closed"
 		return 0 // cut short: not an attempt's outcome
 	}
 	r.metrics.webhookSecs.Update(time.Since(start).Seconds())
@@ -266,10 +277,19 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 			msg = "batch webhook attempt failed; will retry"
 		}
 	}
-	ctx, cancel := storeCtx()
+	sctx, cancel := r.storeCtxOf(ctx)
 	fin.Now = r.now()
-	ferr := r.store.FinishWebhook(ctx, fin)
+	ferr := r.store.FinishWebhook(sctx, fin)
 	cancel()
+	switch {
+	case err == nil:
+		res.Outcome = "delivered"
+	case fin.Retry:
+		res.Outcome, res.RetryIn = "retry", retryIn
+	default:
+		res.Outcome = "dropped"
+	}
+	res.Err = ferr
 	if outcome != "" {
 		r.metrics.webhook(outcome)
 	}
@@ -295,8 +315,8 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 // callDeliver calls Config.Deliver once under Config.WebhookTimeout. A
 // panic fails the attempt (its value, which may hold the URL, is not
 // logged).
-func (r *Runner) callDeliver(ev WebhookEvent) (err error) {
-	ctx, cancel := context.WithTimeout(r.fetchCtx, time.Duration(r.cfg.WebhookTimeout))
+func (r *Runner) callDeliver(parent context.Context, ev WebhookEvent) (err error) {
+	ctx, cancel := context.WithTimeout(parent, time.Duration(r.cfg.WebhookTimeout))
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {

@@ -91,10 +91,10 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 	}
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
 		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-		 retry_of, retry_idx, webhook)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
+		 retry_of, retry_idx, webhook, trace_parent, trace_state)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
-			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook},
+			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State},
 	})
 	if err != nil {
 		return batch.Job{}, false, fmt.Errorf("insert job: %w", err)
@@ -122,6 +122,7 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 		RetryOf:      nj.RetryOf,
 		RetryIdx:     slices.Clone(nj.RetryIdx),
 		WebhookURL:   nj.WebhookURL,
+		Trace:        nj.Trace,
 	}, false, nil
 }
 

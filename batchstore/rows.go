@@ -33,7 +33,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 		WHERE d.job_seq = j.seq AND d.status IN ('done', 'failed'))),
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
-	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, '')`
+	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -87,6 +87,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
 		RetryOf:      stmt.ColumnText(15),
 		RetryIdx:     decodeIdx(stmt.ColumnText(16)),
 		WebhookURL:   stmt.ColumnText(17),
+		Trace:        batch.TraceContext{Parent: stmt.ColumnText(18), State: stmt.ColumnText(19)},
 	}
 	return seq, j
 }

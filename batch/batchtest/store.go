@@ -191,6 +191,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			RetryOf:      p.RetryOf,
 			RetryIdx:     slices.Clone(p.RetryIdx),
 			WebhookURL:   p.WebhookURL,
+			Trace:        p.Trace,
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batch.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})

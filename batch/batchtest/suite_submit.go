@@ -20,6 +20,7 @@ var submitCases = map[string]func(*testing.T, batch.Store){
 	"ConcurrentIdenticalSubmit": storeConcurrentIdentical,
 	"CreateRoundTrip":           storeRoundTrip,
 	"CreateRetryLineage":        storeRetryLineage,
+	"CreateTraceContext":        storeTraceContext,
 	"ReuseNotAfterCancelOrFail": storeNoReuseAfterCancel,
 	"ReuseScopedByCaller":       storeReuseScoped,
 	"ReuseWithinLease":          storeReuseWithinLease,
@@ -65,6 +66,58 @@ func storeRetryLineage(t *testing.T, s batch.Store) {
 	c := mustClaim(t, s, runnerA, t0.Add(2*time.Second))
 	if c.Job.ID == p.ID {
 		check("Claim", c.Job, plain.ID, p.RetryIdx)
+	}
+}
+
+// storeTraceContext: a job's trace context is stored as given and read
+// back by every read of the job, the claim included (the drain continues
+// it, on whichever runner); a job without one reads the zero value, and a
+// reuse keeps the first submit's.
+func storeTraceContext(t *testing.T, s batch.Store) {
+	tc := batch.TraceContext{
+		Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		State:  "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
+	}
+	plain := mustCreate(t, s, jobSpec("alice", "plain", 1, t0))
+	p := jobSpec("alice", "traced", 2, t0.Add(time.Second))
+	p.Trace = tc
+	if j := mustCreate(t, s, p); j.Trace != tc {
+		t.Fatalf("created job's Trace = %+v, want %+v", j.Trace, tc)
+	}
+	check := func(what string, j batch.Job, want batch.TraceContext) {
+		t.Helper()
+		if j.Trace != want {
+			t.Errorf("%s: Trace %+v, want %+v", what, j.Trace, want)
+		}
+	}
+	j, _ := getJob(t, s, "alice", p.ID)
+	check("Get", j, tc)
+	j, _ = getJob(t, s, "alice", plain.ID)
+	check("Get of the plain job", j, batch.TraceContext{})
+	j, _, err := s.GetTarget(t.Context(), batch.GetTargetParams{Caller: "alice", JobID: p.ID, Idx: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GetTarget", j, tc)
+	jobs, err := s.List(t.Context(), batch.ListParams{Caller: "alice", Limit: 10})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("List = %d jobs, %v", len(jobs), err)
+	}
+	check("List", jobs[0], tc)
+	check("List of the plain job", jobs[1], batch.TraceContext{})
+	// A resubmit with another trace reuses the job and its first trace.
+	again := p
+	again.ID = p.ID + "-again"
+	again.Trace = batch.TraceContext{Parent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}
+	j, reused, err := s.Create(t.Context(), again)
+	if err != nil || !reused || j.ID != p.ID {
+		t.Fatalf("the same list again = %s reused %v, %v; want %s reused", j.ID, reused, err, p.ID)
+	}
+	check("reused job", j, tc)
+	// The claim hands the trace to whichever runner drains the job.
+	for _, want := range []batch.TraceContext{{}, tc} {
+		c := mustClaim(t, s, runnerA, t0.Add(2*time.Second))
+		check("Claim of "+c.Job.ID, c.Job, want)
 	}
 }
 

@@ -92,7 +92,7 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Drain", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 53,
+		[]string{"Cancel", "Clock", "Drain", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 54,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin")
 	f("TestRunner", runnerSuite.names(),
 		[]string{"Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 49,

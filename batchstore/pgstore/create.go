@@ -137,7 +137,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		webhook = &p.WebhookURL
 	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p))
+		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -167,6 +167,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		RetryOf:      p.RetryOf,
 		RetryIdx:     slices.Clone(p.RetryIdx),
 		WebhookURL:   p.WebhookURL,
+		Trace:        p.Trace,
 	}, false, nil
 }
 

@@ -15,6 +15,7 @@ type scanner interface{ Scan(dest ...any) error }
 type jobRow struct {
 	id, caller, class, idem, status, errText, runner string
 	webhook                                          string
+	traceParent, traceState                          string
 	restricted                                       bool
 	total, done                                      int
 	created, lease                                   time.Time
@@ -26,7 +27,8 @@ type jobRow struct {
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
-		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook}
+		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook,
+		&r.traceParent, &r.traceState}
 }
 
 func (r *jobRow) job() batch.Job {
@@ -44,6 +46,7 @@ func (r *jobRow) job() batch.Job {
 		Runner:       r.runner,
 		RetryOf:      r.retryOf,
 		WebhookURL:   r.webhook,
+		Trace:        batch.TraceContext{Parent: r.traceParent, State: r.traceState},
 	}
 	if r.retryIdx != nil {
 		j.RetryIdx = make([]int, len(r.retryIdx))

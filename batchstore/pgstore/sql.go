@@ -25,7 +25,8 @@ const (
 // jobCols are the columns scanJob reads, in order, from job j.
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
-	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, '')`
+	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''),
+	j.trace_parent, j.trace_state`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -57,8 +58,8 @@ var sqlTemplates = queries{
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
 			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-				webhook, retry_of, retry_idx)
-			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[]
+				webhook, retry_of, retry_idx, trace_parent, trace_state)
+			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15
 			FROM live WHERE live.n < $1
 			RETURNING seq, created_at, lease
 		), t AS (

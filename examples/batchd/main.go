@@ -15,7 +15,9 @@
 // /v1/batch, GET /v1/openapi.json, GET /metrics, GET /healthz and GET
 // /readyz, logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
-// gracefully on SIGINT or SIGTERM.
+// gracefully on SIGINT or SIGTERM. With $OTEL_EXPORTER_OTLP_ENDPOINT (or
+// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set it exports each job's spans over
+// OTLP/HTTP (see the README's Traces).
 package main
 
 import (
@@ -39,6 +41,7 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func main() {
@@ -278,6 +281,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		generated = secret
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	tp, err := daemon.TracerProviderFromEnv(ctx, log)
+	if err != nil {
+		return err
+	}
+	var tracer trace.TracerProvider // nil: no traces
+	if tp != nil {
+		tracer = tp
+		defer func() { // after the daemon: exports what it buffered
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.LogAttrs(sctx, slog.LevelWarn, "trace export at shutdown failed", slog.String("err", err.Error()))
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
@@ -293,6 +311,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MetricsKey:    metricsKey,
 		Logger:        log,
 		Limits:        batchhttp.Limits{MaxConns: o.maxConns},
+
+		TracerProvider: tracer,
 	})
 	if err != nil {
 		ln.Close()

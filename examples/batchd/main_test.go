@@ -107,7 +107,16 @@ func buildDaemon(t *testing.T) string {
 
 func startDaemon(t *testing.T, bin string, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonEnv(t, bin, nil, args...)
+}
+
+// startDaemonEnv is startDaemon with env added to the test's environment.
+func startDaemonEnv(t *testing.T, bin string, env []string, args ...string) *daemonProc {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -28,9 +28,11 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchnet"
+	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/examples/internal/fetcher"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a [Daemon].
@@ -75,6 +77,10 @@ type Config struct {
 	// BodyTimeout bounds the read of a submit's body. Defaults to
 	// batchhttp.DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// TracerProvider, if set, traces each job (batchotel), in the trace of
+	// the request's traceparent header; see [TracerProviderFromEnv].
+	// Defaults to nil: no traces.
+	TracerProvider trace.TracerProvider
 }
 
 // closingStore is a store the daemon opened, and closes.
@@ -169,6 +175,9 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	bc := cfg.Batch
 	bc.Store, bc.Fetch, bc.Logger, bc.Deliver = store, f.Fetch, cfg.Logger, sender.Deliver
+	if cfg.TracerProvider != nil {
+		bc.Observer = batchotel.New(batchotel.Config{TracerProvider: cfg.TracerProvider})
+	}
 	runner, err := batch.New(bc)
 	if err != nil {
 		store.Close()
@@ -212,6 +221,9 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		batchhttp.WriteError(w, http.StatusNotFound, batchhttp.CodeNotFound, "not found", "")
 	})))
 	d.handler = mux
+	if cfg.TracerProvider != nil {
+		d.handler = batchotel.Extract(mux) // no server spans: a host's HTTP middleware makes those
+	}
 	return d, nil
 }
 

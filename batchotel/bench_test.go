@@ -1,0 +1,150 @@
+package batchotel_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchotel"
+	"github.com/siftfetch/batchkit/batchstore"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// The cost of tracing on the drain: one round submits benchJobs jobs of
+// benchTargets targets in a burst to a started runner on a new SQLite
+// store, or a new in-memory one (whose writes cost next to nothing: the
+// worst case for the spans' share), with the default workers and a
+// fetcher that answers at once, and ends
+// when every job is finished, once without an observer and once with
+// batchotel on an SDK tracer provider that samples every span and hands
+// it, through the batch span processor, to an exporter that drops it. The
+// two alternate, on new files each round, so that both see the same
+// machine. A round's ratio is the traced rate over the plain one; the
+// benchmark reports the median over the rounds of one run (the shared
+// 2-core machine is noisy), with the lowest and highest, of the wall
+// time's and of the process's CPU time's (which other processes disturb
+// less), and the CPU time per target of each.
+//
+//	go test -run '^$' -bench BenchmarkDrainTraced -benchtime 15x ./batchotel/
+const (
+	benchJobs    = 16
+	benchTargets = 32
+)
+
+func BenchmarkDrainTraced(b *testing.B) {
+	for _, store := range []string{"sqlite", "memory"} {
+		b.Run("store="+store, func(b *testing.B) { benchDrainTraced(b, store) })
+	}
+}
+
+func benchDrainTraced(b *testing.B, store string) {
+	var plain, traced, plainCPU, tracedCPU time.Duration
+	var ratios, cpuRatios []float64
+	for i := range b.N {
+		var p, t round
+		if i%2 == 0 { // alternate which goes first
+			p, t = drainRound(b, store, false), drainRound(b, store, true)
+		} else {
+			t, p = drainRound(b, store, true), drainRound(b, store, false)
+		}
+		plain, traced = plain+p.wall, traced+t.wall
+		plainCPU, tracedCPU = plainCPU+p.cpu, tracedCPU+t.cpu
+		ratios = append(ratios, p.wall.Seconds()/t.wall.Seconds())
+		cpuRatios = append(cpuRatios, p.cpu.Seconds()/t.cpu.Seconds())
+	}
+	n := float64(b.N * benchJobs * benchTargets)
+	b.ReportMetric(n/plain.Seconds(), "targets/s")
+	b.ReportMetric(n/traced.Seconds(), "traced-targets/s")
+	b.ReportMetric(float64(plainCPU.Microseconds())/n, "cpu-µs/target")
+	b.ReportMetric(float64(tracedCPU.Microseconds())/n, "traced-cpu-µs/target")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "ratio")
+	b.ReportMetric(ratios[0], "ratio-min")
+	b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
+	slices.Sort(cpuRatios)
+	b.ReportMetric(cpuRatios[len(cpuRatios)/2], "cpu-ratio")
+	b.ReportMetric(cpuRatios[0], "cpu-ratio-min")
+	b.ReportMetric(cpuRatios[len(cpuRatios)-1], "cpu-ratio-max")
+}
+
+// round is what one round took: wall time, and the process's CPU time
+// (user and system, every goroutine: the span processor's too), which the
+// other processes on a shared machine disturb less.
+type round struct{ wall, cpu time.Duration }
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// dropExporter is a span exporter that drops every span.
+type dropExporter struct{}
+
+func (dropExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (dropExporter) Shutdown(context.Context) error                             { return nil }
+
+func drainRound(b *testing.B, kind string, traced bool) round {
+	b.Helper()
+	ctx := context.Background()
+	var store batch.Store = batchtest.NewStore()
+	if kind == "sqlite" {
+		s, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		store = s
+	}
+	cfg := batch.Config{
+		Store: store, Fetch: batchtest.StaticFetcher("content"), Logger: discard,
+		JobsTotal: benchJobs, JobsPerCaller: benchJobs,
+	}
+	var tp *sdktrace.TracerProvider
+	if traced {
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(dropExporter{}))
+		defer tp.Shutdown(ctx)
+		cfg.Observer = batchotel.New(batchotel.Config{TracerProvider: tp})
+	}
+	r, err := batch.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(ctx)
+	caller := batch.Caller{Name: "bench"}
+	start, startCPU := time.Now(), cpuTime(b)
+	ids := make([]string, benchJobs)
+	for i := range ids {
+		job, _, err := r.Submit(ctx, caller, batchtest.Targets(fmt.Sprint("j", i), benchTargets))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = job.ID
+	}
+	for _, id := range ids {
+		for {
+			info, err := r.Wait(ctx, caller, id, batch.WaitOptions{Timeout: batch.MaxWait})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if info.Status.Finished() {
+				break
+			}
+		}
+	}
+	return round{wall: time.Since(start), cpu: cpuTime(b) - startCPU}
+}
