@@ -26,8 +26,9 @@ import (
 // registers its cleanup with t). The groups are Submit (create, reuse,
 // caps), Drain (claim, one write per target, the fence), Cancel, Reads,
 // Retention (sweep, evict, stats), Share (eviction shared per caller),
-// Liveness (heartbeats, reaping), Webhook (the outbox) and WebhookFair
-// (claims fair between callers, the pending cap). Cases that only a Shared
+// Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
+// (claims fair between callers, the pending cap) and Inspect (the
+// operator's reads of [batch.Inspector], skipped by a store without it). Cases that only a Shared
 // store must pass (see [batch.Capabilities]) are skipped for the others.
 func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
 	t.Helper()
@@ -72,7 +73,8 @@ var storeSuite = newSuite[storeCase]().
 	add("Share", shareCases).
 	add("Liveness", livenessCases).
 	add("Webhook", webhookCases).
-	add("WebhookFair", webhookFairCases)
+	add("WebhookFair", webhookFairCases).
+	add("Inspect", inspectCases)
 
 var runnerSuite = newSuite[storeCase]().
 	add("Drain", runnerDrainCases).
