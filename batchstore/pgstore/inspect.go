@@ -3,7 +3,6 @@ package pgstore
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -43,10 +42,13 @@ var inspectTemplates = struct {
 		(SELECT count(*) FROM {s}.webhook WHERE runner <> '' AND due_at > ` + clock("1") + `),
 		(SELECT (extract(epoch FROM ` + clock("1") + ` - min(due_since)) * 1000000)::bigint
 			FROM {s}.webhook WHERE due_at <= ` + clock("1") + `)`,
-	callers:     `SELECT caller, bytes FROM {s}.caller_bytes ORDER BY bytes DESC, caller COLLATE "C" LIMIT $1`,
-	callerBytes: `SELECT coalesce((SELECT bytes FROM {s}.caller_bytes WHERE caller = $1), 0)`,
-	callerJob: `SELECT caller_class, caller_restricted FROM {s}.job WHERE caller = $1
-		ORDER BY created_at DESC, seq DESC LIMIT 1`,
+	callers: `SELECT caller, bytes FROM {s}.caller_bytes ORDER BY bytes DESC, caller COLLATE "C" LIMIT $1`,
+	// The counters of callers $1, and the class of callers $1 as each
+	// one's newest job has it (by position in $1, from 1).
+	callerBytes: `SELECT caller, bytes FROM {s}.caller_bytes WHERE caller = ANY ($1::text[])`,
+	callerJob: `SELECT c.i, n.caller_class, n.caller_restricted FROM unnest($1::text[]) WITH ORDINALITY AS c (name, i)
+		CROSS JOIN LATERAL (SELECT caller_class, caller_restricted FROM {s}.job WHERE caller = c.name
+			ORDER BY created_at DESC, seq DESC LIMIT 1) n`,
 	job: `SELECT ` + jobCols + `, ` + targetCols + `
 		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq
 		WHERE j.id = $1 ORDER BY t.idx`,
@@ -58,7 +60,9 @@ func (s *Store) inspectSQL(q string) string {
 }
 
 // Overview implements [batch.Inspector] in one read-only REPEATABLE READ
-// transaction, so that its parts agree with each other.
+// transaction, so that its parts agree with each other, and in two round
+// trips: the independent reads go in one batch, then the callers' counters
+// and classes that the first answers call for in another.
 func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.Overview, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
@@ -67,54 +71,62 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 	}
 	q := inspectTemplates
 	now := s.now(p.Now)
+	abs, age := s.timeBound(p.FailuresSince, p.Now)
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, s.q.stats).Scan(&ov.Stats.Queued, &ov.Stats.Running, &ov.Stats.Bytes); err != nil {
-			return err
-		}
-		var err error
-		if ov.Recent, err = inspectJobs(ctx, tx, s.inspectSQL(q.recent), p.Recent); err != nil {
-			return err
-		}
-		if ov.Running, err = inspectJobs(ctx, tx, s.inspectSQL(q.running), p.Running); err != nil {
-			return err
-		}
 		ov.Failures = map[batch.Outcome]int{}
-		abs, age := s.timeBound(p.FailuresSince, p.Now)
-		rows, err := tx.Query(ctx, s.inspectSQL(q.failures), abs, age)
-		if err != nil {
+		bytes := map[string]int64{}
+		held := map[string]int64{}
+		var b pgx.Batch
+		b.Queue(s.q.stats).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&ov.Stats.Queued, &ov.Stats.Running, &ov.Stats.Bytes)
+		})
+		queueJobs(&b, s.inspectSQL(q.recent), p.Recent, &ov.Recent)
+		queueJobs(&b, s.inspectSQL(q.running), p.Running, &ov.Running)
+		b.Queue(s.inspectSQL(q.failures), abs, age).Query(func(rows pgx.Rows) error {
+			var outcome string
+			var n int
+			_, err := pgx.ForEachRow(rows, []any{&outcome, &n}, func() error {
+				ov.Failures[batch.Outcome(outcome)] += n
+				return nil
+			})
 			return err
-		}
-		var outcome string
-		var n int
-		if _, err := pgx.ForEachRow(rows, []any{&outcome, &n}, func() error {
-			ov.Failures[batch.Outcome(outcome)] += n
+		})
+		b.Queue(s.inspectSQL(q.runners), now).Query(func(rows pgx.Rows) error {
+			var id string
+			var hb time.Time
+			var micros int64
+			_, err := pgx.ForEachRow(rows, []any{&id, &hb, &micros}, func() error {
+				ov.Runners = append(ov.Runners, batch.RunnerBeat{ID: id, Heartbeat: hb.UTC(), Age: time.Duration(micros) * time.Microsecond})
+				return nil
+			})
+			return err
+		})
+		b.Queue(s.inspectSQL(q.hooks), now).QueryRow(func(row pgx.Row) error {
+			var oldest *int64
+			w := &ov.Webhooks
+			if err := row.Scan(&w.Pending, &w.Due, &w.Claimed, &oldest); err != nil {
+				return err
+			}
+			if oldest != nil {
+				w.OldestDue = time.Duration(*oldest) * time.Microsecond
+			}
 			return nil
-		}); err != nil {
+		})
+		if p.Callers > 0 {
+			b.Queue(s.inspectSQL(q.callers), p.Callers).Query(func(rows pgx.Rows) error {
+				return collectBytes(rows, bytes)
+			})
+			b.Queue(s.q.heldByCaller).Query(func(rows pgx.Rows) error { return collectBytes(rows, held) })
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, s.inspectSQL(q.runners), now)
-		if err != nil {
+		if p.Callers > 0 {
+			var err error
+			ov.Callers, err = s.inspectCallers(ctx, tx, p.Callers, bytes, held)
 			return err
 		}
-		var id string
-		var hb time.Time
-		var ageMicros int64
-		if _, err := pgx.ForEachRow(rows, []any{&id, &hb, &ageMicros}, func() error {
-			ov.Runners = append(ov.Runners, batch.RunnerBeat{ID: id, Heartbeat: hb.UTC(), Age: time.Duration(ageMicros) * time.Microsecond})
-			return nil
-		}); err != nil {
-			return err
-		}
-		var oldest *int64
-		w := &ov.Webhooks
-		if err := tx.QueryRow(ctx, s.inspectSQL(q.hooks), now).Scan(&w.Pending, &w.Due, &w.Claimed, &oldest); err != nil {
-			return err
-		}
-		if oldest != nil {
-			w.OldestDue = time.Duration(*oldest) * time.Microsecond
-		}
-		ov.Callers, err = s.inspectCallers(ctx, tx, p.Callers)
-		return err
+		return nil
 	})
 	if err != nil {
 		return batch.Overview{}, s.wrap(ctx, "overview", err)
@@ -122,53 +134,54 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 	return ov, nil
 }
 
-// inspectJobs reads up to limit jobs of q, a query of jobCols with the
-// limit as $1.
-func inspectJobs(ctx context.Context, tx pgx.Tx, q string, limit int) ([]batch.Job, error) {
+// queueJobs queues q, a query of jobCols with the limit as $1, into
+// *into; a limit below 1 queues nothing.
+func queueJobs(b *pgx.Batch, q string, limit int, into *[]batch.Job) {
 	if limit < 1 {
-		return nil, nil
+		return
 	}
-	rows, err := tx.Query(ctx, q, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (batch.Job, error) { return scanJob(row) })
+	b.Queue(q, limit).Query(func(rows pgx.Rows) error {
+		jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batch.Job, error) { return scanJob(row) })
+		*into = jobs
+		return err
+	})
+}
+
+// collectBytes adds rows of (caller, bytes) to m.
+func collectBytes(rows pgx.Rows, m map[string]int64) error {
+	var name string
+	var n int64
+	_, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		m[name] += n
+		return nil
+	})
+	return err
 }
 
 // inspectCallers returns the limit callers that hold the most bytes, held
-// bytes included: the first limit entries of the counter, and the callers
-// of the held jobs (a handful), whose counters are read one by one. Any
-// other caller holds no more than the counter's limit-th entry, and comes
-// after it by name if it holds as much, so the answer is exact.
-func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int) ([]batch.CallerBytes, error) {
-	if limit < 1 {
-		return nil, nil
+// bytes included, from the counter's first limit entries (bytes) and the
+// held jobs' bytes by caller (held, a handful of jobs): the counters of the
+// held callers that are not among those entries are read, then each
+// caller's class. Any other caller holds no more than the counter's
+// limit-th entry, and comes after it by name if it holds as much, so the
+// answer is exact.
+func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes, held map[string]int64) ([]batch.CallerBytes, error) {
+	var missing []string
+	for name := range held {
+		if _, ok := bytes[name]; !ok {
+			missing = append(missing, name)
+		}
 	}
-	held, err := s.heldByCaller(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	bytes := map[string]int64{}
-	rows, err := tx.Query(ctx, s.inspectSQL(inspectTemplates.callers), limit)
-	if err != nil {
-		return nil, err
-	}
-	var name string
-	var b int64
-	if _, err := pgx.ForEachRow(rows, []any{&name, &b}, func() error {
-		bytes[name] = b
-		return nil
-	}); err != nil {
-		return nil, err
+	if len(missing) > 0 {
+		rows, err := tx.Query(ctx, s.inspectSQL(inspectTemplates.callerBytes), missing)
+		if err != nil {
+			return nil, err
+		}
+		if err := collectBytes(rows, bytes); err != nil {
+			return nil, err
+		}
 	}
 	for name, b := range held {
-		if _, ok := bytes[name]; !ok {
-			var c int64
-			if err := tx.QueryRow(ctx, s.inspectSQL(inspectTemplates.callerBytes), name).Scan(&c); err != nil {
-				return nil, err
-			}
-			bytes[name] = c
-		}
 		bytes[name] += b
 	}
 	var out []batch.CallerBytes
@@ -181,12 +194,27 @@ func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int) ([]bat
 		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Caller.Name, b.Caller.Name))
 	})
 	out = out[:min(len(out), limit)]
-	for i := range out {
-		c := &out[i].Caller
-		err := tx.QueryRow(ctx, s.inspectSQL(inspectTemplates.callerJob), c.Name).Scan(&c.Class, &c.Restricted)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, err
+	if len(out) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(out))
+	for i, c := range out {
+		names[i] = c.Caller.Name
+	}
+	rows, err := tx.Query(ctx, s.inspectSQL(inspectTemplates.callerJob), names)
+	if err != nil {
+		return nil, err
+	}
+	var i int
+	var class string
+	var restricted bool
+	if _, err := pgx.ForEachRow(rows, []any{&i, &class, &restricted}, func() error {
+		if i >= 1 && i <= len(out) {
+			out[i-1].Caller.Class, out[i-1].Caller.Restricted = class, restricted
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -25,7 +25,8 @@ func TestStore_InspectPlans(t *testing.T) {
 		{"running", q.running, []any{20}, []string{"job_live"}},
 		{"failures (runner clock)", q.failures, []any{now.Add(-time.Hour), nil}, []string{"job_finished", "job_held", "target_pkey"}},
 		{"failures (database clock)", q.failures, []any{nil, time.Hour}, []string{"job_finished", "job_held", "target_pkey"}},
-		{"caller's newest job", q.callerJob, []any{"c7"}, []string{"job_list"}},
+		{"callers' newest jobs", q.callerJob, []any{[]string{"c7", "c8"}}, []string{"job_list"}},
+		{"callers' counters", q.callerBytes, []any{[]string{"c7", "c8"}}, []string{"caller_bytes_pkey"}},
 		{"job", q.job, []any{"j1"}, []string{"job_id_key", "target_pkey"}},
 	}
 	conn, err := s.pool.Acquire(t.Context())
