@@ -22,6 +22,7 @@ var depRule = []struct {
 	{"batchnet", nil, []string{"batch"}},
 	{"batchhttp", []string{"github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
+	{"batchconsole", nil, []string{"batch"}},
 	{"internal/migrations", nil, nil},
 	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only
 	{"batchotel", []string{otelAPI}, []string{"batch"}},
@@ -40,6 +41,7 @@ var testDepRule = map[string][]string{
 	"batchhttp":           {"batch/batchtest"},
 	"batchcli":            {"batch/batchtest", "batchhttp", "internal/apitest"},
 	"batchotel":           {"batch/batchtest", "batchstore", "batchstore/pgstore"},
+	"batchconsole":        {"batch/batchtest"},
 }
 
 // testExternal are the module-external imports every package's test files

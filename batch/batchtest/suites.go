@@ -27,9 +27,10 @@ import (
 // caps), Drain (claim, one write per target, the fence), Cancel, Reads,
 // Retention (sweep, evict, stats), Share (eviction shared per caller),
 // Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
-// (claims fair between callers, the pending cap) and Clock (calls without
+// (claims fair between callers, the pending cap), Clock (calls without
 // a Now, on the store's own clock; every other case gives each call the
-// Now of a fake clock). Cases that only a Shared
+// Now of a fake clock) and Inspect (the operator's reads of
+// [batch.Inspector], skipped by a store without it). Cases that only a Shared
 // store must pass (see [batch.Capabilities]) are skipped for the others.
 func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
 	t.Helper()
@@ -75,7 +76,8 @@ var storeSuite = newSuite[storeCase]().
 	add("Liveness", livenessCases).
 	add("Webhook", webhookCases).
 	add("WebhookFair", webhookFairCases).
-	add("Clock", clockCases)
+	add("Clock", clockCases).
+	add("Inspect", inspectCases)
 
 var runnerSuite = newSuite[storeCase]().
 	add("Drain", runnerDrainCases).

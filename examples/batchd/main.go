@@ -18,6 +18,10 @@
 // gracefully on SIGINT or SIGTERM. With $OTEL_EXPORTER_OTLP_ENDPOINT (or
 // $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set it exports each job's spans over
 // OTLP/HTTP (see the README's Traces).
+//
+// With -admin-key-file or $BATCHD_ADMIN_KEY it also serves the read-only
+// operator console (package batchconsole) at /console, which requires that
+// key and no caller's.
 package main
 
 import (
@@ -98,6 +102,7 @@ type options struct {
 	webhookSecretFile          string
 	printWebhookSecret         string
 	metricsKeyFile             string
+	adminKeyFile               string
 	generatedFile              string
 	version                    bool
 	keys, allow                listFlag
@@ -135,6 +140,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.Var(&o.allow, "allow", "exempt exactly this `HOST:PORT` from the SSRF guard, for local testing (repeatable)")
 	fs.StringVar(&o.metricsKey, "metrics-key", "", "bearer `key` GET /metrics requires (default: none); visible to local users in the process list: prefer -metrics-key-file or $"+metricsKeyEnv)
 	fs.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "read the bearer key GET /metrics requires from `file` (one line, chmod 600)")
+	fs.StringVar(&o.adminKeyFile, "admin-key-file", "", "turn on the operator console at /console, which requires the key in `file` (one line, chmod 600); or set $"+adminKeyEnv)
 	fs.StringVar(&o.generatedFile, "generated-file", "", "when stdout is not a terminal, write a generated key or webhook secret to `file` (mode 0600) rather than print it (default: batchd-generated.env beside the SQLite database, or in the working directory)")
 	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
 	b := &o.batch
@@ -267,6 +273,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	adminKey, err := loadAdminKey(o)
+	if err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usagef("-log-level %q: want debug, info, warn or error", o.logLevel)
@@ -309,6 +319,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Batch:         o.batch,
 		WebhookSecret: secret,
 		MetricsKey:    metricsKey,
+		AdminKey:      adminKey,
 		Logger:        log,
 		Limits:        batchhttp.Limits{MaxConns: o.maxConns},
 
@@ -324,6 +335,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		d.Close(ctx)
 		ln.Close()
 		return err
+	}
+	if adminKey != "" {
+		fmt.Fprintf(stdout, "batchd: operator console on %s/console\n", server)
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchconsole"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchnet"
 	"github.com/siftfetch/batchkit/batchotel"
@@ -70,6 +71,9 @@ type Config struct {
 	UserAgent string
 	// MetricsKey, if set, is the bearer key GET /metrics requires.
 	MetricsKey string
+	// AdminKey, if set, turns on the operator console at /console
+	// (batchconsole), which requires it. Callers' keys never open it.
+	AdminKey string
 	// Logger receives the daemon's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Limits are the HTTP server's; the zero value is the defaults.
@@ -214,6 +218,10 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	// before anyone has a key. Mounted for every method, so that the
 	// handler's own 405 (with Allow: GET, HEAD) answers the others.
 	mux.Handle(batchhttp.OpenAPIPath, route(batchhttp.OpenAPIPath, batchhttp.OpenAPIHandler()))
+	if err := mountConsole(mux, cfg, store, route); err != nil {
+		d.Close(ctx)
+		return nil, err
+	}
 	mux.Handle("GET /metrics", route("/metrics", m))
 	mux.Handle("GET /healthz", route("/healthz", batchhttp.HealthHandler()))
 	mux.Handle("GET /readyz", route("/readyz", batchhttp.ReadyHandler(runner)))
@@ -289,4 +297,31 @@ func NewSecret() (string, error) {
 		return "", err
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// mountConsole mounts the operator console when cfg has an admin key.
+func mountConsole(mux *http.ServeMux, cfg Config, store batch.Store, route func(string, http.Handler) http.Handler) error {
+	if cfg.AdminKey == "" {
+		return nil
+	}
+	for _, k := range cfg.Keys {
+		if k.Secret == cfg.AdminKey {
+			return fmt.Errorf("daemon: the admin key is caller %q's key: the console needs a key of its own", k.Name)
+		}
+	}
+	in, ok := store.(batch.Inspector)
+	if !ok {
+		return errors.New("daemon: the store has no batch.Inspector: no console")
+	}
+	c, err := batchconsole.New(batchconsole.Opts{
+		Store: in, Keys: []string{cfg.AdminKey}, Logger: cfg.Logger,
+		TTL: time.Duration(cfg.Batch.TTL), StaleAfter: time.Duration(cfg.Batch.StaleAfter), MaxBytes: cfg.Batch.MaxBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	h := route(c.Prefix(), c)
+	mux.Handle(c.Prefix(), h)
+	mux.Handle(c.Prefix()+"/", h)
+	return nil
 }
