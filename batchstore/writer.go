@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"time"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
@@ -71,36 +72,135 @@ func (s *Store) stopWriting() {
 // maxGroup caps the writes one commit carries.
 const maxGroup = 16
 
-// writer runs the writes handed to it until Close. Writes that arrive while
-// one runs are committed together: the writer takes every write already
-// waiting, runs each in a savepoint of one transaction, and commits once, so
-// concurrent writes (two workers storing targets of two jobs) share one
-// commit: one WAL sync under synchronous=FULL, and the header and pointer
-// map pages written once.
+// Group commit. Writes that arrive while one runs are committed together:
+// the writer takes every write already waiting, runs each in a savepoint of
+// one transaction, and commits once, so concurrent writes (workers storing
+// targets of several jobs) share one commit: one WAL sync under
+// synchronous=FULL, and the header, pointer-map and B-tree pages they share
+// written once.
+//
+// Taking only what waits splits a crowd in two: when a group's commit
+// returns, its writers go off to prepare their next write, and the first
+// one back would start a commit of its own while the rest are still on
+// their way, so with four jobs draining the groups alternate at about two
+// writes each. The writer therefore also waits, briefly, for the writers
+// it has reason to expect:
+//
+//   - The expected crowd is the writers of the last cycle: the last
+//     group's, plus those that queued while it ran (they were ready, but
+//     late for it). With one writer at a time it is one, and the writer
+//     never waits.
+//   - A group smaller than that waits for the rest, and goes as soon as
+//     they are there, for at most the writer's last commit time (a moving
+//     average of the COMMIT statements, the one cost a group shares) and
+//     never more than maxLinger. A write that has to wait for siblings thus
+//     waits at most about one commit more, which under FULL is what waiting
+//     for the commit in flight would have cost it anyway, and under NORMAL
+//     (commits of microseconds) the wait is as short.
+//   - A writer that does not come back in time (its fetch is slow, its job
+//     ended) is not expected in the next cycle: the crowd shrinks to the
+//     writers that actually came, so a host whose writes trickle in pays
+//     for at most one such wait.
+//
+// The wait is safe because nothing happens during it: no transaction is
+// open and no lock held (a host's connection may write meanwhile, and
+// readers never wait for the writer anyway); no write has run, so none can
+// be told anything; and a write whose context ends during the wait does not
+// run. Each write is answered only after the COMMIT that holds it returned,
+// and each write still does its own checks (the runner's hold on its job)
+// inside the transaction, under the write lock, in its own savepoint, so a
+// failing write undoes its own changes and fails alone.
+const maxLinger = 2 * time.Millisecond
+
+// grouper is the writer goroutine's record of the last cycle.
+type grouper struct {
+	last   int           // writes in the last group
+	commit time.Duration // moving average of the COMMIT statement's time
+	timer  *time.Timer
+}
+
+// linger is how long a group may wait for expected writers.
+func (g *grouper) linger() time.Duration { return min(g.commit, maxLinger) }
+
+// observe records a commit's time in the moving average (weight 1/8).
+func (g *grouper) observe(d time.Duration) {
+	if g.commit == 0 {
+		g.commit = d
+		return
+	}
+	g.commit += (d - g.commit) / 8
+}
+
+// writer runs the writes handed to it until Close, in groups (see Group
+// commit).
 func (s *Store) writer() {
 	defer close(s.writerDone)
+	g := &grouper{timer: time.NewTimer(time.Hour)}
+	g.timer.Stop()
 	group := make([]*writeReq, 0, maxGroup)
 	for {
-		select {
-		case req := <-s.writeq:
-			group = append(group[:0], req)
-		case <-s.stopWriter:
-			return
+		group = s.gather(group[:0], g)
+		if len(group) == 0 {
+			return // Close
 		}
-	gather:
-		for len(group) < maxGroup {
-			select {
-			case req := <-s.writeq:
-				group = append(group, req)
-			default:
-				break gather
-			}
-		}
-		s.runGroup(group)
+		g.last = len(group)
+		s.runGroup(group, g)
 		for _, req := range group {
 			req.done <- req.err
 		}
 	}
+}
+
+// gather forms the next group: the writes that queued while the last group
+// ran, or else the next one to arrive, then, if fewer than the last cycle's
+// crowd, those that arrive within the linger. It returns no writes when the
+// store closes while none waits.
+func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
+	take := func(req *writeReq) { s.handing.Add(-1); group = append(group, req) }
+	waiting := func() bool { // takes what waits already
+		for len(group) < maxGroup {
+			select {
+			case req := <-s.writeq:
+				take(req)
+			default:
+				return len(group) > 0
+			}
+		}
+		return true
+	}
+	late := 0
+	if waiting() {
+		late = len(group)
+	} else {
+		select {
+		case req := <-s.writeq:
+			take(req)
+			waiting()
+		case <-s.stopWriter:
+			return group
+		}
+	}
+	expect := min(g.last+late, maxGroup)
+	if len(group) >= expect {
+		return group
+	}
+	d := g.linger()
+	if d <= 0 {
+		return group
+	}
+	g.timer.Reset(d)
+	defer g.timer.Stop()
+	for len(group) < expect {
+		select {
+		case req := <-s.writeq:
+			take(req)
+		case <-g.timer.C:
+			return group
+		case <-s.stopWriter:
+			return group
+		}
+	}
+	return group
 }
 
 // write runs fn in an immediate transaction on the writer: the write lock
@@ -127,12 +227,15 @@ func (s *Store) writeTx(ctx context.Context, pages int, fn func(*sqlite.Conn) er
 		return err
 	}
 	req := &writeReq{ctx: ctx, pages: pages, fn: fn, done: make(chan error, 1)}
+	s.handing.Add(1)
 	select {
-	case s.writeq <- req:
+	case s.writeq <- req: // the writer took it (and counted it off)
 		return <-req.done
 	case <-ctx.Done():
+		s.handing.Add(-1)
 		return context.Cause(ctx)
 	case <-s.stopWriter:
+		s.handing.Add(-1)
 		return ErrClosed
 	}
 }
@@ -146,7 +249,7 @@ func (s *Store) writeTx(ctx context.Context, pages int, fn func(*sqlite.Conn) er
 // in a savepoint, so its error undoes only its own changes; an error that
 // made SQLite roll back the whole transaction (a full disk) fails every
 // write of the group, and so does a failed commit.
-func (s *Store) runGroup(group []*writeReq) {
+func (s *Store) runGroup(group []*writeReq, g *grouper) {
 	live := group[:0:0]
 	for _, req := range group {
 		if req.err = req.ctx.Err(); req.err == nil {
@@ -188,11 +291,13 @@ func (s *Store) runGroup(group []*writeReq) {
 			}
 		}
 	}
+	start := time.Now()
 	if err := sqlitex.Execute(conn, "COMMIT", nil); err != nil {
 		s.rollback(conn)
 		fail(err)
 		return
 	}
+	g.observe(time.Since(start))
 	s.committed(pages)
 }
 
