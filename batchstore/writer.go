@@ -23,7 +23,9 @@ import (
 //     so under contention one caller could starve until its deadline.)
 //   - The next write starts the moment one commits: a caller that hands its
 //     write over is woken with the result while the writer goes on, instead
-//     of the next caller waiting to be scheduled after a handover of a lock.
+//     of the next caller waiting to be scheduled after a handover of a lock
+//     (only a group that expects more writers waits for them, briefly: see
+//     Group commit below).
 //
 // A write's context cuts short its wait for the file's write lock (a
 // host's own connection may hold it) through the connection's interrupt
