@@ -165,7 +165,15 @@
 // roll back the whole transaction (a full disk) or a failed COMMIT fails
 // every write of the group.
 //
-// Measured (BenchmarkDrain, workers=4, 10 KB results): GROUPFIGURES
+// Measured with four workers (BenchmarkDrain, 10 KB results, one run of 7
+// and one of 9 rounds on the shared 2-core machine, counted in the WAL): per
+// target 0.51 commits and 5.8 WAL pages under FULL, 0.94 and 7.3 under
+// NORMAL, before the wait; 0.26 and 4.7 under FULL, 0.40 and 5.3 under
+// NORMAL with it. The store's speed over its raw twin's (one transaction
+// per target), median of the rounds: 1.61× (1.07×–2.37×) before and 2.89×
+// (1.04×–6.69×) after under FULL, 1.04× (0.70×–2.15×) and 1.26×
+// (0.83×–1.60×) under NORMAL. BENCHMARKS.md has the same drain, at four
+// workers, beside the peers.
 //
 // # Webhooks
 //

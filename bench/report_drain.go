@@ -42,7 +42,7 @@ func (r *report) drainSection(b *md) {
 	b.p("README settings are each peer's README (River: a client with `MaxWorkers: 100` on the default queue, River's migrations, "+
 		"riversqlite's advice of one connection; goqite: one connection, WAL, its schema, and the runner of its jobs example, `Limit: 1`, "+
 		"`PollInterval: 10ms`). Tuned settings are the fastest of the tuning sweep below, chosen in this run. batchkit runs at its defaults, "+
-		"%d workers, in every table.", batch.DefaultWorkers)
+		"%d workers, in every table but the group-commit one (%d workers).", batch.DefaultWorkers, groupWorkers)
 	b.head("contender", "settings")
 	seen := map[string]bool{}
 	for _, c := range d.Contenders {
