@@ -74,44 +74,15 @@ func (s *Store) stopWriting() {
 // maxGroup caps the writes one commit carries.
 const maxGroup = 16
 
-// Group commit. Writes that arrive while one runs are committed together:
-// the writer takes every write already waiting, runs each in a savepoint of
-// one transaction, and commits once, so concurrent writes (workers storing
-// targets of several jobs) share one commit: one WAL sync under
-// synchronous=FULL, and the header, pointer-map and B-tree pages they share
-// written once.
-//
-// Taking only what waits splits a crowd in two: when a group's commit
-// returns, its writers go off to prepare their next write, and the first
-// one back would start a commit of its own while the rest are still on
-// their way, so with four jobs draining the groups alternate at about two
-// writes each. The writer therefore also waits, briefly, for the writers
-// it has reason to expect:
-//
-//   - The expected crowd is the writers of the last cycle: the last
-//     group's, plus those that queued while it ran (they were ready, but
-//     late for it). With one writer at a time it is one, and the writer
-//     never waits.
-//   - A group smaller than that waits for the rest, and goes as soon as
-//     they are there, for at most the writer's last commit time (a moving
-//     average of the COMMIT statements, the one cost a group shares) and
-//     never more than maxLinger. A write that has to wait for siblings thus
-//     waits at most about one commit more, which under FULL is what waiting
-//     for the commit in flight would have cost it anyway, and under NORMAL
-//     (commits of microseconds) the wait is as short.
-//   - A writer that does not come back in time (its fetch is slow, its job
-//     ended) is not expected in the next cycle: the crowd shrinks to the
-//     writers that actually came, so a host whose writes trickle in pays
-//     for at most one such wait.
-//
-// The wait is safe because nothing happens during it: no transaction is
-// open and no lock held (a host's connection may write meanwhile, and
-// readers never wait for the writer anyway); no write has run, so none can
-// be told anything; and a write whose context ends during the wait does not
-// run. Each write is answered only after the COMMIT that holds it returned,
-// and each write still does its own checks (the runner's hold on its job)
-// inside the transaction, under the write lock, in its own savepoint, so a
-// failing write undoes its own changes and fails alone.
+// Group commit (the package documentation, "Group commit", says why and
+// why it is safe). The writer takes every write already waiting, runs each
+// in a savepoint of one transaction, and commits once. Taking only what
+// waits would split a crowd in two (the writers a commit releases come back
+// one by one, and the first would commit alone), so a group smaller than
+// the last cycle's crowd (the last group's writes plus those that queued
+// while it ran) waits for the rest, for at most the writer's recent commit
+// time and never more than maxLinger. The wait is before BEGIN: no
+// transaction is open, no lock held, no write run or answered.
 const maxLinger = 2 * time.Millisecond
 
 // grouper is the writer goroutine's record of the last cycle.
