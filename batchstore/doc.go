@@ -172,8 +172,15 @@
 // NORMAL with it. The store's speed over its raw twin's (one transaction
 // per target), median of the rounds: 1.61× (1.07×–2.37×) before and 2.89×
 // (1.04×–6.69×) after under FULL, 1.04× (0.70×–2.15×) and 1.26×
-// (0.83×–1.60×) under NORMAL. BENCHMARKS.md has the same drain, at four
-// workers, beside the peers.
+// (0.83×–1.60×) under NORMAL. Those runs met a slow, shared disk (the
+// twin at 0.4–1.1k commits a second under FULL). On a quieter one (the twin
+// at 2.7–3.3k, an fsync of about 0.3 ms) the gain is smaller: 1.00×
+// (0.80×–1.41×) before and 1.37× (0.81×–2.19×) after under FULL, 7 rounds
+// each, back to back. The bound is the sync itself: a group's writers all
+// wait for its sync, and the connection cannot begin the next transaction
+// before its COMMIT returns, so with four workers a sync serves at most four
+// targets and nothing else is written while it runs. BENCHMARKS.md has the
+// same drain, at four workers, beside the peers.
 //
 // # Webhooks
 //
