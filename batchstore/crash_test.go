@@ -17,36 +17,51 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// crashWriter is the "write" child: it writes jobs of 3 targets with
-// results of 1–24 KiB, and reports each job, result and job end on stdout
-// only after its transaction committed. It runs until it is killed.
+// crashWriter is the "write" child: crashWriters goroutines each write
+// jobs of 3 targets with results of 1–24 KiB, so that their writes share
+// commits (see Group commit in writer.go), and report each job, result and
+// job end on stdout only after the store answered, i.e. after the commit
+// that holds it. It runs until it is killed.
 func crashWriter(ctx context.Context, s *Store) error {
+	errs := make(chan error, crashWriters)
+	for g := range crashWriters {
+		go func() { errs <- crashWriterLoop(ctx, s, g) }()
+	}
+	return <-errs
+}
+
+// crashWriters is how many goroutines of the child write at once.
+const crashWriters = 4
+
+// crashWriterLoop is one goroutine of the child: it submits a job, claims
+// the oldest queued one (its own or another goroutine's) and drains it.
+func crashWriterLoop(ctx context.Context, s *Store, g int) error {
 	pid := os.Getpid()
 	lim := batch.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: time.Hour}
 	for i := 0; ; i++ {
-		id := fmt.Sprintf("%d-%d", pid, i)
+		id := fmt.Sprintf("%d-%d-%d", pid, g, i)
 		if _, _, err := s.Create(ctx, withLimits(newJob(id, "alice", 3, time.Now()), lim)); err != nil {
 			return err
 		}
-		fmt.Printf("job %s\n", id)
+		fmt.Printf("job %s\n", id) // one write(2) per line: lines of goroutines do not mix
 		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "child"})
 		if err != nil {
 			return err
 		}
-		if !ok || c.Job.ID != id {
-			return fmt.Errorf("claimed %q (%v), want %s", c.Job.ID, ok, id)
+		if !ok { // the others took every queued job
+			continue
 		}
 		// One write per target: it stores the target and starts the next,
 		// or finishes the job.
 		for next := c.Next; next >= 0; {
-			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: crashResult(id, next)}
-			st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "child", Target: fin})
+			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: crashResult(c.Job.ID, next)}
+			st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "child", Target: fin})
 			if err != nil {
 				return err
 			}
-			fmt.Printf("result %s %d\n", id, next)
+			fmt.Printf("result %s %d\n", c.Job.ID, next)
 			if st.Next < 0 {
-				fmt.Printf("finished %s %s\n", id, st.Status)
+				fmt.Printf("finished %s %s\n", c.Job.ID, st.Status)
 			}
 			next = st.Next
 		}

@@ -108,6 +108,7 @@ type Store struct {
 	writerDone chan struct{} // closed when the goroutine has returned
 	wconn      *sqlite.Conn
 	wdone      chan struct{} // wconn's interrupt channel
+	handing    atomic.Int64  // writes handed to writeq and not yet taken by the writer
 	// The background checkpointer (see checkpoint.go): walPages counts the
 	// writer's pages since the last signal, ckpt signals it, ckptDone is
 	// closed when it ends. Only the writer goroutine touches them, and Close

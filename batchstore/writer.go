@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"time"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
@@ -22,7 +23,9 @@ import (
 //     so under contention one caller could starve until its deadline.)
 //   - The next write starts the moment one commits: a caller that hands its
 //     write over is woken with the result while the writer goes on, instead
-//     of the next caller waiting to be scheduled after a handover of a lock.
+//     of the next caller waiting to be scheduled after a handover of a lock
+//     (only a group that expects more writers waits for them, briefly: see
+//     Group commit below).
 //
 // A write's context cuts short its wait for the file's write lock (a
 // host's own connection may hold it) through the connection's interrupt
@@ -71,36 +74,106 @@ func (s *Store) stopWriting() {
 // maxGroup caps the writes one commit carries.
 const maxGroup = 16
 
-// writer runs the writes handed to it until Close. Writes that arrive while
-// one runs are committed together: the writer takes every write already
-// waiting, runs each in a savepoint of one transaction, and commits once, so
-// concurrent writes (two workers storing targets of two jobs) share one
-// commit: one WAL sync under synchronous=FULL, and the header and pointer
-// map pages written once.
+// Group commit (the package documentation, "Group commit", says why and
+// why it is safe). The writer takes every write already waiting, runs each
+// in a savepoint of one transaction, and commits once. Taking only what
+// waits would split a crowd in two (the writers a commit releases come back
+// one by one, and the first would commit alone), so a group smaller than
+// the last cycle's crowd (the last group's writes plus those that queued
+// while it ran) waits for the rest, for at most the writer's recent commit
+// time and never more than maxLinger. The wait is before BEGIN: no
+// transaction is open, no lock held, no write run or answered.
+const maxLinger = 2 * time.Millisecond
+
+// grouper is the writer goroutine's record of the last cycle.
+type grouper struct {
+	last   int           // writes in the last group
+	commit time.Duration // moving average of the COMMIT statement's time
+	timer  *time.Timer
+}
+
+// linger is how long a group may wait for expected writers.
+func (g *grouper) linger() time.Duration { return min(g.commit, maxLinger) }
+
+// observe records a commit's time in the moving average (weight 1/8).
+func (g *grouper) observe(d time.Duration) {
+	if g.commit == 0 {
+		g.commit = d
+		return
+	}
+	g.commit += (d - g.commit) / 8
+}
+
+// writer runs the writes handed to it until Close, in groups (see Group
+// commit).
 func (s *Store) writer() {
 	defer close(s.writerDone)
+	g := &grouper{timer: time.NewTimer(time.Hour)}
+	g.timer.Stop()
 	group := make([]*writeReq, 0, maxGroup)
 	for {
-		select {
-		case req := <-s.writeq:
-			group = append(group[:0], req)
-		case <-s.stopWriter:
-			return
+		group = s.gather(group[:0], g)
+		if len(group) == 0 {
+			return // Close
 		}
-	gather:
-		for len(group) < maxGroup {
-			select {
-			case req := <-s.writeq:
-				group = append(group, req)
-			default:
-				break gather
-			}
-		}
-		s.runGroup(group)
+		g.last = len(group)
+		s.runGroup(group, g)
 		for _, req := range group {
 			req.done <- req.err
 		}
 	}
+}
+
+// gather forms the next group: the writes that queued while the last group
+// ran, or else the next one to arrive, then, if fewer than the last cycle's
+// crowd, those that arrive within the linger. It returns no writes when the
+// store closes while none waits.
+func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
+	take := func(req *writeReq) { s.handing.Add(-1); group = append(group, req) }
+	waiting := func() bool { // takes what waits already
+		for len(group) < maxGroup {
+			select {
+			case req := <-s.writeq:
+				take(req)
+			default:
+				return len(group) > 0
+			}
+		}
+		return true
+	}
+	late := 0
+	if waiting() {
+		late = len(group)
+	} else {
+		select {
+		case req := <-s.writeq:
+			take(req)
+			waiting()
+		case <-s.stopWriter:
+			return group
+		}
+	}
+	expect := min(g.last+late, maxGroup)
+	if len(group) >= expect {
+		return group
+	}
+	d := g.linger()
+	if d <= 0 {
+		return group
+	}
+	g.timer.Reset(d)
+	defer g.timer.Stop()
+	for len(group) < expect {
+		select {
+		case req := <-s.writeq:
+			take(req)
+		case <-g.timer.C:
+			return group
+		case <-s.stopWriter:
+			return group
+		}
+	}
+	return group
 }
 
 // write runs fn in an immediate transaction on the writer: the write lock
@@ -127,12 +200,15 @@ func (s *Store) writeTx(ctx context.Context, pages int, fn func(*sqlite.Conn) er
 		return err
 	}
 	req := &writeReq{ctx: ctx, pages: pages, fn: fn, done: make(chan error, 1)}
+	s.handing.Add(1)
 	select {
-	case s.writeq <- req:
+	case s.writeq <- req: // the writer took it (and counted it off)
 		return <-req.done
 	case <-ctx.Done():
+		s.handing.Add(-1)
 		return context.Cause(ctx)
 	case <-s.stopWriter:
+		s.handing.Add(-1)
 		return ErrClosed
 	}
 }
@@ -146,7 +222,7 @@ func (s *Store) writeTx(ctx context.Context, pages int, fn func(*sqlite.Conn) er
 // in a savepoint, so its error undoes only its own changes; an error that
 // made SQLite roll back the whole transaction (a full disk) fails every
 // write of the group, and so does a failed commit.
-func (s *Store) runGroup(group []*writeReq) {
+func (s *Store) runGroup(group []*writeReq, g *grouper) {
 	live := group[:0:0]
 	for _, req := range group {
 		if req.err = req.ctx.Err(); req.err == nil {
@@ -188,11 +264,13 @@ func (s *Store) runGroup(group []*writeReq) {
 			}
 		}
 	}
+	start := time.Now()
 	if err := sqlitex.Execute(conn, "COMMIT", nil); err != nil {
 		s.rollback(conn)
 		fail(err)
 		return
 	}
+	g.observe(time.Since(start))
 	s.committed(pages)
 }
 

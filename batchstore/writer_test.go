@@ -71,11 +71,16 @@ func TestStore_WritesShareACommit(t *testing.T) {
 		}
 		wg.Go(func() { results[i] = s.write(wctx, "grouped", fn) })
 	}
-	// Every write waits for the blocker (no way to see that, so give them
-	// time); then the last one gives up, and the blocker ends.
-	time.Sleep(200 * time.Millisecond)
+	// Every write waits for the blocker; then the last one gives up, and
+	// the blocker ends.
+	waitHanding := func(n int64) {
+		for s.handing.Load() != n {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitHanding(4)
 	cancel()
-	time.Sleep(20 * time.Millisecond)
+	waitHanding(3)
 	close(hold)
 	wg.Wait()
 	if results[0] != nil || !errors.Is(results[1], errBoom) || results[2] == nil || !errors.Is(results[3], context.Canceled) {

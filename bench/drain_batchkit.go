@@ -17,10 +17,21 @@ import (
 // a fetcher that answers at once with the round's page.
 
 func batchkitSQLite(sync batchstore.Synchronous, group string) *contender {
+	return batchkitSQLiteWorkers(sync, group, batch.DefaultWorkers)
+}
+
+// batchkitSQLiteWorkers is batchkitSQLite with workers workers: at more
+// than the default it is the group-commit contender (peer "batchkit-N"),
+// reported against the raw twin in a table of its own.
+func batchkitSQLiteWorkers(sync batchstore.Synchronous, group string, workers int) *contender {
+	key, name, peer, cfg := "sqlite-"+string(sync)+"/batchkit", "batchkit", "batchkit", "defaults"
+	if workers != batch.DefaultWorkers {
+		key, name, peer, cfg = fmt.Sprintf("%s-%dw", key, workers), fmt.Sprintf("batchkit, %d workers", workers), fmt.Sprintf("batchkit-%d", workers), "defaults but `Workers`"
+	}
 	return &contender{
-		Key: "sqlite-" + string(sync) + "/batchkit", Group: group, Name: "batchkit", Peer: "batchkit",
+		Key: key, Group: group, Name: name, Peer: peer,
 		Model:    "a batchkit job of 32 targets",
-		Settings: fmt.Sprintf("`batchstore.Open` with the table's `Synchronous`, default pool (8); `batch.Config` defaults (%d workers) with the caps and byte budget raised to fit the burst", batch.DefaultWorkers),
+		Settings: fmt.Sprintf("`batchstore.Open` with the table's `Synchronous`, default pool (8); `batch.Config` %s (%d workers) with the caps and byte budget raised to fit the burst", cfg, workers),
 		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
 			dir, remove, err := e.roundDir()
 			if err != nil {
@@ -32,7 +43,7 @@ func batchkitSQLite(sync batchstore.Synchronous, group string) *contender {
 				return 0, err
 			}
 			defer s.Close()
-			return drainRunner(ctx, e, s)
+			return drainRunner(ctx, e, s, workers)
 		},
 	}
 }
@@ -53,20 +64,20 @@ func batchkitPG() *contender {
 				return 0, err
 			}
 			defer s.Close()
-			return drainRunner(ctx, e, s)
+			return drainRunner(ctx, e, s, batch.DefaultWorkers)
 		},
 	}
 }
 
 // drainRunner starts a runner on store, submits the round's jobs in a
 // burst and returns the time until every job is done.
-func drainRunner(ctx context.Context, e *drainEnv, store batch.Store) (time.Duration, error) {
+func drainRunner(ctx context.Context, e *drainEnv, store batch.Store, workers int) (time.Duration, error) {
 	w := e.work
 	fetch := func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
 		return batch.Result{Content: e.content}, nil
 	}
 	r, err := batch.New(batch.Config{
-		Store: store, Fetch: fetch, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
+		Store: store, Fetch: fetch, Workers: workers, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
 		MaxBytes: 1 << 40, MaxResultBytes: 2 * w.ResultBytes, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

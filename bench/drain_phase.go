@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/siftfetch/batchkit/batchstore"
@@ -25,6 +27,8 @@ type sizes struct {
 	memPeakItem int
 	memPeakSize int
 
+	only *regexp.Regexp // when set, the drain runs only the contenders whose key it matches, and no sweep
+
 	growth    []int         // stored jobs
 	growthOps int           // operations of each kind per size, at most
 	growthFor time.Duration // time of each kind per size, at most
@@ -45,12 +49,19 @@ func sizesFor(o options) sizes {
 		memJobs: 1000, memPeakJobs: 8, memPeakItem: 32, memPeakSize: 256 << 10,
 		growth: []int{1_000, 10_000, 100_000}, growthOps: 2000, growthFor: 2 * time.Second,
 	}
+	if o.only != nil {
+		s.only, s.sweep = o.only, false
+	}
 	if o.rounds > 0 {
 		s.rounds = o.rounds
 		s.slowRounds = min(s.slowRounds, o.rounds)
 	}
 	return s
 }
+
+// groupWorkers is the workers of the group-commit contender: several jobs
+// draining at once, whose target writes the SQLite store commits together.
+const groupWorkers = 4
 
 // drainReport is the drain phase's outcome.
 type drainReport struct {
@@ -113,7 +124,7 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		group string
 	}{{batchstore.SyncNormal, sqliteNormal}, {batchstore.SyncFull, sqliteFull}} {
 		s := string(g.sync)
-		cs = append(cs, batchkitSQLite(g.sync, g.group), rawSQLite(s, g.group))
+		cs = append(cs, batchkitSQLite(g.sync, g.group), batchkitSQLiteWorkers(g.sync, g.group, groupWorkers), rawSQLite(s, g.group))
 		for _, model := range []string{modelChain, modelLoop} {
 			cs = append(cs,
 				riverSQLite(s, g.group, model, riverREADME, false),
@@ -130,6 +141,9 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		for _, model := range []string{modelChain, modelLoop} {
 			cs = append(cs, riverPG(model, riverREADME, false), riverPG(model, tu.riverPG[model], true))
 		}
+	}
+	if sz.only != nil {
+		cs = slices.DeleteFunc(cs, func(c *contender) bool { return !sz.only.MatchString(c.Key) })
 	}
 	res, err := runDrain(ctx, e, cs, sz.rounds, sz.slowRounds, logf)
 	if err != nil {

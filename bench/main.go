@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ type options struct {
 	out    string
 	phases map[string]bool
 	rounds int
+	only   *regexp.Regexp
 }
 
 func run() int {
@@ -42,7 +44,16 @@ func run() int {
 	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
 	flag.StringVar(&phases, "phases", "drain,http,memory,growth", "the phases to run, comma-separated")
 	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
+	only := flag.String("only", "", "a regexp: the drain runs only the contenders whose key matches (e.g. 'sqlite-.*/(batchkit|raw)'), without the sweeps")
 	flag.Parse()
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -only:", err)
+			return 2
+		}
+		o.only = re
+	}
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(phases, ",") {
 		o.phases[strings.TrimSpace(p)] = true

@@ -123,11 +123,18 @@ func (d *drainReport) ratio(group, other string) spread {
 	return spreadOf(ratios(a, o))
 }
 
+// ratioOf is a's rate over b's, per round.
+func (d *drainReport) ratioOf(a, b string) spread {
+	x, _ := d.rates(a)
+	y, _ := d.rates(b)
+	return spreadOf(ratios(x, y))
+}
+
 // find returns the group's contender of peer (and, for a peer, tuned and
 // model), or nil.
 func (d *drainReport) find(group, peer string, tuned bool, model string) *contender {
 	for _, c := range d.Contenders {
-		if c.Group == group && c.Peer == peer && (peer == "batchkit" || peer == "raw" || (c.Tuned == tuned && strings.Contains(c.Key, "-"+model+"-"))) {
+		if c.Group == group && c.Peer == peer && (strings.HasPrefix(peer, "batchkit") || peer == "raw" || (c.Tuned == tuned && strings.Contains(c.Key, "-"+model+"-"))) {
 			return c
 		}
 	}

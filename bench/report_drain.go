@@ -34,6 +34,7 @@ func (r *report) drainSection(b *md) {
 	for _, g := range d.groups() {
 		r.drainTable(b, g)
 	}
+	r.groupTable(b)
 	if r.PGMissing != "" {
 		b.p("PostgreSQL was not measured: %s.", r.PGMissing)
 	}
@@ -41,7 +42,7 @@ func (r *report) drainSection(b *md) {
 	b.p("README settings are each peer's README (River: a client with `MaxWorkers: 100` on the default queue, River's migrations, "+
 		"riversqlite's advice of one connection; goqite: one connection, WAL, its schema, and the runner of its jobs example, `Limit: 1`, "+
 		"`PollInterval: 10ms`). Tuned settings are the fastest of the tuning sweep below, chosen in this run. batchkit runs at its defaults, "+
-		"%d workers, in every table.", batch.DefaultWorkers)
+		"%d workers, in every table but the group-commit one (%d workers).", batch.DefaultWorkers, groupWorkers)
 	b.head("contender", "settings")
 	seen := map[string]bool{}
 	for _, c := range d.Contenders {
@@ -126,7 +127,7 @@ func (r *report) drainTable(b *md, group string) {
 	b.p("### %s", group)
 	b.head("contender", "model", "items/s", "batchkit ÷ contender")
 	for _, c := range d.Contenders {
-		if c.Group != group {
+		if c.Group != group || c.Peer == groupPeer {
 			continue
 		}
 		_, s := d.rates(c.Key)
@@ -146,6 +147,44 @@ func (r *report) drainTable(b *md, group string) {
 			name = "**batchkit**"
 		}
 		b.row(name, model, fmtSpread(s, fmtRate), ratio)
+	}
+	b.line("")
+}
+
+// groupPeer is the peer name of the group-commit contender.
+var groupPeer = fmt.Sprintf("batchkit-%d", groupWorkers)
+
+// groupTable reports the SQLite store's group commit: batchkit at
+// groupWorkers workers against the raw twin (one transaction per item) at
+// each synchronous setting, and FULL against NORMAL.
+func (r *report) groupTable(b *md) {
+	d := r.Drain
+	full, normal := d.find(sqliteFull, groupPeer, false, ""), d.find(sqliteNormal, groupPeer, false, "")
+	if full == nil && normal == nil {
+		return
+	}
+	b.p("### SQLite group commit: %d workers", groupWorkers)
+	b.p("The same workload with %d workers, so that %d jobs drain at once: the store's one writer commits the target writes of "+
+		"jobs that arrive together in one transaction (see the batchstore package documentation, \"Group commit\"), where the raw twin "+
+		"commits once per item. Ratios are taken within each round; the last row is the %d-worker drain under FULL over the same under "+
+		"NORMAL, i.e. how close durable commits come to NORMAL's speed.", groupWorkers, groupWorkers, groupWorkers)
+	b.head("synchronous", fmt.Sprintf("batchkit, %d workers, items/s", groupWorkers), "raw twin, items/s",
+		fmt.Sprintf("batchkit (%d workers) ÷ raw twin", groupWorkers), fmt.Sprintf("batchkit (%d workers) ÷ raw twin", batch.DefaultWorkers))
+	for _, g := range []struct {
+		group, name string
+		c           *contender
+	}{{sqliteNormal, "NORMAL", normal}, {sqliteFull, "FULL", full}} {
+		raw := d.find(g.group, "raw", false, "")
+		if g.c == nil || raw == nil {
+			continue
+		}
+		_, s := d.rates(g.c.Key)
+		_, rs := d.rates(raw.Key)
+		b.row(g.name, fmtSpread(s, fmtRate), fmtSpread(rs, fmtRate), fmtSpread(d.ratioOf(g.c.Key, raw.Key), fmtRatio),
+			fmtSpread(d.ratio(g.group, raw.Key), fmtRatio))
+	}
+	if full != nil && normal != nil {
+		b.row(fmt.Sprintf("FULL ÷ NORMAL, %d workers", groupWorkers), "", "", fmtSpread(d.ratioOf(full.Key, normal.Key), fmtRatio), "")
 	}
 	b.line("")
 }
