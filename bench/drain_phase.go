@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchstore"
 )
 
@@ -126,9 +128,18 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		}
 	}
 	if pgURL != "" {
-		cs = append(cs, batchkitPG(), rawPG())
+		cs = append(cs, batchkitPG(postgres, batch.DefaultWorkers), rawPG(postgres, batch.DefaultWorkers))
 		for _, model := range []string{modelChain, modelLoop} {
 			cs = append(cs, riverPG(model, riverREADME, false), riverPG(model, tu.riverPG[model], true))
+		}
+		// Four workers against four connections, where group commit has
+		// jobs to share commits between; River is its tuned self again,
+		// so that the ratios are taken within the group's rounds.
+		cs = append(cs, batchkitPG(postgres4, 4), rawPG(postgres4, 4))
+		for _, model := range []string{modelChain, modelLoop} {
+			c := riverPG(model, tu.riverPG[model], true)
+			c.Group, c.Key = postgres4, strings.Replace(c.Key, "postgres/", "postgres4/", 1)
+			cs = append(cs, c)
 		}
 	}
 	res, err := runDrain(ctx, e, cs, sz.rounds, sz.slowRounds, logf)

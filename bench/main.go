@@ -40,7 +40,7 @@ func run() int {
 	var phases string
 	flag.BoolVar(&o.short, "short", false, "a smoke run: every contender and table, on tiny sizes, in seconds")
 	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
-	flag.StringVar(&phases, "phases", "drain,http,memory,growth", "the phases to run, comma-separated")
+	flag.StringVar(&phases, "phases", "drain,pgcost,http,memory,growth", "the phases to run, comma-separated")
 	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
 	flag.Parse()
 	o.phases = map[string]bool{}
@@ -83,6 +83,11 @@ func bench(ctx context.Context, o options) error {
 	sz := sizesFor(o)
 	if o.phases["drain"] {
 		if rep.Drain, err = drainPhase(ctx, sz, tmp, pgURL); err != nil {
+			return err
+		}
+	}
+	if o.phases["pgcost"] && pgURL != "" {
+		if rep.PGCost, err = pgCostPhase(ctx, sz, tmp, pgURL); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ type report struct {
 	PGMissing string // why the PostgreSQL contenders did not run, or ""
 	Machine   machine
 	Drain     *drainReport
+	PGCost    *pgCostReport
 	HTTP      *httpReport
 	Memory    *memoryReport
 	Growth    *growthReport
