@@ -17,6 +17,7 @@ type sizes struct {
 	rounds     int // drain rounds
 	slowRounds int // rounds that the slow (README-setting chain) contenders run
 	sweep      bool
+	pgOnly     bool // the PostgreSQL contenders alone
 
 	httpPhase  time.Duration // one route at one concurrency
 	httpMax    int           // requests in one phase at most
@@ -33,6 +34,12 @@ type sizes struct {
 }
 
 func sizesFor(o options) sizes {
+	s := sizesOf(o)
+	s.pgOnly = o.pgOnly
+	return s
+}
+
+func sizesOf(o options) sizes {
 	if o.short {
 		return sizes{
 			drain: drainWork{Jobs: 4, Items: 4, ResultBytes: 10 << 10}, rounds: 1, slowRounds: 1,
@@ -81,11 +88,14 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 			continue
 		}
 		var cs []*contender
+		var sw sweepResult
+		if sz.pgOnly {
+			goto pg
+		}
 		for _, cfg := range riverSweep {
 			cs = append(cs, riverSQLite("NORMAL", sqliteNormal, model, cfg, true))
 		}
-		sw, err := sweep(ctx, e, "River (riversqlite), "+model+", synchronous=NORMAL", cs)
-		if err != nil {
+		if sw, err = sweep(ctx, e, "River (riversqlite), "+model+", synchronous=NORMAL", cs); err != nil {
 			return nil, err
 		}
 		rep.Sweeps, tu.riverSQLite[model] = append(rep.Sweeps, sw), riverSweep[sw.Best]
@@ -97,6 +107,7 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 			return nil, err
 		}
 		rep.Sweeps, tu.goqite[model] = append(rep.Sweeps, sw), goqiteSweep[sw.Best]
+	pg:
 		if pgURL == "" {
 			continue
 		}
@@ -114,6 +125,9 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		sync  batchstore.Synchronous
 		group string
 	}{{batchstore.SyncNormal, sqliteNormal}, {batchstore.SyncFull, sqliteFull}} {
+		if sz.pgOnly {
+			break
+		}
 		s := string(g.sync)
 		cs = append(cs, batchkitSQLite(g.sync, g.group), rawSQLite(s, g.group))
 		for _, model := range []string{modelChain, modelLoop} {

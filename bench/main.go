@@ -33,6 +33,7 @@ type options struct {
 	out    string
 	phases map[string]bool
 	rounds int
+	pgOnly bool
 }
 
 func run() int {
@@ -41,6 +42,7 @@ func run() int {
 	flag.BoolVar(&o.short, "short", false, "a smoke run: every contender and table, on tiny sizes, in seconds")
 	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
 	flag.StringVar(&phases, "phases", "drain,pgcost,http,memory,growth", "the phases to run, comma-separated")
+	flag.BoolVar(&o.pgOnly, "pg-only", false, "run the PostgreSQL contenders of the drain alone (their rows of the report)")
 	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
 	flag.Parse()
 	o.phases = map[string]bool{}

@@ -452,12 +452,12 @@ func costBatchkit(nodes, workers int) *costContender {
 // pgCostReport is the cost phase's outcome: each contender's runs, one
 // per round.
 type pgCostReport struct {
+	Work        drainWork
 	Rounds      int
 	PGSS        bool
 	Contenders  []*costContender
 	Runs        map[string][]costRun
 	Elapsed     time.Duration
-	ServerCores int
 }
 
 func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostReport, error) {
@@ -480,7 +480,7 @@ func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostRepor
 		}
 		cs = keep
 	}
-	rep := &pgCostReport{Rounds: sz.rounds, PGSS: p.pgss, Contenders: cs, Runs: map[string][]costRun{}}
+	rep := &pgCostReport{Work: sz.drain, Rounds: sz.rounds, PGSS: p.pgss, Contenders: cs, Runs: map[string][]costRun{}}
 	start := time.Now()
 	for round := range sz.rounds {
 		for k := range cs {
@@ -516,7 +516,9 @@ func topWaits(runs []costRun, n int) string {
 	for k := range sum {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return sum[keys[i]] > sum[keys[j]] || sum[keys[i]] == sum[keys[j]] && keys[i] < keys[j] })
+	sort.Slice(keys, func(i, j int) bool {
+		return sum[keys[i]] > sum[keys[j]] || sum[keys[i]] == sum[keys[j]] && keys[i] < keys[j]
+	})
 	if len(keys) > n {
 		keys = keys[:n]
 	}

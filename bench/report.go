@@ -60,6 +60,7 @@ func (r *report) markdown() string {
 	if r.Drain != nil {
 		r.drainSection(&b)
 	}
+	r.pgCostSection(&b)
 	if r.HTTP != nil {
 		r.httpSection(&b)
 	}
