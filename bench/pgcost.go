@@ -452,12 +452,12 @@ func costBatchkit(nodes, workers int) *costContender {
 // pgCostReport is the cost phase's outcome: each contender's runs, one
 // per round.
 type pgCostReport struct {
-	Work        drainWork
-	Rounds      int
-	PGSS        bool
-	Contenders  []*costContender
-	Runs        map[string][]costRun
-	Elapsed     time.Duration
+	Work       drainWork
+	Rounds     int
+	PGSS       bool
+	Contenders []*costContender
+	Runs       map[string][]costRun
+	Elapsed    time.Duration
 }
 
 func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostReport, error) {
