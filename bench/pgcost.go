@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +64,7 @@ type costRun struct {
 	Targets    int
 	Elapsed    time.Duration
 	CPU        time.Duration // the run's backends
+	ClientCPU  time.Duration // this process (the runners or the twin's loop, and the phase's probes)
 	WAL        int64         // bytes
 	Calls      int64         // pg_stat_statements calls; -1 without the extension
 	ExecMS     float64       // pg_stat_statements total_exec_time
@@ -209,6 +212,15 @@ func (p *costProbe) snap(ctx context.Context, app string) (serverSnap, error) {
 	return s, nil
 }
 
+// selfCPU is this process's user plus system time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on
 // Linux).
 const clockTick = 10 * time.Millisecond
@@ -298,6 +310,7 @@ type costContender struct {
 // measure wraps the timed part of a run: a snapshot before, the sampler,
 // a snapshot after, the counters.
 type measure struct {
+	client time.Duration // this process's CPU at the start
 	p      *costProbe
 	m      *costMeter
 	before serverSnap
@@ -318,8 +331,10 @@ func (x *measure) start(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	x.m.countingOn.Store(true)
+	x.client = selfCPU()
 	return func() {
 		x.once.Do(func() {
+			x.run.ClientCPU = selfCPU() - x.client
 			x.m.countingOn.Store(false)
 			close(x.stopS)
 			after, err := x.p.snap(context.WithoutCancel(ctx), x.m.app)
@@ -480,6 +495,17 @@ func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostRepor
 		}
 		cs = keep
 	}
+	if path := os.Getenv("BKCOST_PPROF"); path != "" { // profiling by hand
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep := &pgCostReport{Work: sz.drain, Rounds: sz.rounds, PGSS: p.pgss, Contenders: cs, Runs: map[string][]costRun{}}
 	start := time.Now()
 	for round := range sz.rounds {
@@ -492,8 +518,8 @@ func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostRepor
 				return nil, fmt.Errorf("pgcost round %d, %s: %w", round+1, c.Key, err)
 			}
 			rep.Runs[c.Key] = append(rep.Runs[c.Key], r)
-			logf("pgcost round %d/%d  %-28s %6.0f items/s  cpu %5.0f µs  wal %5.0f B  stmts %4.2f/%4.2f  rts %4.2f  commits %4.2f  lock %d lw %d of %d  hot %d/%d",
-				round+1, sz.rounds, c.Key, float64(r.Targets)/r.Elapsed.Seconds(),
+			logf("pgcost round %d/%d  %-28s %6.0f items/s  client %5.0f µs  cpu %5.0f µs  wal %5.0f B  stmts %4.2f/%4.2f  rts %4.2f  commits %4.2f  lock %d lw %d of %d  hot %d/%d",
+				round+1, sz.rounds, c.Key, float64(r.Targets)/r.Elapsed.Seconds(), r.per(float64(r.ClientCPU.Microseconds())),
 				r.per(float64(r.CPU.Microseconds())), r.per(float64(r.WAL)), r.per(float64(r.Calls)), r.per(float64(r.Sent)),
 				r.per(float64(r.RoundTrips)), r.per(float64(r.Commits)), r.lockWaits("Lock"), r.lockWaits("LWLock"), r.Samples,
 				r.HOTUpdates, r.Updates)

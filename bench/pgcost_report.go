@@ -40,6 +40,7 @@ var costFigures = []figure{
 		}
 		return float64(c.HOTUpdates) / float64(c.Updates)
 	}, func(v float64) string { return fmt.Sprintf("%.0f %%", 100*v) }},
+	{"client CPU per target (not the server's)", func(c costRun) float64 { return c.per(float64(c.ClientCPU.Microseconds())) }, fmtUS},
 }
 
 // values returns figure f of each of key's runs.
@@ -103,7 +104,7 @@ func (r *report) pgCostSection(b *md) {
 
 	b.p("batchkit over the twin at the same concurrency, round by round:")
 	b.head("figure", "batchkit 2 workers ÷ twin 2 connections", "batchkit 4 workers ÷ twin 4 connections")
-	for _, f := range costFigures[:6] {
+	for _, f := range append(costFigures[:6:6], costFigures[9]) {
 		b.row(f.name, fmtSpread(p.ratio("batchkit-1x2", "raw-2", f), fmtRatio), fmtSpread(p.ratio("batchkit-1x4", "raw-4", f), fmtRatio))
 	}
 	b.line("")

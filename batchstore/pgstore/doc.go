@@ -188,7 +188,7 @@
 // LISTEN name the same channel). Every change the store commits (a queued
 // job, a claim, a stored target, a cancel, a final status, a reap) is
 // delivered to this store's subscribers at once, and to the other nodes
-// by a NOTIFY sent after the commit, at most once per 10 ms per store: the
+// by a NOTIFY sent after the commit, at most once per 40 ms per store: the
 // changes of that window share one payload of job ids (split below
 // PostgreSQL's 8000-byte limit), tagged so that a store skips its own.
 // NOTIFY is not sent inside the drain's transactions: a notifying commit
