@@ -108,8 +108,9 @@
 //     with one commit (one WAL flush); each is answered only once that
 //     commit has returned, each is fenced by its own job's row as alone,
 //     and a write that fails rolls its group back, whose writes then run
-//     again one by one, so it fails alone. A runner of 4 workers commits
-//     about 0.6 times per target (BENCHMARKS.md).
+//     again one by one, so it fails alone. At most two groups are at the
+//     server at once, so two workers do not wait for each other; a runner
+//     of 4 workers commits about 0.75 times per target (BENCHMARKS.md).
 //   - Cancel, from any node: an update of the job's row, which the drain
 //     write of the node that holds the job waits for and then sees (READ
 //     COMMITTED re-reads a row it waited for): the target in flight is

@@ -15,7 +15,7 @@ import (
 // own, so a store whose workers drain several jobs at once pays one
 // commit (one WAL flush, the server's commit work, a round trip) per
 // target. Instead, the drain writes of concurrently draining jobs that
-// arrive while a group is at the server go together in the next group:
+// arrive while groups are at the server go together in the next group:
 // one pgx.Batch of their statements, which the server runs in one
 // implicit transaction (one round trip, one commit, one WAL flush).
 //
@@ -33,8 +33,9 @@ import (
 //     covers a lost connection whose commit is unknown: a write that did
 //     commit finds its target stored and gets its step, as any repeat of
 //     a drain write does.)
-//   - One group is at the server at a time per store, so a write waits at
-//     most for the group in flight and its own. A group holds at most
+//   - At most maxFlights groups are at the server at once per store, so a
+//     write waits at most for one group in flight and its own, and a
+//     write that finds a flight free goes at once. A group holds at most
 //     maxGroup writes, and a group of one runs as the single write did.
 //   - Within a group the writes run in job id order, so two groups (of
 //     two nodes) never lock two jobs' rows in opposite orders; each job is
@@ -43,6 +44,13 @@ import (
 // The caller of the write in flight first, or the first waiting writer
 // after it, runs each group ("leads" it): no goroutine of its own, so a
 // store that drains one job at a time pays nothing for the queue.
+
+// maxFlights is how many groups may be at the server at once: more than
+// one, so that a write that arrives while a group runs can start at once
+// when a connection and a core are free, rather than wait for it (two
+// workers then drain as fast as without groups); but few, so that writes
+// that arrive together share a commit.
+var maxFlights = 2
 
 // maxGroup caps the writes of one group: the statements' work delays
 // every write of the group, and the results' bytes are sent at once.
@@ -63,9 +71,9 @@ type finishReq struct {
 
 // committer queues the drain writes of one store.
 type committer struct {
-	mu    sync.Mutex
-	busy  bool // a group is being led
-	queue []*finishReq
+	mu     sync.Mutex
+	flying int // groups being led
+	queue  []*finishReq
 }
 
 // queued reports how many writes wait for the next group (for tests).
@@ -81,8 +89,8 @@ func (c *committer) queued() int {
 func (s *Store) finishGrouped(r *finishReq) (batch.Step, error) {
 	c := &s.group
 	c.mu.Lock()
-	if !c.busy {
-		c.busy = true
+	if c.flying < maxFlights {
+		c.flying++
 		c.mu.Unlock()
 		s.lead(r)
 		return r.step, r.err
@@ -134,7 +142,7 @@ func (s *Store) lead(first *finishReq) {
 		c.queue = c.queue[1:]
 		close(next.lead)
 	} else {
-		c.busy = false
+		c.flying--
 	}
 	c.mu.Unlock()
 	for _, r := range group[1:] {

@@ -18,8 +18,8 @@ import (
 // that the next two writes queue behind it and go together once the lock
 // is let go.
 
-// groupFixture is a store with jobs "blocker", "a" and "b" of two targets
-// each, all held by runner "r" with target 0 in flight.
+// groupFixture is a store with jobs "blocker0", "blocker1", "a" and "b"
+// of two targets each, all held by runner "r" with target 0 in flight.
 type groupFixture struct {
 	s      *Store
 	schema string
@@ -30,7 +30,7 @@ func newGroupFixture(t *testing.T) *groupFixture {
 	schema := newSchema(t)
 	s := openOn(t, Options{Schema: schema, MaxConns: 4})
 	ctx := t.Context()
-	for _, id := range []string{"blocker", "a", "b"} {
+	for _, id := range []string{"blocker0", "blocker1", "a", "b"} {
 		ts := batchtest.Targets(id, 2)
 		if _, _, err := s.Create(ctx, batch.CreateParams{ID: id, Caller: batch.Caller{Name: "alice"},
 			IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits}); err != nil {
@@ -72,9 +72,9 @@ func (f *groupFixture) hold(t *testing.T, id string) (release func()) {
 	return release
 }
 
-// waitLocked waits until a statement on the fixture's schema waits for a
+// waitLocked waits until n statements on the fixture's schema wait for a
 // lock at the server.
-func (f *groupFixture) waitLocked(t *testing.T) {
+func (f *groupFixture) waitLocked(t *testing.T, n int) {
 	t.Helper()
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, pgURL(t))
@@ -83,12 +83,12 @@ func (f *groupFixture) waitLocked(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	for {
-		var n int
+		var got int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, f.schema).Scan(&n); err != nil {
+			WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, f.schema).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if got >= n {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -115,16 +115,24 @@ func (f *groupFixture) finish(id, runner, hint string) *finishCall {
 }
 
 // grouped runs the writes of a and b (each a func that starts one) in one
-// group: it holds the blocker's row, starts the blocker's write, which
-// leads a group of its own and waits at the server, then a's and b's,
-// which queue, a first; letting the blocker go makes a lead the group of
-// a and b.
-// It returns once the blocker's write is answered.
+// group: it holds the blockers' rows and starts their writes, which lead
+// a group each (as many as may be at the server at once) and wait there,
+// then a's and b's, which queue, a first; letting blocker 0 go makes a
+// lead the group of a and b. It returns once blocker 0's write is
+// answered; blocker 1 is let go when the test ends.
 func (f *groupFixture) grouped(t *testing.T, a, b func() *finishCall) (*finishCall, *finishCall) {
 	t.Helper()
-	release := f.hold(t, "blocker")
-	blocker := f.finish("blocker", "r", "")
-	f.waitLocked(t)
+	if maxFlights != 2 {
+		t.Fatalf("the fixture fills 2 flights, maxFlights is %d", maxFlights)
+	}
+	release0, release1 := f.hold(t, "blocker0"), f.hold(t, "blocker1")
+	blocker0 := f.finish("blocker0", "r", "")
+	blocker1 := f.finish("blocker1", "r", "")
+	t.Cleanup(func() {
+		release1()
+		<-blocker1.done
+	})
+	f.waitLocked(t, 2)
 	ca := a()
 	for f.s.group.queued() < 1 { // a first, so that a leads the next group
 		time.Sleep(time.Millisecond)
@@ -133,10 +141,10 @@ func (f *groupFixture) grouped(t *testing.T, a, b func() *finishCall) (*finishCa
 	for f.s.group.queued() < 2 {
 		time.Sleep(time.Millisecond)
 	}
-	release()
-	<-blocker.done
-	if blocker.err != nil {
-		t.Fatalf("blocker: %v", blocker.err)
+	release0()
+	<-blocker0.done
+	if blocker0.err != nil {
+		t.Fatalf("blocker 0: %v", blocker0.err)
 	}
 	return ca, cb
 }
@@ -180,7 +188,7 @@ func TestGroup_AckAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := f.grouped(t, func() *finishCall { return f.finish("a", "r", "") }, func() *finishCall { return f.finish("b", "r", "wait") })
-	f.waitLocked(t) // the group's commit waits for the test's lock
+	f.waitLocked(t, 2) // the group's commit waits for the test's lock, blocker 1 for its row
 	select {
 	case <-a.done:
 		t.Fatalf("a answered (%v, %v) while the transaction that holds its target is not committed", a.step, a.err)
