@@ -44,9 +44,9 @@ import (
 //     pg_stat_user_tables once the run's connections are closed.
 //
 // The contenders are the raw twin at 2 and 4 connections and batchkit at
-// 1 node of 2 and 4 workers and at 3 nodes of 2 workers each (each node a
+// 1 node of 2 and 4 workers, at 3 nodes of 2 workers each (each node a
 // store with a pool of its own and a runner, as three processes would be,
-// on one schema).
+// on one schema), and at 1 node of 6 workers (as many as the 3 nodes).
 
 // costSample is how often the wait sampler looks at pg_stat_activity.
 const costSample = 5 * time.Millisecond
@@ -485,7 +485,7 @@ func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostRepor
 		return nil, err
 	}
 	defer p.close()
-	cs := []*costContender{costTwin(2), costTwin(4), costBatchkit(1, 2), costBatchkit(1, 4), costBatchkit(3, 2)}
+	cs := []*costContender{costTwin(2), costTwin(4), costBatchkit(1, 2), costBatchkit(1, 4), costBatchkit(3, 2), costBatchkit(1, 6)}
 	if only := os.Getenv("BKCOST_ONLY"); only != "" { // profiling one contender by hand
 		var keep []*costContender
 		for _, c := range cs {
