@@ -124,7 +124,7 @@ func TestReport(t *testing.T) {
 		riverSQLite("NORMAL", sqliteNormal, modelChain, riverREADME, false),
 		riverSQLite("NORMAL", sqliteNormal, modelLoop, riverSweep[0], true),
 		goqiteSQLite("NORMAL", sqliteNormal, modelChain, goqiteSweep[0], true),
-		batchkitPG(), rawPG(), riverPG(modelLoop, riverPGSweep[0], true),
+		batchkitPG(postgres, 2), rawPG(postgres, 2), riverPG(modelLoop, riverPGSweep[0], true),
 	}
 	rates := map[string][]float64{
 		cs[0].Key: {900, 1000}, cs[1].Key: {1000, 1000}, cs[2].Key: {10, math.NaN()}, cs[3].Key: {800, 700},

@@ -104,7 +104,16 @@ const (
 	sqliteNormal = "SQLite, synchronous=NORMAL"
 	sqliteFull   = "SQLite, synchronous=FULL"
 	postgres     = "PostgreSQL"
+	postgres4    = "PostgreSQL, 4 workers"
 )
+
+// pgKey is the key prefix of a PostgreSQL group's contenders.
+func pgKey(group string) string {
+	if group == postgres4 {
+		return "postgres4"
+	}
+	return "postgres"
+}
 
 // drainResult is what a run measured: each contender's items/s per round
 // (NaN where it did not run).

@@ -48,23 +48,23 @@ func batchkitSQLiteWorkers(sync batchstore.Synchronous, group string, workers in
 	}
 }
 
-func batchkitPG() *contender {
+func batchkitPG(group string, workers int) *contender {
 	return &contender{
-		Key: "postgres/batchkit", Group: postgres, Name: "batchkit", Peer: "batchkit",
+		Key: pgKey(group) + "/batchkit", Group: group, Name: "batchkit", Peer: "batchkit",
 		Model:    "a batchkit job of 32 targets",
-		Settings: fmt.Sprintf("`pgstore.Open` on a schema of its own, `MaxConns: %d`; `batch.Config` defaults (%d workers) with the caps and byte budget raised to fit the burst", batch.DefaultWorkers+2, batch.DefaultWorkers),
+		Settings: fmt.Sprintf("`pgstore.Open` on a schema of its own, `MaxConns: %d`; `batch.Config` defaults, `Workers: %d`, with the caps and byte budget raised to fit the burst", workers+2, workers),
 		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
 			schema, drop, err := newPGSchema(ctx, e.pgURL)
 			if err != nil {
 				return 0, err
 			}
 			defer drop()
-			s, err := pgstore.Open(ctx, e.pgURL, pgstore.Options{Schema: schema, MaxConns: batch.DefaultWorkers + 2})
+			s, err := pgstore.Open(ctx, e.pgURL, pgstore.Options{Schema: schema, MaxConns: int32(workers) + 2})
 			if err != nil {
 				return 0, err
 			}
 			defer s.Close()
-			return drainRunner(ctx, e, s, batch.DefaultWorkers)
+			return drainNodes(ctx, e, []batch.Store{s}, workers, nil)
 		},
 	}
 }
@@ -72,23 +72,55 @@ func batchkitPG() *contender {
 // drainRunner starts a runner on store, submits the round's jobs in a
 // burst and returns the time until every job is done.
 func drainRunner(ctx context.Context, e *drainEnv, store batch.Store, workers int) (time.Duration, error) {
+	return drainNodes(ctx, e, []batch.Store{store}, workers, nil)
+}
+
+// drainNodes starts a runner of workers workers (0: the default) on each
+// store, as nodes of one cluster, submits the round's jobs in a burst,
+// spread over the nodes, and returns the time until every job is done.
+// start, if not nil, is called just before the first submit; the function
+// it returns is called when the last job is done.
+func drainNodes(ctx context.Context, e *drainEnv, stores []batch.Store, workers int, start func() (func(), error)) (time.Duration, error) {
 	w := e.work
 	fetch := func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
 		return batch.Result{Content: e.content}, nil
 	}
-	r, err := batch.New(batch.Config{
-		Store: store, Fetch: fetch, Workers: workers, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
-		MaxBytes: 1 << 40, MaxResultBytes: 2 * w.ResultBytes, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		return 0, err
+	runners := make([]*batch.Runner, len(stores))
+	for i, store := range stores {
+		r, err := batch.New(batch.Config{
+			Store: store, Fetch: fetch, Workers: workers, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
+			MaxBytes: 1 << 40, MaxResultBytes: 2 * w.ResultBytes, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return 0, err
+		}
+		if err := r.Start(ctx); err != nil {
+			return 0, err
+		}
+		defer r.Close(context.WithoutCancel(ctx))
+		runners[i] = r
 	}
-	if err := r.Start(ctx); err != nil {
-		return 0, err
-	}
-	defer r.Close(context.WithoutCancel(ctx))
 	time.Sleep(settle)
-	done := r.Metrics().GetOrCreateCounter(`batch_jobs_total{outcome="done"}`)
+	var doneCounters, okCounters []interface{ Get() uint64 }
+	for _, r := range runners {
+		doneCounters = append(doneCounters, r.Metrics().GetOrCreateCounter(`batch_jobs_total{outcome="done"}`))
+		okCounters = append(okCounters, r.Metrics().GetOrCreateCounter(`batch_targets_total{outcome="ok"}`))
+	}
+	sum := func(cs []interface{ Get() uint64 }) uint64 {
+		var n uint64
+		for _, c := range cs {
+			n += c.Get()
+		}
+		return n
+	}
+	stop := func() {}
+	if start != nil {
+		var err error
+		if stop, err = start(); err != nil {
+			return 0, err
+		}
+		defer stop()
+	}
 	caller := batch.Caller{Name: "bench"}
 	jobs := make([][]batch.Target, w.Jobs)
 	for j := range jobs {
@@ -97,20 +129,21 @@ func drainRunner(ctx context.Context, e *drainEnv, store batch.Store, workers in
 			jobs[j][i].URL = itemURL(j, i)
 		}
 	}
-	start := time.Now()
+	began := time.Now()
 	for j := range jobs {
-		if _, _, err := r.Submit(ctx, caller, jobs[j]); err != nil {
+		if _, _, err := runners[j%len(runners)].Submit(ctx, caller, jobs[j]); err != nil {
 			return 0, err
 		}
 	}
-	for done.Get() < uint64(w.Jobs) {
+	for sum(doneCounters) < uint64(w.Jobs) {
 		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("%d of %d jobs done: %w", done.Get(), w.Jobs, err)
+			return 0, fmt.Errorf("%d of %d jobs done: %w", sum(doneCounters), w.Jobs, err)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	elapsed := time.Since(start)
-	if n := r.Metrics().GetOrCreateCounter(`batch_targets_total{outcome="ok"}`).Get(); n != uint64(w.total()) {
+	elapsed := time.Since(began)
+	stop()
+	if n := sum(okCounters); n != uint64(w.total()) {
 		return 0, fmt.Errorf("%w: %d targets ok, want %d", errShort, n, w.total())
 	}
 	return elapsed, nil

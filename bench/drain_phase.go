@@ -6,8 +6,10 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchstore"
 )
 
@@ -17,6 +19,7 @@ type sizes struct {
 	rounds     int // drain rounds
 	slowRounds int // rounds that the slow (README-setting chain) contenders run
 	sweep      bool
+	pgOnly     bool // the PostgreSQL contenders alone
 
 	httpPhase  time.Duration // one route at one concurrency
 	httpMax    int           // requests in one phase at most
@@ -35,6 +38,12 @@ type sizes struct {
 }
 
 func sizesFor(o options) sizes {
+	s := sizesOf(o)
+	s.pgOnly = o.pgOnly
+	return s
+}
+
+func sizesOf(o options) sizes {
 	if o.short {
 		return sizes{
 			drain: drainWork{Jobs: 4, Items: 4, ResultBytes: 10 << 10}, rounds: 1, slowRounds: 1,
@@ -90,11 +99,14 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 			continue
 		}
 		var cs []*contender
+		var sw sweepResult
+		if sz.pgOnly {
+			goto pg
+		}
 		for _, cfg := range riverSweep {
 			cs = append(cs, riverSQLite("NORMAL", sqliteNormal, model, cfg, true))
 		}
-		sw, err := sweep(ctx, e, "River (riversqlite), "+model+", synchronous=NORMAL", cs)
-		if err != nil {
+		if sw, err = sweep(ctx, e, "River (riversqlite), "+model+", synchronous=NORMAL", cs); err != nil {
 			return nil, err
 		}
 		rep.Sweeps, tu.riverSQLite[model] = append(rep.Sweeps, sw), riverSweep[sw.Best]
@@ -106,6 +118,7 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 			return nil, err
 		}
 		rep.Sweeps, tu.goqite[model] = append(rep.Sweeps, sw), goqiteSweep[sw.Best]
+	pg:
 		if pgURL == "" {
 			continue
 		}
@@ -123,6 +136,9 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		sync  batchstore.Synchronous
 		group string
 	}{{batchstore.SyncNormal, sqliteNormal}, {batchstore.SyncFull, sqliteFull}} {
+		if sz.pgOnly {
+			break
+		}
 		s := string(g.sync)
 		cs = append(cs, batchkitSQLite(g.sync, g.group), batchkitSQLiteWorkers(g.sync, g.group, groupWorkers), rawSQLite(s, g.group))
 		for _, model := range []string{modelChain, modelLoop} {
@@ -137,9 +153,18 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		}
 	}
 	if pgURL != "" {
-		cs = append(cs, batchkitPG(), rawPG())
+		cs = append(cs, batchkitPG(postgres, batch.DefaultWorkers), rawPG(postgres, batch.DefaultWorkers))
 		for _, model := range []string{modelChain, modelLoop} {
 			cs = append(cs, riverPG(model, riverREADME, false), riverPG(model, tu.riverPG[model], true))
+		}
+		// Four workers against four connections, where group commit has
+		// jobs to share commits between; River is its tuned self again,
+		// so that the ratios are taken within the group's rounds.
+		cs = append(cs, batchkitPG(postgres4, 4), rawPG(postgres4, 4))
+		for _, model := range []string{modelChain, modelLoop} {
+			c := riverPG(model, tu.riverPG[model], true)
+			c.Group, c.Key = postgres4, strings.Replace(c.Key, "postgres/", "postgres4/", 1)
+			cs = append(cs, c)
 		}
 	}
 	if sz.only != nil {

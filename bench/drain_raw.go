@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -125,28 +124,37 @@ func rawSQLiteRound(ctx context.Context, e *drainEnv, path, sync string) (_ time
 // connection takes whole jobs and stores each item in one transaction
 // that writes its result and bumps its job's counter, both statements in
 // one pgx.Batch: one round trip.
-func rawPG() *contender {
+func rawPG(group string, conns int) *contender {
 	return &contender{
-		Key: "postgres/raw", Group: postgres, Name: fmt.Sprintf("raw twin (pgx, %d connections)", batch.DefaultWorkers), Peer: "raw",
+		Key: pgKey(group) + "/raw", Group: group, Name: fmt.Sprintf("raw twin (pgx, %d connections)", conns), Peer: "raw",
 		Model:    "one transaction per item in one round trip (pgx.Batch): UPDATE the item's result, UPDATE its job's counter",
-		Settings: fmt.Sprintf("a schema of its own, `bytea COMPRESSION lz4` as pgstore's; %d connections, one job at a time each", batch.DefaultWorkers),
+		Settings: fmt.Sprintf("a schema of its own, `bytea COMPRESSION lz4` as pgstore's; %d connections, one job at a time each", conns),
 		Run: func(ctx context.Context, e *drainEnv) (time.Duration, error) {
 			schema, drop, err := newPGSchema(ctx, e.pgURL)
 			if err != nil {
 				return 0, err
 			}
 			defer drop()
-			return rawPGRound(ctx, e, schema, batch.DefaultWorkers)
+			return rawPGRound(ctx, e, schema, conns, nil)
 		},
 	}
 }
 
-func rawPGRound(ctx context.Context, e *drainEnv, schema string, conns int) (time.Duration, error) {
+// rawPGRound runs the twin on conns connections. hook, if not nil, sees
+// the pool's configuration before the pool is made (the cost phase adds
+// its tracer), and is called with the pool once the jobs are inserted,
+// just before the timed drain (the cost phase takes its first snapshot
+// there); its return is called when the drain ends.
+func rawPGRound(ctx context.Context, e *drainEnv, schema string, conns int, hook *poolHook) (time.Duration, error) {
 	cfg, err := pgxpool.ParseConfig(e.pgURL)
 	if err != nil {
 		return 0, err
 	}
 	cfg.MaxConns = int32(conns)
+	cfg.MinConns = int32(conns)
+	if hook != nil && hook.config != nil {
+		hook.config(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return 0, err
@@ -163,6 +171,13 @@ func rawPGRound(ctx context.Context, e *drainEnv, schema string, conns int) (tim
 		}
 	}
 	w := e.work
+	stop := func() {}
+	if hook != nil && hook.start != nil {
+		if stop, err = hook.start(pool); err != nil {
+			return 0, err
+		}
+		defer stop() // idempotent: the drain's end calls it first
+	}
 	start := time.Now()
 	for j := range w.Jobs {
 		urls := make([]string, w.Items)
@@ -205,6 +220,7 @@ func rawPGRound(ctx context.Context, e *drainEnv, schema string, conns int) (tim
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stop()
 	close(errs)
 	if err := <-errs; err != nil {
 		return 0, err

@@ -15,8 +15,11 @@ const (
 	// commit under FULL, and no loss for it under NORMAL.
 	goalGroupFull   = 2.0
 	goalGroupNormal = 1.0
-	goalRawPG       = 0.8  // batchkit PostgreSQL ÷ raw pgx twin
-	goalRiverPG     = 1.35 // batchkit PostgreSQL ÷ River-pgx tuned
+	goalRawPG4      = 1.0  // batchkit PostgreSQL, 4 workers ÷ raw pgx twin, 4 connections
+	goalRiverPG4    = 1.25 // batchkit PostgreSQL, 4 workers ÷ River-pgx's best tuned model
+	goalRawPG2      = 0.9  // batchkit PostgreSQL, 2 workers ÷ raw pgx twin, 2 connections
+	goalWALPG       = 1.1  // batchkit's WAL bytes per target ÷ the twin's, at most
+	goalNodesPG     = 0.10 // 3 nodes' per-target cost within this of 1 node's
 	goalGrowth      = 2.0  // per-operation cost at the largest size ÷ at the smallest
 	goalJobBytes    = 32_000
 )
@@ -88,26 +91,9 @@ func (r *report) goals() []goal {
 		gs = append(gs, gl)
 	}
 	if r.PGMissing != "" {
-		notMeasured(fmt.Sprintf("PostgreSQL drain ≥ %.1f× the raw pgx twin", goalRawPG), r.PGMissing)
-		notMeasured(fmt.Sprintf("PostgreSQL drain ≥ %.2f× River-pgx tuned", goalRiverPG), r.PGMissing)
-	} else if raw := findOrNil(d, postgres, "raw"); raw != nil {
-		s := d.ratio(postgres, raw.Key)
-		gl := goal{Goal: fmt.Sprintf("PostgreSQL drain ≥ %.1f× the raw pgx twin", goalRawPG), Figure: fmtSpread(s, fmtRatio), State: verdict(s.Median >= goalRawPG)}
-		if gl.State == "missed" {
-			gl.Why = "pgstore's write per target is one statement in one round trip, as the twin's batch is, but it touches more rows " +
-				"(the job's, fenced by the runner that holds it, the stored target's, its result's and the next target's), and between two " +
-				"writes of a job the runner does its own work per target (the fetch call, the envelope, metrics), where the twin's " +
-				"connections do nothing else."
-		}
-		gs = append(gs, gl)
-		f := fastestOrNil(d, postgres, "river")
-		s = d.ratio(postgres, f.Key)
-		gl = goal{Goal: fmt.Sprintf("PostgreSQL drain ≥ %.2f× River-pgx tuned", goalRiverPG), Figure: fmt.Sprintf("%s against %s", fmtSpread(s, fmtRatio), f.Name),
-			State: verdict(s.Median >= goalRiverPG)}
-		if gl.State == "missed" {
-			gl.Why = d.peerWhy(postgres, f, goalRiverPG)
-		}
-		gs = append(gs, gl)
+		notMeasured("PostgreSQL goals", r.PGMissing)
+	} else {
+		gs = append(gs, r.pgGoals()...)
 	}
 	gs = append(gs, r.growthGoal(), r.memoryGoal())
 	return gs
@@ -259,7 +245,7 @@ func (r *report) closingSection(b *md) {
 	for _, g := range groups {
 		raw := d.find(g, "raw", false, "")
 		peers := []string{"river", "goqite"}
-		if g == postgres {
+		if g == postgres || g == postgres4 {
 			peers = []string{"river"}
 		}
 		f := d.fastestTuned(g, peers...)

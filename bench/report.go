@@ -16,6 +16,7 @@ type report struct {
 	PGMissing string // why the PostgreSQL contenders did not run, or ""
 	Machine   machine
 	Drain     *drainReport
+	PGCost    *pgCostReport
 	HTTP      *httpReport
 	Memory    *memoryReport
 	Growth    *growthReport
@@ -59,6 +60,7 @@ func (r *report) markdown() string {
 	if r.Drain != nil {
 		r.drainSection(&b)
 	}
+	r.pgCostSection(&b)
 	if r.HTTP != nil {
 		r.httpSection(&b)
 	}

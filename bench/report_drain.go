@@ -47,7 +47,7 @@ func (r *report) drainSection(b *md) {
 	seen := map[string]bool{}
 	for _, c := range d.Contenders {
 		name := c.Name
-		if c.Group == postgres {
+		if c.Group == postgres || c.Group == postgres4 {
 			name += ", PostgreSQL"
 		} else {
 			name += ", SQLite"

@@ -83,14 +83,16 @@ func (s *Store) claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 	return c, ok, rows.Err()
 }
 
-// FinishTarget implements [batch.Store.FinishTarget] in one statement (so
-// one round trip and one commit): it stores the target's outcome, and
-// either starts the next target or gives the job its final status and
-// releases it, moving its bytes into the store's counter. The job's row
+// FinishTarget implements [batch.Store.FinishTarget] in one statement: it
+// stores the target's outcome, and either starts the next target or gives
+// the job its final status and releases it, moving its bytes into the
+// store's counter. The job's row
 // fences the write: it changes only while p.Runner holds the job with this
 // target in flight. While the job goes on, its lease moves at most once
 // per [batch.LeaseGrain], so most drain writes change no indexed column of
-// the job and are HOT updates.
+// the job and are HOT updates. The writes of jobs that drain at once share
+// one transaction and its commit (see group.go); each returns once the
+// commit that holds it has.
 func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
 	fin := p.Target
 	if !fin.Status.Finished() {
@@ -105,20 +107,10 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.S
 	if fin.Status == batch.TargetDone {
 		okInc, failInc = 1, 0
 	}
-	var status string
-	var next int
-	err = s.pool.QueryRow(ctx, s.q.finish, p.JobID, p.Runner, fin.Idx, okInc, failInc,
-		int64(len(fin.Result)+len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
-		string(fin.Outcome), s.now(p.Now), batch.LeaseGrain, fin.Result).Scan(&status, &next)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		step, err := s.finishMissed(ctx, p)
-		return step, s.wrap(ctx, "finish target", err)
-	case err != nil:
-		return batch.Step{}, s.wrap(ctx, "finish target", err)
-	}
-	s.feed.changed(p.JobID)
-	return batch.Step{Status: batch.JobStatus(status), Next: next}, nil
+	args := []any{p.JobID, p.Runner, fin.Idx, okInc, failInc,
+		int64(len(fin.Result) + len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
+		string(fin.Outcome), s.now(p.Now), batch.LeaseGrain, fin.Result}
+	return s.finishGrouped(&finishReq{ctx: ctx, p: p, args: args})
 }
 
 // finishMissed answers a drain write that matched no row: a job that is

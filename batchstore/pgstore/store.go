@@ -90,7 +90,8 @@ type Store struct {
 	// migrations.
 	globalKey, migrateKey int64
 
-	feed *feed
+	feed  *feed
+	group committer // the drain writes' group commit
 
 	closed    atomic.Bool
 	closeOnce sync.Once
