@@ -25,6 +25,7 @@ var depRule = []struct {
 	{"batchconsole", nil, []string{"batch"}},
 	{"internal/migrations", nil, nil},
 	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only
+	{"internal/pgtest", []string{pgx}, nil},                   // test support: imported by test files only
 	{"batchotel", []string{otelAPI}, []string{"batch"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
@@ -34,13 +35,14 @@ var testDepRule = map[string][]string{
 	"batch":               {"batch/batchtest"},
 	"batch/batchtest":     {},
 	"batchstore":          {"batch/batchtest"},
-	"batchstore/pgstore":  {"batch/batchtest"},
+	"batchstore/pgstore":  {"batch/batchtest", "internal/pgtest"},
 	"batchnet":            {},
 	"internal/migrations": {},
 	"internal/apitest":    {},
+	"internal/pgtest":     {},
 	"batchhttp":           {"batch/batchtest"},
 	"batchcli":            {"batch/batchtest", "batchhttp", "internal/apitest"},
-	"batchotel":           {"batch/batchtest", "batchstore", "batchstore/pgstore"},
+	"batchotel":           {"batch/batchtest", "batchstore", "batchstore/pgstore", "internal/pgtest"},
 	"batchconsole":        {"batch/batchtest"},
 }
 
@@ -55,9 +57,8 @@ var testExternal = []string{"go.uber.org/goleak"}
 var testOnlyExternal = map[string][]string{
 	"batchhttp": {kinOpenAPI},
 	"batch":     tomlLibraries, // the config block decodes with each (TestConfig_Decode)
-	// batchotel's tests record spans with the SDK's in-memory exporter, and
-	// tidy their PostgreSQL schema with pgx.
-	"batchotel": {otelSDK, pgx},
+	// batchotel's tests record spans with the SDK's in-memory exporter.
+	"batchotel": {otelSDK},
 }
 
 // otelAPI is the OpenTelemetry API module and otelSDK its SDK: only
@@ -133,11 +134,9 @@ func checkImports(pkg string, imports, extraInternal []string) string {
 	r := depRule[rule]
 	for _, imp := range imports {
 		switch {
-		case strings.HasPrefix(imp, "github.com/jackc/") && pkg != "batchstore/pgstore" &&
+		case strings.HasPrefix(imp, "github.com/jackc/") && pkg != "batchstore/pgstore" && pkg != "internal/pgtest" &&
 			!(extraInternal != nil && strings.HasPrefix(pkg, "examples/")): // an example's test may tidy a database
-			if !(pkg == "batchotel" && extraInternal != nil) { // its test tidies a database
-				return pkg + " may not import " + imp + ": only batchstore/pgstore imports pgx"
-			}
+			return pkg + " may not import " + imp + ": only batchstore/pgstore (and internal/pgtest, the tests' database) imports pgx"
 		case strings.HasPrefix(imp, "go.opentelemetry.io/") && pkg != "batchotel" && !strings.HasPrefix(pkg, "examples/"):
 			return pkg + " may not import " + imp + ": only batchotel imports OpenTelemetry"
 		case isOtelSDK(imp) && pkg == "batchotel" && extraInternal == nil:
@@ -229,7 +228,8 @@ func TestCheckImports(t *testing.T) {
 	f("batchstore", []string{otelAPI + "/attribute"}, true)
 	f("examples/batchd", []string{otelSDK + "/trace", module + "/batchotel"}, false)
 	f("batch", []string{"github.com/google/uuidx"}, true) // a prefix of a name is not the name
-	ft("batchotel", []string{otelSDK + "/trace/tracetest", module + "/batchstore", pgx}, false)
+	ft("batchotel", []string{otelSDK + "/trace/tracetest", module + "/batchstore", module + "/internal/pgtest"}, false)
+	ft("batchotel", []string{pgx}, true) // its database goes through internal/pgtest
 	ft("batchhttp", []string{otelSDK + "/trace"}, true)
 	ft("batchstore", []string{pgx}, true)
 }

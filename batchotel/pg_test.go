@@ -2,49 +2,22 @@ package batchotel_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
+	"github.com/siftfetch/batchkit/internal/pgtest"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // pgSchema returns the database URL and a fresh schema for the test,
-// dropped when it ends. Without BATCHKIT_PG_URL the test skips, except
-// under CI=true, where it fails: CI must not pass by skipping.
+// dropped when it ends (see package pgtest).
 func pgSchema(t *testing.T) (url, schema string) {
 	t.Helper()
-	url = os.Getenv("BATCHKIT_PG_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("BATCHKIT_PG_URL is not set, and CI=true")
-		}
-		t.Skip("BATCHKIT_PG_URL is not set: no PostgreSQL to test against")
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema = "otel_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return url, schema
+	return pgtest.Schema(t, "otel")
 }
 
 // apiOnly is a node that takes submits and drains nothing: its claims

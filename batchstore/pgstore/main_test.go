@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"testing"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/internal/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -47,12 +46,7 @@ func TestMain(m *testing.M) {
 // pgURL returns the server's URL or skips the test.
 func pgURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv(urlEnv)
-	if u == "" {
-		tb.Skipf("%s is not set: the PostgreSQL tests need a server, e.g. %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
-			urlEnv, urlEnv)
-	}
-	return u
+	return pgtest.URL(tb)
 }
 
 // newSchema returns the name of a schema that does not exist yet and is
@@ -60,28 +54,8 @@ func pgURL(tb testing.TB) string {
 // registered later, such as the stores' Close).
 func newSchema(tb testing.TB) string {
 	tb.Helper()
-	url := pgURL(tb)
-	var b [6]byte
-	crand.Read(b[:])
-	name := "bkt_" + hex.EncodeToString(b[:])
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := dropSchema(ctx, url, name); err != nil {
-			tb.Errorf("drop schema %s: %v", name, err)
-		}
-	})
+	_, name := pgtest.Schema(tb, "bkt")
 	return name
-}
-
-func dropSchema(ctx context.Context, url, name string) error {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
-	return err
 }
 
 // openTest opens a store on a new schema and closes it when the test
