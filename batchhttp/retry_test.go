@@ -71,8 +71,8 @@ func TestHandler_Retry(t *testing.T) {
 	if again, err := c.Retry(t.Context(), id); err != nil || !again.Reused || again.JobID != first.JobID {
 		t.Fatalf("Client.Retry again = %+v, %v; want %s reused", again, err, first.JobID)
 	}
+	<-waiting // the retry's fetch is at the gate: it saw holdRetry
 	holdRetry.Store(false)
-	<-waiting
 	gate <- struct{}{}
 	batchtest.WaitFinished(t, b.runner, alice, first.JobID, 10*time.Second)
 
