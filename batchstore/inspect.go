@@ -202,20 +202,6 @@ func inspectCallers(conn *sqlite.Conn, limit int) ([]batch.CallerBytes, error) {
 
 // InspectJob implements [batch.Inspector]: [Store.Get] without the owner
 // and without results.
-func (s *Store) InspectJob(ctx context.Context, jobID string) (job batch.Job, targets []batch.TargetRecord, err error) {
-	err = s.read(ctx, "inspect job", func(conn *sqlite.Conn) error {
-		return snapshot(conn, func() error {
-			seq, j, found, err := loadJob(conn, qInspectJob, jobID)
-			if err != nil || !found {
-				return cmp.Or(err, batch.ErrNotFound)
-			}
-			job = j
-			targets, err = loadTargets(conn, qTargets, false, seq)
-			return err
-		})
-	})
-	if err != nil {
-		return batch.Job{}, nil, err
-	}
-	return job, targets, nil
+func (s *Store) InspectJob(ctx context.Context, jobID string) (batch.Job, []batch.TargetRecord, error) {
+	return s.readJob(ctx, "inspect job", qInspectJob, qTargets, false, jobID)
 }

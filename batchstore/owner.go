@@ -51,14 +51,20 @@ func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targ
 	if withResults {
 		q = qTargetsResults
 	}
-	err = s.read(ctx, "get job", func(conn *sqlite.Conn) error {
+	return s.readJob(ctx, "get job", qJob, q, withResults, jobID, caller)
+}
+
+// readJob reads, in one snapshot, the job that jobQuery selects by args
+// and its targets by targetQuery, with their results if withResults.
+func (s *Store) readJob(ctx context.Context, op, jobQuery, targetQuery string, withResults bool, args ...any) (job batch.Job, targets []batch.TargetRecord, err error) {
+	err = s.read(ctx, op, func(conn *sqlite.Conn) error {
 		return snapshot(conn, func() error {
-			seq, j, found, err := loadJob(conn, qJob, jobID, caller)
+			seq, j, found, err := loadJob(conn, jobQuery, args...)
 			if err != nil || !found {
 				return cmp.Or(err, batch.ErrNotFound)
 			}
 			job = j
-			targets, err = loadTargets(conn, q, withResults, seq)
+			targets, err = loadTargets(conn, targetQuery, withResults, seq)
 			return err
 		})
 	})
