@@ -163,11 +163,15 @@ func TestJobSpans(t *testing.T) {
 	submit := one(t, spans, "submit batch")
 	process := one(t, spans, "process batch")
 	claim := one(t, spans, "claim batch")
-	fetches := byName(spans, "batch fetch")
-	stores := byName(spans, "batch store")
+	targets := byName(spans, "batch target")
 	hooks := byName(spans, "batch webhook")
-	if len(fetches) != 3 || len(stores) != 3 || len(hooks) != 2 {
-		t.Fatalf("%d fetch, %d store and %d webhook spans, want 3, 3 and 2: %v", len(fetches), len(stores), len(hooks), names(spans))
+	if len(targets) != 3 || len(hooks) != 2 {
+		t.Fatalf("%d target and %d webhook spans, want 3 and 2: %v", len(targets), len(hooks), names(spans))
+	}
+	for _, s := range targets { // the fetch, then the write, in one span
+		if _, ok := attrs(s)["batch.store.attempts"]; !ok || len(s.Events) != 1 || s.Events[0].Name != "fetched" {
+			t.Errorf("target span %v: batch.store.attempts set %v, events %v; want it set and one event \"fetched\"", attrs(s)["batch.target.idx"].AsInterface(), ok, s.Events)
+		}
 	}
 	if n := len(byName(spans, "batch reap")); n != 0 {
 		t.Errorf("%d reap spans for reaps that failed nothing", n)
@@ -189,7 +193,7 @@ func TestJobSpans(t *testing.T) {
 		t.Error("the process span's parent is not remote: it was not restored from the stored trace context")
 	}
 	parent(claim, process.SpanContext, "the job")
-	for _, s := range append(slices.Clone(fetches), stores...) {
+	for _, s := range targets {
 		parent(s, process.SpanContext, "the job")
 	}
 	for _, s := range hooks {
@@ -224,11 +228,12 @@ func TestJobSpans(t *testing.T) {
 	if process.Status.Code != codes.Unset {
 		t.Errorf("a partial job's span has status %v, want unset", process.Status)
 	}
-	slices.SortFunc(fetches, func(a, b tracetest.SpanStub) int {
+	slices.SortFunc(targets, func(a, b tracetest.SpanStub) int {
 		return int(attrs(a)["batch.target.idx"].AsInt64() - attrs(b)["batch.target.idx"].AsInt64())
 	})
-	for i, f := range fetches {
+	for i, f := range targets {
 		want(f, "batch.job.id", id)
+		want(f, "batch.store.attempts", int64(1))
 		want(f, "batch.target.idx", int64(i))
 		if i == 1 {
 			want(f, "batch.target.outcome", "other")
@@ -242,9 +247,6 @@ func TestJobSpans(t *testing.T) {
 				t.Errorf("fetch %d's status = %+v, want unset", i, f.Status)
 			}
 		}
-	}
-	for _, s := range stores {
-		want(s, "batch.store.attempts", int64(1))
 	}
 	slices.SortFunc(hooks, func(a, b tracetest.SpanStub) int {
 		return int(attrs(a)["batch.webhook.attempt"].AsInt64() - attrs(b)["batch.webhook.attempt"].AsInt64())
@@ -265,9 +267,9 @@ func TestRestrictedCaller(t *testing.T) {
 	tp, exp := recorder(t)
 	runJob(t, tp, batch.Caller{Name: "agent", Restricted: true})
 	spans := exp.GetSpans()
-	fetches := byName(spans, "batch fetch")
+	fetches := byName(spans, "batch target")
 	if len(fetches) != 3 {
-		t.Fatalf("%d fetch spans, want 3", len(fetches))
+		t.Fatalf("%d target spans, want 3", len(fetches))
 	}
 	failed := 0
 	for _, f := range fetches {

@@ -98,7 +98,7 @@ func TestCrossNode(t *testing.T) {
 			t.Errorf("node B's span %q is in trace %s, not the request's", s.Name, s.SpanContext.TraceID())
 		}
 	}
-	if n := len(byName(spansB, "batch fetch")); n != 2 {
+	if n := len(byName(spansB, "batch target")); n != 2 {
 		t.Errorf("node B has %d fetch spans, want 2", n)
 	}
 	noMarker(t, append(spansA, spansB...))

@@ -120,7 +120,7 @@ func TestBatchd_Traces(t *testing.T) {
 	// The job's spans: its process span and both fetches, with its id,
 	// within 10s of its end.
 	deadline := time.After(10 * time.Second)
-	for !bytes.Contains(recv.all(), []byte("process batch")) || bytes.Count(recv.all(), []byte("batch fetch")) < 2 {
+	for !bytes.Contains(recv.all(), []byte("process batch")) || bytes.Count(recv.all(), []byte("batch target")) < 2 {
 		select {
 		case <-recv.got:
 		case <-deadline:
@@ -131,7 +131,7 @@ func TestBatchd_Traces(t *testing.T) {
 	t.Logf("spans posted %s after the job finished", time.Since(finished).Round(time.Millisecond))
 	d.stop(t) // the shutdown exports what is still buffered: the webhook's attempts
 	got := recv.all()
-	for _, want := range []string{"submit batch", "claim batch", "batch store", "batch webhook", sub.JobID, "batchd-trace-test",
+	for _, want := range []string{"submit batch", "claim batch", "batch target", "batch webhook", sub.JobID, "batchd-trace-test",
 		string(hexBytes(t, traceID))} {
 		if !bytes.Contains(got, []byte(want)) {
 			t.Errorf("the posted spans do not contain %q", want)
