@@ -15,6 +15,7 @@ import (
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // The cost of tracing on the drain: one round submits benchJobs jobs of
@@ -33,6 +34,9 @@ import (
 // less), and the CPU time per target of each.
 //
 //	go test -run '^$' -bench BenchmarkDrainTraced -benchtime 15x ./batchotel/
+//
+// Each store runs twice: tracer=sdk (tracing on, every span sampled) and
+// tracer=noop (batchotel on the API's no-op provider).
 const (
 	benchJobs    = 16
 	benchTargets = 32
@@ -40,19 +44,25 @@ const (
 
 func BenchmarkDrainTraced(b *testing.B) {
 	for _, store := range []string{"sqlite", "memory"} {
-		b.Run("store="+store, func(b *testing.B) { benchDrainTraced(b, store) })
+		for _, tracer := range []string{"sdk", "noop"} {
+			b.Run("store="+store+"/tracer="+tracer, func(b *testing.B) { benchDrainTraced(b, store, tracer) })
+		}
 	}
 }
 
-func benchDrainTraced(b *testing.B, store string) {
+// benchDrainTraced runs the rounds of one store, traced by tracer: "sdk",
+// the SDK sampling every span into a batch processor and an exporter that
+// drops them (tracing on), or "noop", the API's no-op provider, what a
+// host that wires batchotel without an SDK (or otel's global default) runs.
+func benchDrainTraced(b *testing.B, store, tracer string) {
 	var plain, traced, plainCPU, tracedCPU time.Duration
 	var ratios, cpuRatios []float64
 	for i := range b.N {
 		var p, t round
 		if i%2 == 0 { // alternate which goes first
-			p, t = drainRound(b, store, false), drainRound(b, store, true)
+			p, t = drainRound(b, store, ""), drainRound(b, store, tracer)
 		} else {
-			t, p = drainRound(b, store, true), drainRound(b, store, false)
+			t, p = drainRound(b, store, tracer), drainRound(b, store, "")
 		}
 		plain, traced = plain+p.wall, traced+t.wall
 		plainCPU, tracedCPU = plainCPU+p.cpu, tracedCPU+t.cpu
@@ -95,7 +105,9 @@ type dropExporter struct{}
 func (dropExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (dropExporter) Shutdown(context.Context) error                             { return nil }
 
-func drainRound(b *testing.B, kind string, traced bool) round {
+// drainRound drains one round on a new store of kind, traced by tracer
+// ("" for no observer; see benchDrainTraced).
+func drainRound(b *testing.B, kind, tracer string) round {
 	b.Helper()
 	ctx := context.Background()
 	var store batch.Store = batchtest.NewStore()
@@ -111,11 +123,13 @@ func drainRound(b *testing.B, kind string, traced bool) round {
 		Store: store, Fetch: batchtest.StaticFetcher("content"), Logger: discard,
 		JobsTotal: benchJobs, JobsPerCaller: benchJobs,
 	}
-	var tp *sdktrace.TracerProvider
-	if traced {
-		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(dropExporter{}))
+	switch tracer {
+	case "sdk":
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(dropExporter{}))
 		defer tp.Shutdown(ctx)
 		cfg.Observer = batchotel.New(batchotel.Config{TracerProvider: tp})
+	case "noop":
+		cfg.Observer = batchotel.New(batchotel.Config{TracerProvider: noop.NewTracerProvider()})
 	}
 	r, err := batch.New(cfg)
 	if err != nil {
