@@ -109,6 +109,7 @@ type Store struct {
 	wconn      *sqlite.Conn
 	wdone      chan struct{} // wconn's interrupt channel
 	handing    atomic.Int64  // writes handed to writeq and not yet taken by the writer
+	dur        *durability   // pipelined durability under SyncFull (durable.go); nil otherwise
 	// The background checkpointer (see checkpoint.go): walPages counts the
 	// writer's pages since the last signal, ckpt signals it, ckptDone is
 	// closed when it ends. Only the writer goroutine touches them, and Close
@@ -386,6 +387,11 @@ func (s *Store) read(ctx context.Context, op string, fn func(*sqlite.Conn) error
 	err = fn(conn)
 	if err != nil && s.closed.Load() { // the pool's Close interrupted it
 		return ErrClosed
+	}
+	if s.dur != nil { // its answer may rest on any commit it saw, found or not
+		if werr := s.dur.awaitSynced(ctx); werr != nil {
+			err = werr
+		}
 	}
 	return wrapErr(ctx, op, err)
 }
