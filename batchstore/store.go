@@ -34,8 +34,11 @@ type Synchronous string
 
 // The synchronous settings the store accepts.
 const (
-	// SyncFull syncs the WAL at every commit: a commit that returned
-	// survives a process crash and a power loss or OS crash.
+	// SyncFull answers no write and shows no commit before the WAL that
+	// holds it is synced: a write that returned survives a process crash
+	// and a power loss or OS crash. The store syncs the WAL itself, one
+	// fsync for every commit made while the last one ran (see the package
+	// documentation, "Durable commits").
 	SyncFull Synchronous = "FULL"
 	// SyncNormal syncs only at checkpoints: a commit that returned survives
 	// a process crash, but a power loss or OS crash may roll back the
