@@ -61,7 +61,7 @@ type pendingGroup struct {
 // writer's connection to synchronous=NORMAL and starts the syncer. Without
 // a file (an in-memory database) the store keeps SQLite's FULL.
 func (s *Store) startDurability(conn *sqlite.Conn) error {
-	if s.opts.Synchronous != SyncFull {
+	if s.opts.Synchronous != SyncFull || s.opts.inlineSync {
 		return nil
 	}
 	name, err := connFile(conn)

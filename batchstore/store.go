@@ -59,6 +59,8 @@ type Options struct {
 	// Timeout bounds every call whose context has no deadline: the wait for
 	// a connection and for the write lock. Defaults to 30s.
 	Timeout time.Duration
+
+	inlineSync bool // benchmarks only: FULL as SQLite runs it, no pipelined sync
 }
 
 func (o Options) withDefaults() (Options, error) {
