@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
@@ -193,6 +194,10 @@ func stickyErr(own, sync error) error {
 // commits the fsync covers: those that had returned before it began.
 func (d *durability) syncer() {
 	defer close(d.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var last int           // writes the last fsync answered, and those that waited behind it
+	var took time.Duration // moving average of the fsync's time
 	for {
 		stopping := false
 		select {
@@ -200,12 +205,38 @@ func (d *durability) syncer() {
 		case <-d.stop:
 			stopping = true // the writer has ended: one last round
 		}
+		if !stopping && last > 1 && d.waitingWrites() < last {
+			// As the writer does for its groups: the writers the last
+			// fsync released come back one by one, and an fsync for the
+			// first would split them; wait for the rest (the last crowd:
+			// those it answered and those that queued while it ran), at
+			// most one fsync's time.
+			timer.Reset(min(took, maxLinger))
+		wait:
+			for d.waitingWrites() < last {
+				select {
+				case <-d.wake:
+				case <-timer.C:
+					break wait
+				case <-d.stop:
+					stopping = true
+					break wait
+				}
+			}
+			timer.Stop()
+		}
 		d.mu.Lock()
 		batch := d.pending
 		d.pending = nil
 		d.mu.Unlock()
 		if len(batch) > 0 {
-			d.syncAndAnswer(batch)
+			start := time.Now()
+			last = d.syncAndAnswer(batch) + d.waitingWrites()
+			if el := time.Since(start); took == 0 {
+				took = el
+			} else {
+				took += (el - took) / 8
+			}
 		}
 		if stopping {
 			return
@@ -213,9 +244,20 @@ func (d *durability) syncer() {
 	}
 }
 
+// waitingWrites counts the writes of the pending groups.
+func (d *durability) waitingWrites() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, g := range d.pending {
+		n += len(g.reqs)
+	}
+	return n
+}
+
 // syncAndAnswer runs one fsync for batch and answers it. A group whose
 // commit returned after the fsync began waits for the next round.
-func (d *durability) syncAndAnswer(batch []pendingGroup) {
+func (d *durability) syncAndAnswer(batch []pendingGroup) (answered int) {
 	upTo := d.commit.Load() // every commit ≤ upTo has written its frames
 	err := d.failed()
 	if err == nil && d.synced.Load() < upTo {
@@ -250,6 +292,7 @@ func (d *durability) syncAndAnswer(batch []pendingGroup) {
 			for _, req := range g.reqs {
 				req.done <- req.err
 			}
+			answered += len(g.reqs)
 		default:
 			later = append(later, g)
 		}
@@ -263,6 +306,7 @@ func (d *durability) syncAndAnswer(batch []pendingGroup) {
 		default:
 		}
 	}
+	return answered
 }
 
 // ErrSync: syncing the WAL failed, so the store cannot promise that a
