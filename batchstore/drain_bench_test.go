@@ -46,8 +46,8 @@ const (
 )
 
 func BenchmarkDrain(b *testing.B) {
-	for _, sync := range []Synchronous{SyncNormal, SyncFull, syncFullInline} {
-		for _, workers := range []int{batch.DefaultWorkers, 4, 8} {
+	for _, sync := range []Synchronous{SyncNormal, SyncFull} {
+		for _, workers := range []int{batch.DefaultWorkers, 4} {
 			b.Run(fmt.Sprintf("sync=%s/workers=%d", sync, workers), func(b *testing.B) {
 				benchDrain(b, sync, workers)
 			})
@@ -55,32 +55,11 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
-// syncFullInline, for the benchmark only, is FULL as SQLite runs it: the
-// writer's COMMIT syncs the WAL (no pipelined sync, see durable.go), for
-// a comparison in one run. Its twin runs FULL.
-const syncFullInline Synchronous = "FULL-sqlite"
-
-// storeOptions are a round's store options for sync.
-func storeOptions(sync Synchronous) Options {
-	if sync == syncFullInline {
-		return Options{Synchronous: SyncFull, inlineSync: true}
-	}
-	return Options{Synchronous: sync}
-}
-
-// twinSync is the twin's synchronous setting for sync.
-func twinSync(sync Synchronous) Synchronous {
-	if sync == syncFullInline {
-		return SyncFull
-	}
-	return sync
-}
-
 func benchDrain(b *testing.B, sync Synchronous, workers int) {
 	var store, raw time.Duration
 	var ratios []float64
 	for range b.N {
-		st, rw := drainRound(b, sync, workers, false).elapsed, rawRound(b, twinSync(sync), false).elapsed
+		st, rw := drainRound(b, sync, workers, false).elapsed, rawRound(b, sync, false).elapsed
 		store, raw = store+st, raw+rw
 		ratios = append(ratios, rw.Seconds()/st.Seconds())
 	}
@@ -92,9 +71,8 @@ func benchDrain(b *testing.B, sync Synchronous, workers int) {
 	b.ReportMetric(ratios[0], "ratio-min")
 	b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
 	b.StopTimer()
-	s, r := drainRound(b, sync, workers, true), rawRound(b, twinSync(sync), true)
+	s, r := drainRound(b, sync, workers, true), rawRound(b, sync, true)
 	b.ReportMetric(s.perTarget(s.wal.frames), "pages/target")
-	b.ReportMetric(s.perTarget(s.syncs), "syncs/target") // the store's own fsyncs (durable.go)
 	b.ReportMetric(s.perTarget(s.wal.commits), "commits/target")
 	b.ReportMetric(r.perTarget(r.wal.frames), "raw-pages/target")
 	b.ReportMetric(r.perTarget(r.wal.commits), "raw-commits/target")
@@ -104,7 +82,6 @@ func benchDrain(b *testing.B, sync Synchronous, workers int) {
 type roundResult struct {
 	elapsed time.Duration
 	wal     walCount // only for a counting round
-	syncs   int      // the store's own WAL fsyncs during the drain (counting round)
 }
 
 func (r roundResult) perTarget(n int) float64 {
@@ -124,19 +101,13 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 	dir, remove := roundDir(b)
 	defer remove()
 	path := filepath.Join(dir, "drain.db")
-	s, err := Open(ctx, path, storeOptions(sync))
+	s, err := Open(ctx, path, Options{Synchronous: sync})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	if count {
 		noCheckpoints(b, s)
-	}
-	syncs := func() int {
-		if s.dur == nil {
-			return 0
-		}
-		return int(s.dur.syncs.Load())
 	}
 	gate := make(chan struct{}) // a counting round holds the first fetch until every job is submitted
 	if !count {
@@ -171,7 +142,6 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 		}
 	}
 	var before walCount
-	syncsBefore := syncs()
 	if count {
 		before = countWAL(b, path)
 		close(gate)
@@ -179,9 +149,7 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 	for done.Get() < drainJobs {
 		time.Sleep(time.Millisecond)
 	}
-	res := endRound(b, start, path, before, count)
-	res.syncs = syncs() - syncsBefore
-	return res
+	return endRound(b, start, path, before, count)
 }
 
 // rawRound runs one round of the raw twin.

@@ -75,11 +75,5 @@ func (s *Store) quickRead(ctx context.Context, op string, fn func(*sqlite.Conn) 
 	if err := ctx.Err(); err != nil {
 		return wrapErr(ctx, op, err)
 	}
-	err := fn(conn)
-	if s.dur != nil { // see [Store.read]
-		if werr := s.dur.awaitSynced(ctx); werr != nil {
-			err = werr
-		}
-	}
-	return wrapErr(ctx, op, err)
+	return wrapErr(ctx, op, fn(conn))
 }

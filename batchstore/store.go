@@ -34,11 +34,8 @@ type Synchronous string
 
 // The synchronous settings the store accepts.
 const (
-	// SyncFull answers no write and shows no commit before the WAL that
-	// holds it is synced: a write that returned survives a process crash
-	// and a power loss or OS crash. The store syncs the WAL itself, one
-	// fsync for every commit made while the last one ran (see the package
-	// documentation, "Durable commits").
+	// SyncFull syncs the WAL at every commit: a commit that returned
+	// survives a process crash and a power loss or OS crash.
 	SyncFull Synchronous = "FULL"
 	// SyncNormal syncs only at checkpoints: a commit that returned survives
 	// a process crash, but a power loss or OS crash may roll back the
@@ -59,8 +56,6 @@ type Options struct {
 	// Timeout bounds every call whose context has no deadline: the wait for
 	// a connection and for the write lock. Defaults to 30s.
 	Timeout time.Duration
-
-	inlineSync bool // benchmarks only: FULL as SQLite runs it, no pipelined sync
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -114,7 +109,6 @@ type Store struct {
 	wconn      *sqlite.Conn
 	wdone      chan struct{} // wconn's interrupt channel
 	handing    atomic.Int64  // writes handed to writeq and not yet taken by the writer
-	dur        *durability   // pipelined durability under SyncFull (durable.go); nil otherwise
 	// The background checkpointer (see checkpoint.go): walPages counts the
 	// writer's pages since the last signal, ckpt signals it, ckptDone is
 	// closed when it ends. Only the writer goroutine touches them, and Close
@@ -392,11 +386,6 @@ func (s *Store) read(ctx context.Context, op string, fn func(*sqlite.Conn) error
 	err = fn(conn)
 	if err != nil && s.closed.Load() { // the pool's Close interrupted it
 		return ErrClosed
-	}
-	if s.dur != nil { // its answer may rest on any commit it saw, found or not
-		if werr := s.dur.awaitSynced(ctx); werr != nil {
-			err = werr
-		}
 	}
 	return wrapErr(ctx, op, err)
 }

@@ -174,17 +174,8 @@ func TestStore_PragmasOnEveryConnection(t *testing.T) {
 				}
 				got[p] = v
 			}
-			sync := wantSync
-			if conn == s.wconn && wantSync == 2 {
-				// The writer commits under NORMAL; the store syncs the WAL
-				// itself before it answers (durable.go).
-				if s.dur == nil {
-					t.Errorf("FULL on a file without the store's own WAL sync")
-				}
-				sync = 1
-			}
 			want := map[string]any{
-				"journal_mode": "wal", "synchronous": fmt.Sprint(sync), "foreign_keys": "1",
+				"journal_mode": "wal", "synchronous": fmt.Sprint(wantSync), "foreign_keys": "1",
 				"journal_size_limit": fmt.Sprint(journalSizeLimit), "auto_vacuum": "2",
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -49,9 +49,6 @@ func (s *Store) startWriting(conn *sqlite.Conn) error {
 	if err := s.startCheckpointer(); err != nil {
 		return err
 	}
-	if err := s.startDurability(conn); err != nil {
-		return err
-	}
 	s.writeq = make(chan *writeReq)
 	s.stopWriter = make(chan struct{})
 	s.writerDone = make(chan struct{})
@@ -69,7 +66,6 @@ func (s *Store) stopWriting() {
 		close(s.stopWriter)
 		<-s.writerDone
 	}
-	s.stopDurability()
 	s.stopCheckpointer()
 	s.pool.Put(s.wconn)
 	s.wconn = nil
@@ -122,10 +118,6 @@ func (s *Store) writer() {
 		}
 		g.last = len(group)
 		s.runGroup(group, g)
-		if s.dur != nil { // answered once the commits it saw are synced
-			s.dur.answer(group)
-			continue
-		}
 		for _, req := range group {
 			req.done <- req.err
 		}
@@ -248,12 +240,6 @@ func (s *Store) runGroup(group []*writeReq, g *grouper) {
 			}
 		}
 	}
-	if s.dur != nil {
-		if err := s.dur.failed(); err != nil { // no commit can be vouched for
-			fail(err)
-			return
-		}
-	}
 	if err := s.begin(live[0].ctx, conn); err != nil {
 		fail(err)
 		return
@@ -279,10 +265,6 @@ func (s *Store) runGroup(group []*writeReq, g *grouper) {
 		}
 	}
 	start := time.Now()
-	if s.dur != nil {
-		n := s.dur.beginCommit()
-		defer s.dur.endCommit(n)
-	}
 	if err := sqlitex.Execute(conn, "COMMIT", nil); err != nil {
 		s.rollback(conn)
 		fail(err)
