@@ -257,20 +257,20 @@
 // 1.71× (1.63×–1.85×) in 5 rounds, 1.00× (0.59×–1.63×) against 1.63×
 // (1.19×–2.50×) in 9; on a quieter disk, before the syncer waited for the
 // crowd, 1.55× (1.48×–1.69×) against 1.64× (1.51×–2.41×); at eight workers
-// 1.94× (1.76×–2.06×) against 2.19× (1.80×–2.86×). Two reasons, the first
-// measured, the second inferred. With four workers each has one write
-// outstanding, so one fsync still covers at most four targets (0.29–0.34
-// fsyncs per target once the syncer, too, waited for the crowd, against
-// 0.26 commits per target inline), and all four wait for it: there is
-// little writer work for the fsync to overlap. And an fsync of the WAL
-// while the writer goes on appending to it ran much slower than the
-// inline one: 0.31 fsyncs per target at 2.2k targets/s is about 1.5 ms per
-// fsync back to back, while the twin, in the same run, committed with its
-// fsync 2k times a second (an ext4 journal commit in ordered mode writes
-// out what was appended meanwhile, we suppose; not traced). FULL nearer
-// NORMAL needs more writes outstanding per sync (more workers or jobs
-// draining), which the group commit above already turns into larger
-// groups.
+// 1.94× (1.76×–2.06×) against 2.19× (1.80×–2.86×). The reason is the
+// crowd: each worker has one write outstanding, so all the writes one
+// fsync can cover are those of workers waiting for it. An fsync begun as
+// soon as a group commits splits the crowd: in the quiet run the fsyncs ran
+// back to back, a round every 0.32 ms (the twin's commit with its fsync
+// took 0.26 ms), each covering 1.9 targets (0.53 fsyncs per target,
+// against 3.8 targets per inline commit), so the disk was the bound. An
+// fsync that waits for the crowd (at most one fsync's time, as the writer
+// waits for its groups) covers more (0.29–0.34 fsyncs per target) but
+// leaves the writer nothing to do during it, as inline, plus the wait.
+// Overlap pays only when more writes are outstanding than one sync's
+// crowd, i.e. with many more workers or jobs draining, and at eight it
+// still did not here. FULL nearer NORMAL at four workers would need a
+// shorter sync, not a different one.
 //
 // # Webhooks
 //
