@@ -50,9 +50,15 @@ func readHolder(f *os.File) string {
 
 // unlockFile releases and closes a lock taken by lockFile. The file stays,
 // so that a racing opener never locks a file that is about to be removed.
+// It unlocks before it closes: a process forked at that moment (any
+// exec.Command of the host's) holds a copy of the descriptor until its
+// exec closes it, and the flock, which belongs to the open file
+// description, would outlive the Close for that long; LOCK_UN on any copy
+// releases it at once.
 func unlockFile(f *os.File) error {
 	if f == nil {
 		return nil
 	}
-	return f.Close() // closing the only descriptor releases the flock
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return errors.Join(err, f.Close())
 }
