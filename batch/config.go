@@ -147,7 +147,10 @@ type Config struct {
 	// store, which then uses its own clock (the database's, for a shared
 	// store: see the clock note on [CreateParams]); with it every store
 	// call carries Config.Now's time, and in a cluster every node's
-	// Config.Now must agree. The runner's own timers (the store health of
+	// Config.Now must agree. So leave it unset in production, even as
+	// time.Now: set, it puts a shared store on the nodes' clocks, whose
+	// skew then moves leases and staleness (before pgstore's RunnerClock
+	// option was removed, that store ignored it unless told otherwise). The runner's own timers (the store health of
 	// the package documentation's Liveness) use it too. Defaults to
 	// time.Now.
 	Now func() time.Time `json:"-" toml:"-"`

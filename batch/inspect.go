@@ -101,7 +101,9 @@ type WebhookBacklog struct {
 
 // CallerBytes is one caller's share of the byte budget.
 type CallerBytes struct {
-	// Caller is the caller as its newest job stored it.
+	// Caller is the caller as its newest job stored it; a caller none of
+	// whose jobs the store finds is reported Restricted, so that a reader
+	// that hides restricted callers' names never shows one it cannot tell.
 	Caller Caller
 	// Bytes are the result and error bytes its jobs hold.
 	Bytes int64

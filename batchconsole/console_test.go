@@ -172,6 +172,13 @@ func TestConsole_OverviewNamesJobsWithoutURLs(t *testing.T) {
 			t.Errorf("GET %s carries a fetcher's error text", path)
 		}
 	}
+	// The restricted caller's job page tells each target's status, not its
+	// outcome, as that caller's log lines do.
+	_, _, rpage := b.get(t, "/console/jobs/"+rid, operator)
+	if !strings.Contains(rpage, "withheld (restricted caller)") || strings.Contains(rpage, "upstream_5xx") ||
+		strings.Contains(rpage, `<code>ok</code>`) || strings.Contains(rpage, secret.Name) {
+		t.Errorf("the restricted caller's job page tells an outcome or its name:\n%s", rpage)
+	}
 	_, _, page := b.get(t, "/console", operator)
 	if !strings.Contains(page, "<!doctype html>") || !strings.Contains(page, `<noscript><meta http-equiv="refresh"`) {
 		t.Error("the page is not a whole document that refreshes without JavaScript")

@@ -20,9 +20,10 @@
 //
 // # Access
 //
-// Every route needs an operator key, one of [Opts].Keys, which are not
-// callers' keys: a caller's key never opens the console, and an operator
-// key is no caller. A request carries it as a bearer token
+// Every route needs an operator key, one of [Opts].Keys. They must not be
+// callers' keys, which the console cannot know: the host makes sure of it
+// (batchd refuses an admin key that is also a caller's), and an operator
+// key is no caller of the batch API. A request carries it as a bearer token
 // (Authorization: Bearer KEY) or as the password of HTTP Basic
 // authentication (any user name), which is what a browser asks for: a
 // request without a valid key gets 401 with a Basic challenge.
@@ -35,9 +36,12 @@
 // field from the store's answers, and a job's targets show their index,
 // status and outcome only. A restricted caller ([batch.Caller].Restricted)
 // is shown by its class only: its jobs' caller column says "restricted"
-// and the class, and the byte budget lists the restricted callers of a
-// class as one row with their count. An operator who needs more reads the
-// database.
+// and the class, its job's page tells each target's status but not its
+// outcome (as its log lines say whether a target was ok, and no more),
+// and the byte budget lists the restricted callers of a class as one row
+// with their count. The last hour's failures by outcome count every
+// caller's, as the metrics' outcome counters do. An operator who needs
+// more reads the database.
 //
 // # Pages
 //

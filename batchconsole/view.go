@@ -80,9 +80,10 @@ type (
 		Back     string
 	}
 	targetRow struct {
-		Idx     int
-		Status  string
-		Outcome string
+		Idx      int
+		Status   string
+		Outcome  string
+		Withheld bool // finished, its outcome not told: a restricted caller's
 	}
 )
 
@@ -205,7 +206,13 @@ func (h *Handler) jobView(j batch.Job, targets []batch.TargetRecord, now time.Ti
 	v := jobView{Row: h.jobRow(j, now), Back: h.opts.Prefix}
 	for _, t := range targets {
 		row := targetRow{Idx: t.Idx, Status: targetStatusOf(t.Status)}
-		if t.Outcome != "" {
+		switch {
+		case t.Outcome == "":
+		case j.Caller.Restricted:
+			// A restricted caller's log lines say whether a target was
+			// ok, never its outcome; nor does its job's page.
+			row.Withheld = true
+		default:
 			row.Outcome = outcomeOf(t.Outcome)
 			v.Outcomes = appendCount(v.Outcomes, row.Outcome, 1)
 		}

@@ -198,9 +198,7 @@ func (o *Observer) Submit(ctx context.Context, ev batch.SubmitEvent) (context.Co
 	attrs := []attribute.KeyValue{attrSystem, attrDestination,
 		semconv.MessagingOperationName(op), semconv.MessagingOperationTypeSend,
 		keyCaller.String(ev.Caller.Name), keyWebhook.Bool(ev.Webhook)}
-	if ev.RetryOf != "" {
-		attrs = append(attrs, keyRetryOf.String(ev.RetryOf))
-	} else {
+	if ev.RetryOf == "" {
 		attrs = append(attrs, keyTargets.Int(ev.Targets))
 	}
 	ctx, span := o.tracer.Start(ctx, "submit batch", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
@@ -210,6 +208,11 @@ func (o *Observer) Submit(ctx context.Context, ev batch.SubmitEvent) (context.Co
 		} else {
 			span.SetAttributes(semconv.MessagingMessageID(res.JobID), keyJobID.String(res.JobID),
 				keyReused.Bool(res.Reused), keyJobStatus.String(string(res.Status)))
+			if ev.RetryOf != "" {
+				// Only once the retry took: the id is the caller's
+				// input until the runner found its job.
+				span.SetAttributes(keyRetryOf.String(ev.RetryOf))
+			}
 		}
 		span.End()
 	}
@@ -303,6 +306,7 @@ func (o *Observer) Fetch(ctx context.Context, ev batch.TargetEvent) (context.Con
 // Store implements [batch.Observer]: the write ends the target's span
 // that its fetch started, or, without one, a span of its own.
 func (o *Observer) Store(ctx context.Context, ev batch.TargetEvent) (context.Context, func(batch.StoreResult)) {
+	restricted := ev.Caller.Restricted
 	var span trace.Span
 	if slot, _ := ctx.Value(slotKey{}).(*targetSlot); slot != nil && slot.span != nil {
 		span, slot.span = slot.span, nil
@@ -317,9 +321,12 @@ func (o *Observer) Store(ctx context.Context, ev batch.TargetEvent) (context.Con
 			return
 		}
 		span.SetAttributes(keyStoreAttempts.Int(res.Attempts))
-		if res.Err != nil {
+		switch {
+		case res.Err != nil && restricted: // no error.type, as for its fetch
+			span.SetStatus(codes.Error, "")
+		case res.Err != nil:
 			setError(span, storeErrorType(res.Err))
-		} else {
+		default:
 			span.SetAttributes(keyJobStatus.String(string(res.Status)))
 		}
 		span.End()

@@ -356,6 +356,22 @@ func TestSubmitFailure(t *testing.T) {
 	noMarker(t, exp.GetSpans())
 }
 
+// TestRetryOfUnknownJob: a retry of a job the caller does not have records
+// no batch.retry_of: the id is the caller's input until a job is found.
+func TestRetryOfUnknownJob(t *testing.T) {
+	tp, exp := recorder(t)
+	r := batchtest.NewRunner(t, batch.Config{Observer: batchotel.New(batchotel.Config{TracerProvider: tp})})
+	bogus := "no-such-job-" + marker
+	if _, _, err := r.Retry(t.Context(), batch.Caller{Name: "alice"}, bogus); !errors.Is(err, batch.ErrNotFound) {
+		t.Fatalf("Retry = %v, want ErrNotFound", err)
+	}
+	s := one(t, exp.GetSpans(), "submit batch")
+	if v, ok := attrs(s)["batch.retry_of"]; ok {
+		t.Errorf("a failed retry's span has batch.retry_of = %q", v.AsString())
+	}
+	noMarker(t, exp.GetSpans())
+}
+
 // TestExplicitTraceContext: a submit given a traceparent (and no span in
 // its context) is parented on it, and the job stores the submit's.
 func TestExplicitTraceContext(t *testing.T) {

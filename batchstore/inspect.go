@@ -186,6 +186,7 @@ func inspectCallers(conn *sqlite.Conn, limit int) ([]batch.CallerBytes, error) {
 	})
 	out = out[:min(len(out), limit)]
 	for i := range out {
+		out[i].Caller.Restricted = true // until a job of its says otherwise
 		err := sqlitex.Execute(conn, qInspectCallerJob, &sqlitex.ExecOptions{
 			Args: []any{out[i].Caller.Name},
 			ResultFunc: func(stmt *sqlite.Stmt) error {

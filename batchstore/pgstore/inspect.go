@@ -203,6 +203,7 @@ func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes,
 	names := make([]string, len(out))
 	for i, c := range out {
 		names[i] = c.Caller.Name
+		out[i].Caller.Restricted = true // until a job of its says otherwise
 	}
 	rows, err := tx.Query(ctx, s.inspectSQL(inspectTemplates.callerJob), names)
 	if err != nil {
