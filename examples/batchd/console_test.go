@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,17 +54,7 @@ func startMarkedPages(t *testing.T) *markedPages {
 		p.release()
 		io.WriteString(w, "released")
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		p.release()
-		srv.Close()
-	})
-	p.addr = ln.Addr().String()
+	p.addr = serveTest(t, mux, p.release)
 	return p
 }
 

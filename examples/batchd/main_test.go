@@ -77,18 +77,26 @@ func startPages(t *testing.T) *pageServer {
 		}
 		io.WriteString(w, "slow body")
 	})
+	p.addr = serveTest(t, mux, func() { close(p.release) })
+	return p
+}
+
+// serveTest serves h on a loopback port until the test ends, when it
+// calls release (to let held answers go) and closes the server; it
+// returns the address.
+func serveTest(t *testing.T, h http.Handler, release func()) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
-		close(p.release)
+		release()
 		srv.Close()
 	})
-	p.addr = ln.Addr().String()
-	return p
+	return ln.Addr().String()
 }
 
 // daemonProc is a running batchd.
