@@ -97,7 +97,13 @@
 //   - The drain ([Store.FinishTarget]): one statement per target, that
 //     stores the target, and in the job's row
 //     starts the next target or gives the job its final status and
-//     releases it. The job's row is the fence: the write matches only
+//     releases it. Every target but a job's last is a step, whose
+//     statement names only the columns a step changes, so that the job's
+//     triggers (column-specific: status and runner) are not even
+//     considered for it and no counter is touched; a write the step does
+//     not match (the last target, a cancelled job, one no longer held)
+//     changes nothing and runs as the full write, which releases the job.
+//     The job's row is the fence: the write matches only
 //     while the runner holds the job with that target in flight, so a
 //     runner that was reaped gets [batch.ErrNotHeld] and changes nothing.
 //     The target in flight is the one the job's row names (it reads as
@@ -130,8 +136,9 @@
 //     that releases it, the cancel of a queued job, a reap), so in the
 //     transaction that gives it its final status, on any node. The drain
 //     statement is unchanged; the trigger's WHEN clause is evaluated on
-//     each drain write (each sets status and runner) and queues nothing
-//     for a job without a webhook. A claim is one statement, under a
+//     each write that releases a job and queues nothing for a job without
+//     a webhook (a step names neither status nor runner, so the trigger
+//     is not considered for it). A claim is one statement, under a
 //     transaction-scoped advisory lock that makes the claims of all nodes
 //     run one after the other: it finds the callers with a skip scan of
 //     webhook (caller, due_at, job_id), takes each caller's oldest due

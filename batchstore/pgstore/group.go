@@ -174,20 +174,17 @@ func (s *Store) runGroup(group []*finishReq) {
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, r := range live {
-		b.Queue(s.q.finish, r.args...)
+		b.Queue(s.q.step, r.args...)
 	}
-	type out struct {
-		status string
-		next   int
-		missed bool
-	}
-	outs := make([]out, len(live))
+	next := make([]int, len(live))
+	stepped := make([]bool, len(live))
 	br := s.pool.SendBatch(ctx, b)
 	var err error
 	for i := range live {
-		err = br.QueryRow().Scan(&outs[i].status, &outs[i].next)
+		err = br.QueryRow().Scan(&next[i])
+		stepped[i] = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
-			outs[i].missed, err = true, nil
+			err = nil
 		}
 		if err != nil {
 			break
@@ -212,19 +209,35 @@ func (s *Store) runGroup(group []*finishReq) {
 	}
 	var changed []string
 	for i, r := range live {
-		if outs[i].missed {
-			step, err := s.finishMissed(r.ctx, r.p)
-			r.step, r.err = step, s.wrap(r.ctx, "finish target", err)
+		if !stepped[i] { // a step that did not apply changed nothing
+			s.finishFull(r)
 			continue
 		}
-		r.step = batch.Step{Status: batch.JobStatus(outs[i].status), Next: outs[i].next}
+		r.step = batch.Step{Status: batch.JobRunning, Next: next[i]}
 		changed = append(changed, r.p.JobID)
 	}
 	s.feed.changed(changed...)
 }
 
-// finishAlone runs one drain write as a statement of its own.
+// finishAlone runs one drain write on its own: as a step, and if that
+// does not apply, as the full write.
 func (s *Store) finishAlone(r *finishReq) {
+	var next int
+	err := s.pool.QueryRow(r.ctx, s.q.step, r.args...).Scan(&next)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		s.finishFull(r)
+	case err != nil:
+		r.err = s.wrap(r.ctx, "finish target", err)
+	default:
+		s.feed.changed(r.p.JobID)
+		r.step = batch.Step{Status: batch.JobRunning, Next: next}
+	}
+}
+
+// finishFull runs one drain write as the full statement, which also
+// finishes and releases a job.
+func (s *Store) finishFull(r *finishReq) {
 	var status string
 	var next int
 	err := s.pool.QueryRow(r.ctx, s.q.finish, r.args...).Scan(&status, &next)

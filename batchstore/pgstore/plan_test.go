@@ -71,6 +71,8 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", ""}, []string{"job_live"}},
 		{"claim", q.claim, []any{"runner-9", now}, []string{"job_queue", "target_pkey"}},
 		{"any queued", q.anyQueued, nil, []string{"job_queue"}},
+		{"step", q.step, []any{"r1", "runner-1", 0, 1, 0, int64(10), "done", []byte{}, []byte{}, "ok", now, time.Minute, []byte("x")},
+			[]string{"target_pkey"}},
 		{"finish target", q.finish, []any{"r1", "runner-1", 0, 1, 0, int64(10), "done", []byte{}, []byte{}, "ok", now, time.Minute, []byte("x")},
 			[]string{"target_pkey"}},
 		{"finish missed", q.finishMissed, []any{"r1", 0}, []string{"job_id_key", "target_pkey"}},

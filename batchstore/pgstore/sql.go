@@ -93,6 +93,32 @@ var sqlTemplates = queries{
 	// while $2 holds the job with $3 in flight, and under READ COMMITTED a
 	// concurrent reap or cancel that committed first is seen when the row
 	// lock is granted. $12 is the lease grain.
+	// The drain write of a target that starts the next one of a running
+	// job: the common case, and so the statement every target but a job's
+	// last runs. It names only the columns a step changes, none of them
+	// status or runner, so that neither job trigger (see 003 and 004) is
+	// considered for it, and it touches neither counter: the job stays
+	// held, its bytes are not yet the counters'. A write it does not match
+	// (the last target, a job cancelled or no longer held) changes nothing
+	// and runs as finish.
+	step: `WITH j AS (
+			UPDATE {s}.job SET
+				targets_ok = targets_ok + $4,
+				targets_failed = targets_failed + $5,
+				bytes = bytes + $6,
+				in_flight = $3 + 1,
+				lease = CASE WHEN lease > ` + clock("11") + ` - $12::interval THEN lease
+					ELSE greatest(lease, ` + clock("11") + `) END
+			WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
+				AND status = 'running' AND $3 + 1 < targets_total
+			RETURNING seq, in_flight
+		)
+		UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
+		FROM j WHERE target.job_seq = j.seq AND target.idx = $3
+		RETURNING j.in_flight`,
+	// Any drain write: the step's, or the one that gives the job its final
+	// status and releases it (the last target, a cancelled job's target in
+	// flight), moving its bytes into the counters.
 	finish: `WITH j AS (
 			UPDATE {s}.job SET
 				targets_ok = targets_ok + $4,
@@ -301,17 +327,17 @@ var sqlTemplates = queries{
 
 // queries holds the store's statements for one schema.
 type queries struct {
-	lockXact, reuse, callerLive, insert             string
-	claim, anyQueued, finish, finishMissed, cancel  string
-	getJob, get, getResults, getTarget, list, touch string
-	heartbeat                                       string
-	forgetAll, forgetRunner, forgetStale, reapJobs  string
-	reapLive, reapRunner, reapOrphans, reapTargets  string
-	lockStat, oldestExpired, sweep, totalBytes      string
-	heldByCaller, evictPick, evictOldest, evict     string
-	stats, notify                                   string
-	hookClaim, hookDone, hookRetry, hookPending     string
-	hookRelease, hookReleaseAll                     string
+	lockXact, reuse, callerLive, insert                  string
+	claim, anyQueued, step, finish, finishMissed, cancel string
+	getJob, get, getResults, getTarget, list, touch      string
+	heartbeat                                            string
+	forgetAll, forgetRunner, forgetStale, reapJobs       string
+	reapLive, reapRunner, reapOrphans, reapTargets       string
+	lockStat, oldestExpired, sweep, totalBytes           string
+	heldByCaller, evictPick, evictOldest, evict          string
+	stats, notify                                        string
+	hookClaim, hookDone, hookRetry, hookPending          string
+	hookRelease, hookReleaseAll                          string
 }
 
 // render returns the statements for schema.
@@ -327,7 +353,7 @@ func (q queries) render(schema string) queries {
 func (q *queries) fields() []*string {
 	return []*string{
 		&q.lockXact, &q.reuse, &q.callerLive, &q.insert,
-		&q.claim, &q.anyQueued, &q.finish, &q.finishMissed, &q.cancel,
+		&q.claim, &q.anyQueued, &q.step, &q.finish, &q.finishMissed, &q.cancel,
 		&q.getJob, &q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
 		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs,
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
