@@ -167,12 +167,16 @@
 //
 // # Byte budget
 //
-// The store's byte total is exact: the counter row holds the bytes of
+// The store's byte total is exact: the counter's rows hold the bytes of
 // every job that is not held, and the bytes of the held jobs (the few
-// being drained, on their partial index) are added to it when it is read.
-// A target write moves its job's bytes only; the write that releases a
-// job, a reap, a sweep and an eviction move the counter in the same
-// statement or transaction. The counter can be re-derived at any time as
+// being drained, on their partial index) are added to them when they are
+// read. A target write moves its job's bytes only; the write that releases
+// a job, a reap, a sweep and an eviction move the counter in the same
+// statement or transaction. The counter is 16 rows, summed when read: a
+// release adds to the row its job's seq names, so that the releases of
+// many nodes rarely wait for each other's commits, and a sweep or an
+// eviction locks all 16, in id order, before it decides, so that no
+// release commits while it does. The counter can be re-derived at any time as
 // the sum of the bytes of the jobs no runner holds; the tests do, after
 // every test.
 //
@@ -182,8 +186,9 @@
 // name in byte order (COLLATE "C") of equals. caller_bytes holds each
 // caller's released bytes; row triggers on job move it in the statement
 // that moves a job's share (a release, a reap, a sweep, an eviction), and
-// every such statement locks the stat row before its triggers fire, so
-// the caller rows never deadlock. A pick reads the first two entries of
+// every such statement locks a counter row before its triggers fire (a
+// release one, a reap row 1, a sweep and an eviction all of them, in
+// order), so the caller rows never deadlock. A pick reads the first two entries of
 // caller_bytes by bytes and the rows of the callers of the held jobs, and
 // deletes that caller's oldest jobs while it still holds more than the
 // runner-up: a cost that does not grow with the store. The tests re-derive

@@ -41,8 +41,8 @@ func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 		n, more := 0, false
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			n, more = 0, false
-			var counted int64
-			if err := tx.QueryRow(ctx, s.q.lockStat).Scan(&counted); err != nil {
+			counted, err := s.lockCounter(ctx, tx)
+			if err != nil {
 				return err
 			}
 			held, err := s.heldByCaller(ctx, tx)

@@ -46,8 +46,7 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	for {
 		n := 0
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			var counted int64
-			if err := tx.QueryRow(ctx, s.q.lockStat).Scan(&counted); err != nil {
+			if _, err := s.lockCounter(ctx, tx); err != nil {
 				return err
 			}
 			for n < gcTxJobs {
@@ -70,6 +69,21 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// lockCounter locks the byte counter's rows for the rest of tx, in id
+// order, and returns their sum: the bytes of the jobs no runner holds.
+func (s *Store) lockCounter(ctx context.Context, tx pgx.Tx) (int64, error) {
+	rows, err := tx.Query(ctx, s.q.lockStat)
+	if err != nil {
+		return 0, err
+	}
+	bytes, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	var total int64
+	for _, b := range bytes {
+		total += b
+	}
+	return total, err
 }
 
 // Heartbeat implements [batch.Store.Heartbeat]: one row per runner,

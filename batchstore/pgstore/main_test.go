@@ -102,7 +102,7 @@ func (s *Store) checkCounters(ctx context.Context) error {
 	schema := pgx.Identifier{s.opts.Schema}.Sanitize()
 	var counted, released, badJobs, badHeld int64
 	err := s.pool.QueryRow(ctx, `SELECT
-		(SELECT bytes FROM `+schema+`.stat WHERE id = 1),
+		(SELECT sum(bytes) FROM `+schema+`.stat),
 		(SELECT coalesce(sum(bytes), 0) FROM `+schema+`.job WHERE runner = ''),
 		(SELECT count(*) FROM `+schema+`.job j WHERE
 			j.bytes <> (SELECT coalesce(sum(octet_length(t.error) + coalesce(octet_length(t.result), 0)), 0) FROM `+schema+`.target t WHERE t.job_seq = j.seq)

@@ -31,7 +31,7 @@ func seed(t testing.TB, s *Store, finished int) {
 		        CASE WHEN j.status = 'done' THEN 'done' ELSE 'pending' END,
 		        CASE WHEN j.status = 'done' THEN convert_to(repeat('r', 100), 'UTF8') END
 		 FROM ` + sch + `.job j, generate_series(0, 3) x`,
-		`UPDATE ` + sch + `.stat SET bytes = (SELECT sum(bytes) FROM ` + sch + `.job WHERE runner = '')`,
+		`UPDATE ` + sch + `.stat SET bytes = (SELECT sum(bytes) FROM ` + sch + `.job WHERE runner = '') WHERE id = 1`,
 		`INSERT INTO ` + sch + `.runner (id, heartbeat) SELECT 'runner-' || i, now() FROM generate_series(0, 2) i`,
 		// A backlog of webhook events (a receiver down for a while), a few claimed.
 		`INSERT INTO ` + sch + `.webhook (job_id, caller, url, status, error, targets_total, targets_ok, targets_failed,

@@ -143,7 +143,7 @@ var sqlTemplates = queries{
 			FROM j WHERE target.job_seq = j.seq AND target.idx = $3
 		), c AS (
 			UPDATE {s}.stat SET bytes = bytes + (SELECT bytes FROM j WHERE runner = '')
-			WHERE id = 1 AND EXISTS (SELECT 1 FROM j WHERE runner = '')
+			WHERE id = 1 + (SELECT seq FROM j) % 16 AND EXISTS (SELECT 1 FROM j WHERE runner = '')
 		)
 		SELECT status, in_flight FROM j`,
 	// A drain write that matched nothing: why.
@@ -221,10 +221,12 @@ var sqlTemplates = queries{
 		FROM unnest($1::bigint[], $2::integer[]) AS f (seq, idx)
 		WHERE t.job_seq = f.seq AND t.idx = f.idx`,
 
-	// Sweep and Evict (see gc.go) run under the counter's row lock, so that
-	// concurrent passes decide one after the other; their candidates skip
-	// rows another transaction has locked (a touch moving the lease).
-	lockStat: `SELECT bytes FROM {s}.stat WHERE id = 1 FOR UPDATE`,
+	// Sweep and Evict (see gc.go) run under the locks of the counter's
+	// rows, taken in id order, so that concurrent passes decide one after
+	// the other and no release commits meanwhile; their candidates skip
+	// rows another transaction has locked (a touch moving the lease). The
+	// rows' sum is the counter.
+	lockStat: `SELECT bytes FROM {s}.stat ORDER BY id FOR UPDATE`,
 	sweep: `WITH d AS (
 			DELETE FROM {s}.job WHERE seq = ANY (ARRAY (
 				SELECT seq FROM {s}.job
@@ -242,7 +244,7 @@ var sqlTemplates = queries{
 	// sequential scan; ordering by the index finds none at once.)
 	oldestExpired: `SELECT seq FROM {s}.job WHERE ` + whereFinished + ` AND ` + whereReleased + `
 		AND lease < coalesce($1::timestamptz, now() - $2::interval) ORDER BY lease, seq LIMIT 1`,
-	totalBytes: `SELECT (SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)`,
+	totalBytes: `SELECT (SELECT sum(bytes) FROM {s}.stat) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)`,
 	// The eviction's picks (see evict.go): the held jobs' bytes by caller
 	// ($1 of evictPick with their bytes $2), the two callers holding the
 	// most bytes among those with released bytes, the callers in $3 left
@@ -267,7 +269,7 @@ var sqlTemplates = queries{
 		UPDATE {s}.stat SET bytes = stat.bytes - (SELECT coalesce(sum(bytes), 0) FROM d) WHERE id = 1`,
 
 	stats: `SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'),
-			(SELECT bytes FROM {s}.stat WHERE id = 1) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)
+			(SELECT sum(bytes) FROM {s}.stat) + (SELECT coalesce(sum(bytes), 0) FROM {s}.job WHERE ` + whereHeld + `)
 		FROM {s}.job WHERE ` + whereLive,
 
 	// The webhook outbox (see webhook.go and migrations/003, 004). $1 is
