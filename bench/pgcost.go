@@ -302,8 +302,9 @@ func sampleWaits(url, app string, stop <-chan struct{}) (func() (int, map[string
 // costContender is one way of draining in the cost phase.
 type costContender struct {
 	Key, Name string
-	Nodes     int // batchkit nodes; 0 for the twin
-	Workers   int // per node, or the twin's connections
+	Nodes     int  // batchkit nodes; 0 for the twin
+	Workers   int  // per node, or the twin's connections
+	Steady    bool // batchkit on a store at its working size (see costBatchkit)
 	run       func(ctx context.Context, e *drainEnv, p *costProbe) (costRun, error)
 }
 
@@ -398,10 +399,20 @@ func costTwin(conns int) *costContender {
 	}
 }
 
-func costBatchkit(nodes, workers int) *costContender {
+// costBatchkit is batchkit at nodes nodes of workers workers each. A
+// steady run first drains the workload once, untimed, then sweeps every
+// job (through the store, so its counters stay exact) and vacuums without
+// truncating, so that the timed drain finds the free space of a store at
+// its working size, as sweeps and autovacuum keep one, rather than empty
+// files it must extend.
+func costBatchkit(nodes, workers int, steady bool) *costContender {
+	key := fmt.Sprintf("batchkit-%dx%d", nodes, workers)
+	name := fmt.Sprintf("batchkit, %d node%s × %d workers", nodes, map[bool]string{true: "s"}[nodes > 1], workers)
+	if steady {
+		key, name = key+"-steady", name+", steady state"
+	}
 	return &costContender{
-		Key: fmt.Sprintf("batchkit-%dx%d", nodes, workers), Nodes: nodes, Workers: workers,
-		Name: fmt.Sprintf("batchkit, %d node%s × %d workers", nodes, map[bool]string{true: "s"}[nodes > 1], workers),
+		Key: key, Nodes: nodes, Workers: workers, Steady: steady, Name: name,
 		run: func(ctx context.Context, e *drainEnv, p *costProbe) (costRun, error) {
 			schema, drop, err := newPGSchema(ctx, e.pgURL)
 			if err != nil {
@@ -441,6 +452,11 @@ func costBatchkit(nodes, workers int) *costContender {
 			for i, s := range stores {
 				nodesOf[i] = s
 			}
+			if steady {
+				if err := warmStore(ctx, e, nodesOf, workers, pools[0], schema); err != nil {
+					return costRun{}, err
+				}
+			}
 			d, err := drainNodes(ctx, e, nodesOf, workers, func() (func(), error) { return x.start(ctx) })
 			if err != nil {
 				return costRun{}, err
@@ -464,6 +480,30 @@ func costBatchkit(nodes, workers int) *costContender {
 	}
 }
 
+// warmStore drains the workload once on stores, untimed, then sweeps all
+// of it and vacuums job and target (their TOAST table with them) without
+// truncating the files: the steady state of costBatchkit.
+func warmStore(ctx context.Context, e *drainEnv, stores []batch.Store, workers int, pool *pgxpool.Pool, schema string) error {
+	if _, err := drainNodes(ctx, e, stores, workers, nil); err != nil {
+		return fmt.Errorf("warm-up drain: %w", err)
+	}
+	later := time.Now().Add(24 * time.Hour)
+	for {
+		n, err := stores[0].Sweep(ctx, batch.SweepParams{TTL: time.Second, Now: &later})
+		if err != nil {
+			return fmt.Errorf("warm-up sweep: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	sch := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, `VACUUM (TRUNCATE false) `+sch+`.job, `+sch+`.target`); err != nil {
+		return fmt.Errorf("warm-up vacuum: %w", err)
+	}
+	return nil
+}
+
 // pgCostReport is the cost phase's outcome: each contender's runs, one
 // per round.
 type pgCostReport struct {
@@ -485,7 +525,8 @@ func pgCostPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*pgCostRepor
 		return nil, err
 	}
 	defer p.close()
-	cs := []*costContender{costTwin(2), costTwin(4), costBatchkit(1, 2), costBatchkit(1, 4), costBatchkit(3, 2), costBatchkit(1, 6)}
+	cs := []*costContender{costTwin(2), costTwin(4), costBatchkit(1, 2, false), costBatchkit(1, 4, false),
+		costBatchkit(3, 2, false), costBatchkit(1, 6, false), costBatchkit(1, 2, true), costBatchkit(3, 2, true), costBatchkit(1, 6, true)}
 	if only := os.Getenv("BKCOST_ONLY"); only != "" { // profiling one contender by hand
 		var keep []*costContender
 		for _, c := range cs {

@@ -82,19 +82,25 @@ func (r *report) pgCostSection(b *md) {
 		"backend's WAL flush). HOT is the share of the run's row updates that were heap-only, from `pg_stat_user_tables`. The phase took %s.",
 		r.Drain0().Jobs, r.Drain0().Items, fmtBytes(float64(r.Drain0().ResultBytes)), p.Rounds,
 		map[bool]string{true: "", false: " (not installed on this server: –)"}[p.PGSS], costSample, p.Elapsed.Round(1e9))
-	cols := []string{"per target"}
+	var fresh []*costContender // the steady-state runs have a table of their own
 	for _, c := range p.Contenders {
+		if !c.Steady {
+			fresh = append(fresh, c)
+		}
+	}
+	cols := []string{"per target"}
+	for _, c := range fresh {
 		cols = append(cols, c.Name)
 	}
 	b.head(cols...)
 	row := []string{"items/s"}
-	for _, c := range p.Contenders {
+	for _, c := range fresh {
 		row = append(row, fmtSpread(spreadOf(p.rates(c.Key)), fmtRate))
 	}
 	b.row(row...)
 	for _, f := range costFigures {
 		row := []string{f.name}
-		for _, c := range p.Contenders {
+		for _, c := range fresh {
 			row = append(row, fmtSpread(spreadOf(p.values(c.Key, f)), f.fmt))
 		}
 		b.row(row...)
@@ -114,27 +120,30 @@ func (r *report) pgCostSection(b *md) {
 		"would be (the jobs are submitted through the nodes in turn, and any node claims any job). On a 2-core machine three nodes " +
 		"and the server share the cores, so throughput cannot show scale-out here; what a target costs the server can.")
 	b.p("The goal compares 3 nodes with 1 node of the same runner (2 workers). 1 node of 6 workers, as many as the 3 nodes have, " +
-		"shows what is concurrency rather than nodes: its groups are larger (fewer commits per target), and more writers at once " +
-		"wait more for the WAL and for extending the same files, whatever the nodes.")
-	b.head("per target", "1 node × 2 workers", "3 nodes × 2 workers", "3 nodes ÷ 1 node", "1 node × 6 workers", "3 nodes ÷ 1 node of 6 workers")
-	for _, f := range costFigures {
-		b.row(f.name, fmtSpread(spreadOf(p.values("batchkit-1x2", f)), f.fmt), fmtSpread(spreadOf(p.values("batchkit-3x2", f)), f.fmt),
-			fmtSpread(p.ratio("batchkit-3x2", "batchkit-1x2", f), fmtRatio),
-			fmtSpread(spreadOf(p.values("batchkit-1x6", f)), f.fmt), fmtSpread(p.ratio("batchkit-3x2", "batchkit-1x6", f), fmtRatio))
-	}
-	b.line("")
+		"shows what is concurrency rather than nodes: its groups are larger (fewer commits per target), so fewer transactions " +
+		"write at once.")
+	b.p("**A store at its working size (steady state).** Each run first drains the workload once, untimed, then sweeps every job " +
+		"through the store and vacuums without truncating the files, so that the timed drain reuses the space the sweep freed, as " +
+		"a store whose sweeps and autovacuum keep it near its working size does. The goal is judged on these runs.")
+	p.scaleTable(b, "-steady")
+	b.p("**A new store, growing.** The same runs on empty tables: every result extends the TOAST table, and the writers of " +
+		"concurrent transactions queue for its relation extension lock (Lock:extend), the more the more transactions write " +
+		"at once: each node's group commit bounds its own, not the others'. The raw twin, whose 4 connections write at once, " +
+		"waits for it too (first table). A store grows so only until its sweeps free space.")
+	p.scaleTable(b, "")
+	b.p("Most sampled heavyweight-lock waits, all rounds: %s.", p.lockLine())
 
 	b.p("### A model, not a measurement: the drain rate of a larger server")
-	cpu := spreadOf(p.values("batchkit-3x2", costFigures[0])).Median
-	wal := spreadOf(p.values("batchkit-3x2", costFigures[1])).Median
-	commits := spreadOf(p.values("batchkit-3x2", costFigures[5])).Median
+	cpu := spreadOf(p.values("batchkit-3x2-steady", costFigures[0])).Median
+	wal := spreadOf(p.values("batchkit-3x2-steady", costFigures[1])).Median
+	commits := spreadOf(p.values("batchkit-3x2-steady", costFigures[5])).Median
 	b.p("**Assumption.** The server's CPU is the only limit: the runners run on other machines, the WAL device takes the WAL bytes "+
-		"and flushes below, and a target costs the server the CPU it costs with 3 nodes here (%s, the median above), whatever the "+
-		"number of nodes and cores, which the table above supports as far as 3 nodes for the CPU (3 nodes ÷ 1 node: %s), though not "+
-		"for the sampled lock waits, which grow with the backends that write at once (relation extension, the stat row). Then a server "+
+		"and flushes below, the store is at its working size, and a target costs the server the CPU it costs with 3 nodes here "+
+		"(%s, the median of the steady-state runs), whatever the number of nodes and cores, which the steady-state table supports "+
+		"as far as 3 nodes (3 nodes ÷ 1 node: %s for the CPU; %s). Then a server "+
 		"of N cores drains at most N × 1 s ÷ %s targets a second. PostgreSQL's own background work (WAL writer, checkpointer) and "+
 		"the locks that more backends contend for are not in the model: it is a ceiling, not a forecast.", fmtUS(cpu),
-		fmtRatio(p.ratio("batchkit-3x2", "batchkit-1x2", costFigures[0]).Median), fmtUS(cpu))
+		fmtRatio(p.ratio("batchkit-3x2-steady", "batchkit-1x2-steady", costFigures[0]).Median), p.lockGrowth(), fmtUS(cpu))
 	b.head("server cores", "predicted drain ceiling (targets/s)", "WAL it writes", "commits per second it needs")
 	for _, n := range []int{2, 8, 32} {
 		rate := float64(n) * 1e6 / cpu
@@ -145,6 +154,48 @@ func (r *report) pgCostSection(b *md) {
 		b.p("For scale: on this machine, where the runner and the server share 2 cores, batchkit at 4 workers drained %s targets/s in this phase.",
 			fmtRate(bk.Median))
 	}
+}
+
+// scaleTable writes the scale-out table of the batchkit runs whose keys
+// end in suffix.
+func (p *pgCostReport) scaleTable(b *md, suffix string) {
+	one, three, six := "batchkit-1x2"+suffix, "batchkit-3x2"+suffix, "batchkit-1x6"+suffix
+	b.head("per target", "1 node × 2 workers", "3 nodes × 2 workers", "3 nodes ÷ 1 node", "1 node × 6 workers", "3 nodes ÷ 1 node of 6 workers")
+	b.row("items/s", fmtSpread(spreadOf(p.rates(one)), fmtRate), fmtSpread(spreadOf(p.rates(three)), fmtRate), "",
+		fmtSpread(spreadOf(p.rates(six)), fmtRate), "")
+	for _, f := range costFigures {
+		b.row(f.name, fmtSpread(spreadOf(p.values(one, f)), f.fmt), fmtSpread(spreadOf(p.values(three, f)), f.fmt),
+			fmtSpread(p.ratio(three, one, f), fmtRatio),
+			fmtSpread(spreadOf(p.values(six, f)), f.fmt), fmtSpread(p.ratio(three, six, f), fmtRatio))
+	}
+	b.line("")
+}
+
+// lockGrowth says whether the steady-state runs' sampled lock waits grow
+// from 1 node to 3 (the goal's test).
+func (p *pgCostReport) lockGrowth() string {
+	lock := costFigures[6]
+	l1 := spreadOf(p.values("batchkit-1x2-steady", lock)).Median
+	l3 := spreadOf(p.values("batchkit-3x2-steady", lock)).Median
+	if lockGrows(l1, l3) {
+		return fmt.Sprintf("the sampled lock waits, though, grow from %.2f to %.2f per 1,000 targets", l1, l3)
+	}
+	return fmt.Sprintf("no sampled lock wait grows: %.2f and %.2f per 1,000 targets", l1, l3)
+}
+
+// lockGrows is the goal's test of sampled lock waits per 1,000 targets at
+// 1 node (l1) and 3 nodes (l3): less than one in 1,000 counts as none.
+func lockGrows(l1, l3 float64) bool { return l3 > math.Max(l1, 1)*(1+goalNodesPG) }
+
+// lockLine names the heavyweight-lock waits of the scale-out runs.
+func (p *pgCostReport) lockLine() string {
+	var parts []string
+	for _, c := range p.Contenders {
+		if c.Nodes > 0 && c.Workers != 4 {
+			parts = append(parts, fmt.Sprintf("%s: %s", c.Name, orDash(lockKinds(p.Runs[c.Key]))))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Drain0 is the drain's workload, whether or not the drain phase ran.
@@ -241,7 +292,7 @@ func (r *report) pgGoals() []goal {
 		State:  verdict(w2.Median <= goalWALPG && w4.Median <= goalWALPG)})
 	var parts, over []string
 	for _, f := range costFigures[:5] {
-		s := p.ratio("batchkit-3x2", "batchkit-1x2", f)
+		s := p.ratio("batchkit-3x2-steady", "batchkit-1x2-steady", f)
 		if math.IsNaN(s.Median) {
 			continue
 		}
@@ -251,15 +302,16 @@ func (r *report) pgGoals() []goal {
 		}
 	}
 	lock := costFigures[6]
-	l1, l3 := spreadOf(p.values("batchkit-1x2", lock)).Median, spreadOf(p.values("batchkit-3x2", lock)).Median
-	parts = append(parts, fmt.Sprintf("lock waits per 1,000 targets %.2f → %.2f", l1, l3))
-	gl := goal{Goal: fmt.Sprintf("3 nodes cost per target within %.0f %% of 1 node, no lock wait growing with nodes", 100*goalNodesPG),
-		Figure: strings.Join(parts, "; "), State: verdict(len(over) == 0 && l3 <= math.Max(l1, 1)*(1+goalNodesPG))}
+	med := func(key string) float64 { return spreadOf(p.values(key, lock)).Median }
+	l1, l3 := med("batchkit-1x2-steady"), med("batchkit-3x2-steady")
+	parts = append(parts, fmt.Sprintf("lock waits per 1,000 targets %.2f → %.2f (a new, growing store: %.2f → %.2f)",
+		l1, l3, med("batchkit-1x2"), med("batchkit-3x2")))
+	gl := goal{Goal: fmt.Sprintf("3 nodes cost per target within %.0f %% of 1 node, no lock wait growing with nodes (a store at its working size)", 100*goalNodesPG),
+		Figure: "steady state: " + strings.Join(parts, "; "), State: verdict(len(over) == 0 && !lockGrows(l1, l3))}
 	if len(over) > 0 {
 		gl.Why = "over 10 %: " + strings.Join(over, ", ")
 	} else if gl.State == "missed" {
-		gl.Why = fmt.Sprintf("the sampled lock waits grow (%s at 3 nodes); see the scale-out table for the same waits at 1 node of 6 workers, "+
-			"as many writers as the 3 nodes", orDash(lockKinds(p.Runs["batchkit-3x2"])))
+		gl.Why = fmt.Sprintf("the sampled lock waits grow (%s at 3 nodes)", orDash(lockKinds(p.Runs["batchkit-3x2-steady"])))
 	}
 	gs = append(gs, gl)
 	return gs
