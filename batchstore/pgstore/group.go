@@ -22,11 +22,11 @@ import (
 //   - A write is acknowledged to its worker only once the group's commit
 //     has returned: the batch's results are read first, but nothing is
 //     answered before Close reports the commit.
-//   - Fencing is per job, as before: each statement is the single write's,
-//     fenced by its job's row, and a statement that matches no row (a job
-//     the runner no longer holds, one that is gone, a repeat) changes
-//     nothing and is answered after the commit as a single write is, by
-//     finishMissed.
+//   - Fencing is per job, as before: each statement is the single write's
+//     step, fenced by its job's row, and a step that matches no row (a
+//     job's last target, a cancelled job, one the runner no longer holds,
+//     one that is gone, a repeat) changes nothing and runs after the
+//     commit as the full write, on its own, as a single write would.
 //   - A write that fails fails its group's transaction, so nothing of the
 //     group is stored; then every write of the group runs again on its
 //     own, and only the one that fails again gets its error. (That also
@@ -39,7 +39,7 @@ import (
 //     maxGroup writes, and a group of one runs as the single write did.
 //   - Within a group the writes run in job id order, so two groups (of
 //     two nodes) never lock two jobs' rows in opposite orders; each job is
-//     held by one runner anyway, so they only meet at the stat row.
+//     held by one runner anyway, and a step touches no other row.
 //
 // The caller of the write in flight first, or the first waiting writer
 // after it, runs each group ("leads" it): no goroutine of its own, so a
