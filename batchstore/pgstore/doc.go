@@ -184,15 +184,20 @@
 // the oldest-lease released finished job (then the oldest insert) of the
 // caller that holds the most bytes, its held jobs' included, the smaller
 // name in byte order (COLLATE "C") of equals. caller_bytes holds each
-// caller's released bytes; row triggers on job move it in the statement
-// that moves a job's share (a release, a reap, a sweep, an eviction), and
-// every such statement locks a counter row before its triggers fire (a
-// release one, a reap row 1, a sweep and an eviction all of them, in
-// order), so the caller rows never deadlock. A pick reads the first two entries of
-// caller_bytes by bytes and the rows of the callers of the held jobs, and
-// deletes that caller's oldest jobs while it still holds more than the
-// runner-up: a cost that does not grow with the store. The tests re-derive
-// caller_bytes after every test too.
+// caller's released bytes. Row triggers on job append the change of a
+// job's share (a release, a reap, a sweep, an eviction) to
+// caller_bytes_log in the statement that moves it, which locks no row, so
+// one caller's releases on several nodes do not wait for each other; the
+// store folds the log into caller_bytes under the counter's locks (one
+// fold at a time, its caller rows locked in caller order): an eviction
+// before each pick, a sweep at the end of its pass or, with nothing to
+// sweep, on its own, so the log holds about a sweep interval of releases
+// at most. The console adds the log's deltas to the rows it reads. A pick
+// reads the first two entries of caller_bytes by bytes and the rows of the
+// callers of the held jobs, and deletes that caller's oldest jobs while it
+// still holds more than the runner-up: a cost that does not grow with the
+// store. The tests re-derive each caller's row plus its deltas after every
+// test too.
 //
 // # Change feed
 //

@@ -11,7 +11,7 @@ import (
 // p.MaxBytes, the oldest-lease released finished job (then the oldest
 // insert) of the caller that holds the most bytes goes. What a caller
 // holds is its caller_bytes row (its released jobs' bytes, kept by
-// triggers) plus its held jobs' bytes; so a pick reads the first two
+// triggers and folded in first) plus its held jobs' bytes; so a pick reads the first two
 // entries of caller_bytes_most and the rows of the callers of the few held
 // jobs, and the jobs of the caller picked come from job_evict in lease
 // order. It deletes that caller's jobs one after the other while the
@@ -43,6 +43,9 @@ func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 			n, more = 0, false
 			counted, err := s.lockCounter(ctx, tx)
 			if err != nil {
+				return err
+			}
+			if err := s.foldCallers(ctx, tx); err != nil { // the picks read caller_bytes
 				return err
 			}
 			held, err := s.heldByCaller(ctx, tx)
@@ -95,6 +98,9 @@ func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
 					continue
 				}
 				if _, err := tx.Exec(ctx, s.q.evict, seqs); err != nil {
+					return err
+				}
+				if err := s.foldCallers(ctx, tx); err != nil { // its deletes' deltas, for the next pick
 					return err
 				}
 				n += len(seqs)

@@ -11,10 +11,11 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// Three nodes release jobs of six callers (each release moves the stat row
-// and a caller's row in one statement) while every node evicts and sweeps
-// in a loop and owners touch their jobs: no statement fails (a deadlock
-// between the stat row and the caller rows would, with 40P01), and the
+// Three nodes release jobs of six callers (each release moves a counter
+// row and appends its caller's delta in one statement) while every node
+// evicts and sweeps in a loop, folding the deltas into the caller rows, and
+// owners touch their jobs: no statement fails (a deadlock between the
+// counter rows and the caller rows would, with 40P01), and the
 // per-caller counters match the rows afterwards (checkCounters, at
 // cleanup).
 func TestCluster_EvictWhileReleasing(t *testing.T) {

@@ -21,13 +21,15 @@ const (
 // released finished jobs by lease, so a pass costs the same however many
 // jobs are stored, and deletes them with their targets (ON DELETE CASCADE)
 // in statements of at most gcBatch jobs. Each transaction first locks the
-// byte counter's row, so that sweeps and evictions on all nodes decide one
+// byte counter's rows, so that sweeps and evictions on all nodes decide one
 // after the other; it skips jobs that another transaction has locked (a
-// lease bump under way), which are then not expired anyway.
+// lease bump under way), which are then not expired anyway. Each also folds
+// the callers' byte deltas into their counters (see foldCallers).
 //
-// A pass with nothing expired is one read, and locks nothing. Without a
-// p.Now it deletes the jobs whose lease is older than p.TTL by the
-// database's clock.
+// A pass with nothing expired is one read, and locks nothing, unless
+// callers' deltas wait to be folded: then it folds them, so that the log
+// of deltas holds at most a sweep interval's releases. Without a p.Now it
+// deletes the jobs whose lease is older than p.TTL by the database's clock.
 func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
@@ -38,7 +40,7 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 	var oldest int64
 	switch err := s.pool.QueryRow(ctx, s.q.oldestExpired, abs, age).Scan(&oldest); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return 0, nil
+		return 0, s.wrap(ctx, "sweep", s.foldIdle(ctx))
 	case err != nil:
 		return 0, s.wrap(ctx, "sweep", err)
 	}
@@ -59,7 +61,7 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
 					break
 				}
 			}
-			return nil
+			return s.foldCallers(ctx, tx)
 		})
 		if err != nil {
 			return total, s.wrap(ctx, "sweep", err)
@@ -84,6 +86,33 @@ func (s *Store) lockCounter(ctx context.Context, tx pgx.Tx) (int64, error) {
 		total += b
 	}
 	return total, err
+}
+
+// foldCallers folds the callers' byte deltas (010_caller_bytes_log) into
+// caller_bytes, in tx, which holds the counter's locks (lockCounter): so
+// one fold runs at a time, and the caller rows it locks, in caller order,
+// are locked by no one else.
+func (s *Store) foldCallers(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, s.q.foldCallers); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, s.q.dropZeroCallers)
+	return err
+}
+
+// foldIdle folds the callers' byte deltas, if there are any, in a
+// transaction of its own.
+func (s *Store) foldIdle(ctx context.Context) error {
+	var any bool
+	if err := s.pool.QueryRow(ctx, s.q.anyCallerDeltas).Scan(&any); err != nil || !any {
+		return err
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.lockCounter(ctx, tx); err != nil {
+			return err
+		}
+		return s.foldCallers(ctx, tx)
+	})
 }
 
 // Heartbeat implements [batch.Store.Heartbeat]: one row per runner,

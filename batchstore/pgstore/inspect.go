@@ -42,10 +42,32 @@ var inspectTemplates = struct {
 		(SELECT count(*) FROM {s}.webhook WHERE runner <> '' AND due_at > ` + clock("1") + `),
 		(SELECT (extract(epoch FROM ` + clock("1") + ` - min(due_since)) * 1000000)::bigint
 			FROM {s}.webhook WHERE due_at <= ` + clock("1") + `)`,
-	callers: `SELECT caller, bytes FROM {s}.caller_bytes ORDER BY bytes DESC, caller COLLATE "C" LIMIT $1`,
+	// The callers' counters are their caller_bytes rows plus the deltas
+	// not yet folded in (010_caller_bytes_log), which the console, holding
+	// no lock, adds: the top $1 are among the first $1 + k rows of
+	// caller_bytes_most and the k callers with deltas, for the deltas can
+	// move at most those k.
+	callers: `WITH l AS (
+			SELECT caller, sum(delta)::bigint AS delta FROM {s}.caller_bytes_log GROUP BY caller
+		), c AS (
+			(SELECT caller FROM {s}.caller_bytes ORDER BY bytes DESC, caller COLLATE "C" LIMIT $1 + (SELECT count(*) FROM l))
+			UNION
+			SELECT caller FROM l
+		)
+		SELECT c.caller, coalesce(b.bytes, 0) + coalesce(l.delta, 0) AS bytes
+		FROM c LEFT JOIN {s}.caller_bytes b ON b.caller = c.caller LEFT JOIN l ON l.caller = c.caller
+		WHERE coalesce(b.bytes, 0) + coalesce(l.delta, 0) <> 0
+		ORDER BY bytes DESC, c.caller COLLATE "C" LIMIT $1`,
 	// The counters of callers $1, and the class of callers $1 as each
 	// one's newest job has it (by position in $1, from 1).
-	callerBytes: `SELECT caller, bytes FROM {s}.caller_bytes WHERE caller = ANY ($1::text[])`,
+	callerBytes: `SELECT caller, bytes FROM (
+			SELECT b.caller, b.bytes + coalesce((SELECT sum(g.delta)::bigint FROM {s}.caller_bytes_log g WHERE g.caller = b.caller), 0) AS bytes
+			FROM {s}.caller_bytes b WHERE b.caller = ANY ($1::text[])
+			UNION ALL
+			SELECT g.caller, sum(g.delta)::bigint FROM {s}.caller_bytes_log g
+			WHERE g.caller = ANY ($1::text[]) AND NOT EXISTS (SELECT 1 FROM {s}.caller_bytes b WHERE b.caller = g.caller)
+			GROUP BY g.caller
+		) c WHERE bytes <> 0`,
 	callerJob: `SELECT c.i, n.caller_class, n.caller_restricted FROM unnest($1::text[]) WITH ORDINALITY AS c (name, i)
 		CROSS JOIN LATERAL (SELECT caller_class, caller_restricted FROM {s}.job WHERE caller = c.name
 			ORDER BY created_at DESC, seq DESC LIMIT 1) n`,

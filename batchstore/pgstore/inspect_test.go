@@ -26,6 +26,7 @@ func TestStore_InspectPlans(t *testing.T) {
 		{"failures (runner clock)", q.failures, []any{now.Add(-time.Hour), nil}, []string{"job_finished", "job_held", "target_pkey"}},
 		{"failures (database clock)", q.failures, []any{nil, time.Hour}, []string{"job_finished", "job_held", "target_pkey"}},
 		{"callers' newest jobs", q.callerJob, []any{[]string{"c7", "c8"}}, []string{"job_list"}},
+		{"callers by bytes", q.callers, []any{10}, []string{"caller_bytes_most"}},
 		{"callers' counters", q.callerBytes, []any{[]string{"c7", "c8"}}, []string{"caller_bytes_pkey"}},
 		{"job", q.job, []any{"j1"}, []string{"job_id_key", "target_pkey"}},
 	}

@@ -121,8 +121,11 @@ func (s *Store) checkCounters(ctx context.Context) error {
 	// Each caller's counter against its released jobs' bytes, both ways.
 	derived := `SELECT caller, sum(bytes) FROM ` + schema + `.job WHERE runner = '' GROUP BY caller HAVING sum(bytes) <> 0`
 	var wrong int64
-	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM ((SELECT caller, bytes FROM `+schema+`.caller_bytes EXCEPT `+derived+`)
-		UNION ALL (`+derived+` EXCEPT SELECT caller, bytes FROM `+schema+`.caller_bytes)) d`).Scan(&wrong)
+	// A caller's counter is its row plus the deltas not yet folded in.
+	counters := `SELECT caller, sum(bytes) FROM (SELECT caller, bytes FROM ` + schema + `.caller_bytes
+		UNION ALL SELECT caller, delta FROM ` + schema + `.caller_bytes_log) c GROUP BY caller HAVING sum(bytes) <> 0`
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM ((`+counters+` EXCEPT `+derived+`)
+		UNION ALL (`+derived+` EXCEPT `+counters+`)) d`).Scan(&wrong)
 	if err != nil {
 		return fmt.Errorf("check caller counters: %w", err)
 	}

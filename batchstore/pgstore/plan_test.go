@@ -32,6 +32,7 @@ func seed(t testing.TB, s *Store, finished int) {
 		        CASE WHEN j.status = 'done' THEN convert_to(repeat('r', 100), 'UTF8') END
 		 FROM ` + sch + `.job j, generate_series(0, 3) x`,
 		`UPDATE ` + sch + `.stat SET bytes = (SELECT sum(bytes) FROM ` + sch + `.job WHERE runner = '') WHERE id = 1`,
+		s.q.foldCallers, s.q.dropZeroCallers, // the insert trigger's deltas
 		`INSERT INTO ` + sch + `.runner (id, heartbeat) SELECT 'runner-' || i, now() FROM generate_series(0, 2) i`,
 		// A backlog of webhook events (a receiver down for a while), a few claimed.
 		`INSERT INTO ` + sch + `.webhook (job_id, caller, url, status, error, targets_total, targets_ok, targets_failed,
@@ -40,6 +41,7 @@ func seed(t testing.TB, s *Store, finished int) {
 		        now() - (i || ' seconds')::interval, now() + (i || ' seconds')::interval, CASE WHEN i % 100 = 0 THEN 'runner-1' ELSE '' END
 		 FROM generate_series(1, 2000) i`,
 		`ANALYZE ` + sch + `.job`, `ANALYZE ` + sch + `.target`, `ANALYZE ` + sch + `.runner`, `ANALYZE ` + sch + `.webhook`,
+		`ANALYZE ` + sch + `.caller_bytes`,
 	} {
 		if _, err := s.pool.Exec(context.Background(), q); err != nil {
 			t.Fatalf("seed: %v\n%s", err, q)
@@ -95,6 +97,8 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"total bytes", q.totalBytes, nil, []string{"job_held"}},
 		{"held bytes by caller", q.heldByCaller, nil, []string{"job_held"}},
 		{"evict: pick callers", q.evictPick, []any{[]string{"c7", "c8"}, []int64{10, 20}, []string{"c9"}}, []string{"caller_bytes_most", "caller_bytes_pkey"}},
+		{"fold the callers' deltas", q.foldCallers, nil, []string{"caller_bytes_pkey"}},
+		{"drop the callers at zero", q.dropZeroCallers, nil, []string{"caller_bytes_most"}},
 		{"evict: a caller's oldest", q.evictOldest, []any{"c7", evictRun}, []string{"job_evict"}},
 		{"evict", q.evict, []any{[]int64{1, 2}}, []string{"job_pkey"}},
 		{"stats", q.stats, nil, []string{"job_live", "job_held"}},
@@ -106,11 +110,12 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"webhook release all", q.hookReleaseAll, []any{now}, []string{"webhook_claimed"}},
 	}
 	// Every statement is planned here, or is exempt: it reads one row by
-	// its primary key, the runner table (a row per live runner) or the
-	// counter's one row, or it is a template (reapJobs, its parts above).
+	// its primary key, the runner table (a row per live runner), the
+	// counter's 16 rows or the first row of the callers' deltas, or it is a
+	// template (reapJobs, its parts above).
 	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
 		&q.forgetStale: true, &q.reapJobs: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
-		&q.lockStat: true, &q.notify: true}
+		&q.lockStat: true, &q.notify: true, &q.anyCallerDeltas: true}
 	planned := map[string]bool{}
 	for _, p := range plans {
 		planned[p.sql] = true

@@ -251,6 +251,17 @@ var sqlTemplates = queries{
 	// out (names in byte order for equals), and a caller's oldest
 	// released finished jobs.
 	heldByCaller: `SELECT caller, bytes FROM {s}.job WHERE ` + whereHeld,
+	// Folding the callers' deltas (010_caller_bytes_log) into their rows,
+	// under the counter's locks: the sums, in caller order, then the rows
+	// that reached zero.
+	foldCallers: `WITH d AS (
+			DELETE FROM {s}.caller_bytes_log RETURNING caller, delta
+		)
+		INSERT INTO {s}.caller_bytes AS c (caller, bytes)
+		SELECT caller, sum(delta) FROM d GROUP BY caller HAVING sum(delta) <> 0 ORDER BY caller
+		ON CONFLICT (caller) DO UPDATE SET bytes = c.bytes + excluded.bytes`,
+	dropZeroCallers: `DELETE FROM {s}.caller_bytes WHERE bytes = 0`,
+	anyCallerDeltas: `SELECT EXISTS (SELECT 1 FROM {s}.caller_bytes_log)`,
 	evictPick: `WITH h AS (
 			SELECT * FROM unnest($1::text[], $2::bigint[]) AS h (caller, bytes)
 		), c AS (
@@ -337,6 +348,7 @@ type queries struct {
 	reapLive, reapRunner, reapOrphans, reapTargets       string
 	lockStat, oldestExpired, sweep, totalBytes           string
 	heldByCaller, evictPick, evictOldest, evict          string
+	foldCallers, dropZeroCallers, anyCallerDeltas        string
 	stats, notify                                        string
 	hookClaim, hookDone, hookRetry, hookPending          string
 	hookRelease, hookReleaseAll                          string
@@ -361,6 +373,7 @@ func (q *queries) fields() []*string {
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict,
+		&q.foldCallers, &q.dropZeroCallers, &q.anyCallerDeltas,
 		&q.stats, &q.notify,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,
 	}
