@@ -16,7 +16,10 @@
 -- sweep, so the log holds at most about a sweep interval of releases.
 -- Readers that do not hold the locks (the console's) add the log's deltas
 -- to the rows they read. A caller's bytes are its caller_bytes row plus its
--- log rows; the tests re-derive both after every test.
+-- log rows; the tests re-derive both after every test. A node of an older
+-- build that is still running picks from caller_bytes without folding, so
+-- its evictions may lag by the deltas not yet folded until it is replaced
+-- (a newer schema refuses to open for it).
 
 CREATE TABLE {s}.caller_bytes_log (
 	seq    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
