@@ -157,11 +157,12 @@
 //     index, keeps the claims' bookkeeping off the job row and its
 //     indexes, and the three paths that finish a job unchanged.)
 //   - Sweep and eviction ([Store.Sweep], [Store.Evict]): both lock the byte
-//     counter's row first, so passes on several nodes decide one after the
+//     counter's rows first, so passes on several nodes decide one after the
 //     other: an eviction sees the totals the previous one left and never
 //     deletes more than one alone would. Their candidates skip rows another
-//     transaction holds (a lease bump). A pass with nothing to do is one
-//     read that locks nothing. The caller whose jobs an eviction takes is
+//     transaction holds (a lease bump). A pass with nothing to do is a read
+//     or two that lock nothing (a sweep folds the callers' byte deltas if
+//     there are any; see Byte budget). The caller whose jobs an eviction takes is
 //     decided in its transaction from caller_bytes, on any node: the share
 //     per caller holds across nodes.
 //

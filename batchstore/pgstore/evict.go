@@ -19,8 +19,10 @@ import (
 // equals), up to evictRun jobs a statement, then picks again: the order
 // of one pick per job, in fewer statements.
 //
-// Each transaction holds the byte counter's row lock from the first read
-// of the total to the commit, so a concurrent eviction, on any node, waits
+// Each transaction holds the byte counter's row locks (all 16, see
+// lockCounter) from the first read of the total to the commit, and folds
+// the callers' byte deltas in before it picks, so a concurrent eviction,
+// on any node, waits
 // and then sees the totals this one left: concurrent evictions never
 // delete more than one alone would. Jobs another transaction has locked (a
 // lease bump under way) are skipped; a caller whose jobs are all locked is
