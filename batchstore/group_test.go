@@ -282,3 +282,75 @@ func TestStore_GroupFailsOneWriteAlone(t *testing.T) {
 		}
 	}
 }
+
+// A group waits for the write lock (held here by another connection, as a
+// host's could) until every write in it has given up: the first write's
+// context ending fails that write alone, and the other is stored once the
+// lock is free. Before, the wait ran under the first write's context, and
+// its end failed the whole group.
+func TestStore_GroupWaitOutlivesOneWrite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "wait.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := sqlite.OpenConn(path, sqlite.OpenReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := sqlitex.Execute(other, "BEGIN IMMEDIATE", nil); err != nil {
+		t.Fatal(err)
+	}
+	beat := func(name string) func(*sqlite.Conn) error {
+		return func(conn *sqlite.Conn) error {
+			return sqlitex.Execute(conn, qHeartbeat, &sqlitex.ExecOptions{Args: []any{name, time.Now().UnixNano()}})
+		}
+	}
+	write := func(ctx context.Context, name string) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- s.write(ctx, name, beat(name)) }()
+		return done
+	}
+	// w0 holds the writer in its wait for the lock while w1 and w2 queue
+	// behind it; its end lets them form the next group.
+	ctx0, cancel0 := context.WithCancel(ctx)
+	done0 := write(ctx0, "w0")
+	for s.handing.Load() != 0 || len(done0) != 0 { // taken by the writer
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	ctx1, cancel1 := context.WithCancel(ctx)
+	done1, done2 := write(ctx1, "w1"), write(ctx, "w2")
+	for s.handing.Load() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel0()
+	if err := <-done0; !errors.Is(err, context.Canceled) {
+		t.Fatalf("w0 = %v, want its context's end", err)
+	}
+	for s.handing.Load() != 0 { // w1 and w2 taken, in one group, waiting for the lock
+		time.Sleep(time.Millisecond)
+	}
+	cancel1()
+	select {
+	case err := <-done2:
+		t.Fatalf("w2 answered (%v) while the lock was still held: w1's end cut the group's wait", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := sqlitex.Execute(other, "COMMIT", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done1; !errors.Is(err, context.Canceled) {
+		t.Errorf("w1 = %v, want its context's end", err)
+	}
+	if err := <-done2; err != nil {
+		t.Errorf("w2 = %v, want it stored", err)
+	}
+	if n := countRows(t, s, `SELECT count(*) FROM batch_runner WHERE id IN ('w0', 'w1', 'w2')`); n != 1 {
+		t.Errorf("%d of w0, w1, w2 stored, want w2's alone", n)
+	}
+}

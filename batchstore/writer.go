@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"zombiezen.com/go/sqlite"
@@ -215,10 +216,12 @@ func (s *Store) writeTx(ctx context.Context, pages int, fn func(*sqlite.Conn) er
 
 // runGroup runs the writes of a group in one immediate transaction and
 // sets each one's err. A write whose context ended while it waited is not
-// run. The write lock is waited for under the first write's context (the
-// only wait: the file's lock may be held by a host's connection); the
-// statements themselves are short and run to the end, so that no write's
-// context can roll back another's. Each write of a group of several runs
+// run. The write lock (the only wait: the file's lock may be held by a
+// host's connection) is waited for until every write of the group has
+// given up, so that one write's context cannot fail the others; a write
+// whose context ended during that wait is then left out. The statements
+// themselves are short and run to the end, so that no write's context can
+// roll back another's. Each write of a group of several runs
 // in a savepoint, so its error undoes only its own changes; an error that
 // made SQLite roll back the whole transaction (a full disk) fails every
 // write of the group, and so does a failed commit.
@@ -240,9 +243,24 @@ func (s *Store) runGroup(group []*writeReq, g *grouper) {
 			}
 		}
 	}
-	if err := s.begin(live[0].ctx, conn); err != nil {
+	bctx, stop := groupContext(live)
+	err := s.begin(bctx, conn)
+	stop()
+	if err != nil {
 		fail(err)
 		return
+	}
+	if len(live) > 1 {
+		kept := live[:0:0]
+		for _, req := range live {
+			if req.err = req.ctx.Err(); req.err == nil {
+				kept = append(kept, req)
+			}
+		}
+		if live = kept; len(live) == 0 {
+			s.rollback(conn)
+			return
+		}
 	}
 	pages := 0
 	if len(live) == 1 {
@@ -272,6 +290,32 @@ func (s *Store) runGroup(group []*writeReq, g *grouper) {
 	}
 	g.observe(time.Since(start))
 	s.committed(pages)
+}
+
+// groupContext returns the context a group waits for the write lock under:
+// a write's own context for a group of one; for several, one that ends
+// when the last of their contexts does, with its cause. stop releases it.
+func groupContext(live []*writeReq) (ctx context.Context, stop func()) {
+	if len(live) == 1 {
+		return live[0].ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var left atomic.Int32
+	left.Store(int32(len(live)))
+	stops := make([]func() bool, len(live))
+	for i, req := range live {
+		stops[i] = context.AfterFunc(req.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel(context.Cause(req.ctx))
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(nil)
+	}
 }
 
 // inSavepoint runs one write of a group in a savepoint and sets its err; a
