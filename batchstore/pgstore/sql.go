@@ -92,8 +92,9 @@ var sqlTemplates = queries{
 	// counter would change. The job's row is the fence: it matches only
 	// while $2 holds the job with $3 in flight, and under READ COMMITTED a
 	// concurrent reap or cancel that committed first is seen when the row
-	// lock is granted. $12 is the lease grain.
-	// The drain write of a target that starts the next one of a running
+	// lock is granted. $12 is the lease grain. There are two statements:
+	//
+	// step, the write of a target that starts the next one of a running
 	// job: the common case, and so the statement every target but a job's
 	// last runs. It names only the columns a step changes, none of them
 	// status or runner, so that neither job trigger (see 003 and 004) is
@@ -116,9 +117,10 @@ var sqlTemplates = queries{
 		UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
 		FROM j WHERE target.job_seq = j.seq AND target.idx = $3
 		RETURNING j.in_flight`,
-	// Any drain write: the step's, or the one that gives the job its final
-	// status and releases it (the last target, a cancelled job's target in
-	// flight), moving its bytes into the counters.
+	// finish, any drain write: the step's, or the one that gives the job
+	// its final status and releases it (the last target, a cancelled job's
+	// target in flight), moving its bytes into the counter (the row of the
+	// 16 its seq names, see 009).
 	finish: `WITH j AS (
 			UPDATE {s}.job SET
 				targets_ok = targets_ok + $4,
