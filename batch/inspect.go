@@ -1,7 +1,10 @@
 package batch
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -97,6 +100,24 @@ type WebhookBacklog struct {
 	// became due (its job's end), by the store's clock: the age of the
 	// backlog's head. 0 when none is due.
 	OldestDue time.Duration
+}
+
+// TopCallers orders the callers of bytes (a caller's name to the bytes
+// its jobs hold) as [Overview].Callers lists them, most bytes first, then
+// by name in byte order, leaving out those holding none, and keeps the
+// first limit. Each has only its name; an [Inspector] fills in the rest of
+// the Caller from the caller's newest job.
+func TopCallers(bytes map[string]int64, limit int) []CallerBytes {
+	var out []CallerBytes
+	for name, b := range bytes {
+		if b != 0 {
+			out = append(out, CallerBytes{Caller: Caller{Name: name}, Bytes: b})
+		}
+	}
+	slices.SortFunc(out, func(a, b CallerBytes) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Caller.Name, b.Caller.Name))
+	})
+	return out[:min(len(out), max(limit, 0))]
 }
 
 // CallerBytes is one caller's share of the byte budget.

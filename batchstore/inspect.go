@@ -1,11 +1,8 @@
 package batchstore
 
 import (
-	"cmp"
 	"context"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
@@ -175,16 +172,7 @@ func inspectCallers(conn *sqlite.Conn, limit int) ([]batch.CallerBytes, error) {
 		}
 		bytes[name] += b
 	}
-	var out []batch.CallerBytes
-	for name, b := range bytes {
-		if b != 0 {
-			out = append(out, batch.CallerBytes{Caller: batch.Caller{Name: name}, Bytes: b})
-		}
-	}
-	slices.SortFunc(out, func(a, b batch.CallerBytes) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Caller.Name, b.Caller.Name))
-	})
-	out = out[:min(len(out), limit)]
+	out := batch.TopCallers(bytes, limit)
 	for i := range out {
 		out[i].Caller.Restricted = true // until a job of its says otherwise
 		err := sqlitex.Execute(conn, qInspectCallerJob, &sqlitex.ExecOptions{

@@ -5,7 +5,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 
 	"time"
 
@@ -76,13 +75,10 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 				ov.Webhooks.OldestDue = max(ov.Webhooks.OldestDue, now.Sub(h.dueSince))
 			}
 		}
-		for name, b := range bytes {
-			ov.Callers = append(ov.Callers, batch.CallerBytes{Caller: newest[name].job.Caller, Bytes: b})
+		ov.Callers = batch.TopCallers(bytes, p.Callers)
+		for i := range ov.Callers {
+			ov.Callers[i].Caller = newest[ov.Callers[i].Caller.Name].job.Caller
 		}
-		slices.SortFunc(ov.Callers, func(a, b batch.CallerBytes) int {
-			return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Caller.Name, b.Caller.Name))
-		})
-		ov.Callers = ov.Callers[:min(len(ov.Callers), max(p.Callers, 0))]
 		return nil
 	})
 	return ov, err

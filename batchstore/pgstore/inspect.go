@@ -1,9 +1,7 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -209,16 +207,7 @@ func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes,
 	for name, b := range held {
 		bytes[name] += b
 	}
-	var out []batch.CallerBytes
-	for name, b := range bytes {
-		if b != 0 {
-			out = append(out, batch.CallerBytes{Caller: batch.Caller{Name: name}, Bytes: b})
-		}
-	}
-	slices.SortFunc(out, func(a, b batch.CallerBytes) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Caller.Name, b.Caller.Name))
-	})
-	out = out[:min(len(out), limit)]
+	out := batch.TopCallers(bytes, limit)
 	if len(out) == 0 {
 		return nil, nil
 	}
