@@ -60,10 +60,10 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 			if ov.Stats.Bytes, err = totalBytes(conn); err != nil {
 				return err
 			}
-			if ov.Recent, err = inspectJobs(conn, qInspectRecent, p.Recent); err != nil {
+			if ov.Recent, err = walkJobs(conn, qInspectRecent, p.Recent); err != nil {
 				return err
 			}
-			if ov.Running, err = inspectJobs(conn, qInspectRunning, p.Running); err != nil {
+			if ov.Running, err = walkJobs(conn, qInspectRunning, p.Running); err != nil {
 				return err
 			}
 			ov.Failures = map[batch.Outcome]int{}
@@ -112,14 +112,15 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 	return ov, nil
 }
 
-// inspectJobs reads up to limit jobs of q, a query of jobCols whose walk
+// walkJobs reads up to limit jobs of q (with args), a query of jobCols whose walk
 // stops at the limit (no LIMIT ?: see qJob).
-func inspectJobs(conn *sqlite.Conn, q string, limit int) ([]batch.Job, error) {
+func walkJobs(conn *sqlite.Conn, q string, limit int, args ...any) ([]batch.Job, error) {
 	if limit < 1 {
 		return nil, nil
 	}
 	var jobs []batch.Job
 	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
+		Args: args,
 		ResultFunc: func(stmt *sqlite.Stmt) error {
 			_, j := scanJob(stmt)
 			jobs = append(jobs, j)

@@ -104,24 +104,11 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job,
 	if limit < 1 {
 		return nil, nil
 	}
-	err = s.read(ctx, "list jobs", func(conn *sqlite.Conn) error {
+	err = s.read(ctx, "list jobs", func(conn *sqlite.Conn) (err error) {
 		// No LIMIT ? and +? (see qJob): the index yields the rows in order,
 		// and the walk stops at limit.
-		err := sqlitex.Execute(conn, `SELECT `+jobCols+` FROM batch_job j WHERE j.caller = +?
-			ORDER BY j.created_at DESC, j.seq DESC`, &sqlitex.ExecOptions{
-			Args: []any{caller},
-			ResultFunc: func(stmt *sqlite.Stmt) error {
-				_, j := scanJob(stmt)
-				jobs = append(jobs, j)
-				if len(jobs) == limit {
-					return errStop
-				}
-				return nil
-			},
-		})
-		if err == errStop {
-			err = nil
-		}
+		jobs, err = walkJobs(conn, `SELECT `+jobCols+` FROM batch_job j WHERE j.caller = +?
+			ORDER BY j.created_at DESC, j.seq DESC`, limit, caller)
 		return err
 	})
 	if err != nil {
