@@ -3,6 +3,8 @@ package batch
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"time"
 	"unicode/utf8"
@@ -99,16 +101,16 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // so that a resubmit of the same list reuses the job only with the same
 // webhook (see [IdemKeyWith]).
 func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
-	given := opts.Trace.clean()
-	ctx, end := r.observeSubmit(ctx, SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})
-	defer func() { end(SubmitResult{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
+	given := opts.Trace.Clean()
+	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})
+	defer func() { end(batchobserve.SubmitEnd{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
 	if err := r.validateSubmit(caller, targets); err != nil {
 		return JobInfo{}, false, err
 	}
 	if err := r.validateWebhook(opts.WebhookURL); err != nil {
 		return JobInfo{}, false, err
 	}
-	job, reused, err = r.create(ctx, CreateParams{
+	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: IdemKeyWith(caller.Name, targets, opts), Targets: targets,
 		WebhookURL: opts.WebhookURL, Trace: given,
 	})
@@ -130,12 +132,12 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 // flight at the cancel is stored; a job with every target done is
 // [ErrNothingToRetry], a job of another caller [ErrNotFound].
 func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobInfo, reused bool, err error) {
-	ctx, end := r.observeSubmit(ctx, SubmitEvent{Caller: caller, RetryOf: id})
-	defer func() { end(SubmitResult{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
+	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, RetryOf: id})
+	defer func() { end(batchobserve.SubmitEnd{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
 	if caller.Name == "" {
 		return JobInfo{}, false, ErrInvalidCaller
 	}
-	old, records, err := r.store.Get(ctx, GetParams{Caller: caller.Name, JobID: id})
+	old, records, err := r.store.Get(ctx, batchdriver.GetParams{Caller: caller.Name, JobID: id})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
 	}
@@ -156,7 +158,7 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	if err := r.validateWebhook(old.WebhookURL); err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
 	}
-	job, reused, err = r.create(ctx, CreateParams{
+	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: retryKey(caller.Name, id, targets), Targets: targets,
 		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL,
 	})
@@ -168,7 +170,7 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 
 // create stores a new job from p (its ID, Limits and Now are filled in
 // here) or reuses one, and counts and logs it. p's targets are valid.
-func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, error) {
+func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInfo, bool, error) {
 	r.accepting.RLock()
 	defer r.accepting.RUnlock()
 	if err := r.acceptErr(); err != nil {
@@ -179,7 +181,7 @@ func (r *Runner) create(ctx context.Context, p CreateParams) (JobInfo, bool, err
 		return JobInfo{}, false, fmt.Errorf("job id: %w", err)
 	}
 	p.ID = u.String()
-	p.Limits = Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL),
+	p.Limits = batchdriver.Limits{JobsPerCaller: r.cfg.JobsPerCaller, JobsTotal: r.cfg.JobsTotal, TTL: time.Duration(r.cfg.TTL),
 		WebhooksPerCaller: r.cfg.WebhookPendingPerCaller}
 	p.Now = r.now()
 	p.Trace = r.traceOf(ctx, p.Trace)
@@ -232,7 +234,7 @@ func (r *Runner) validateSubmit(caller Caller, targets []Target) error {
 				return &TargetError{Index: i, Reason: "invalid UTF-8"}
 			}
 		}
-		if !validMode(t.Mode) {
+		if !batchdriver.ValidMode(t.Mode) {
 			return &TargetError{Index: i, Reason: fmt.Sprintf("unknown mode %q", truncate(t.Mode, 32))}
 		}
 	}
@@ -246,7 +248,7 @@ func (r *Runner) TargetsPerJob() int { return r.cfg.TargetsPerJob }
 // does not bump the lease (see [Runner.Touch]). A job of another caller is
 // [ErrNotFound].
 func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts StatusOptions) (JobInfo, error) {
-	job, targets, err := r.store.Get(ctx, GetParams{Caller: caller.Name, JobID: id, Results: opts.Results, JobOnly: opts.JobOnly})
+	job, targets, err := r.store.Get(ctx, batchdriver.GetParams{Caller: caller.Name, JobID: id, Results: opts.Results, JobOnly: opts.JobOnly})
 	if err != nil {
 		return JobInfo{}, fmt.Errorf("batch: status: %w", err)
 	}
@@ -257,7 +259,7 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 			info.Targets[i] = targetInfo(job, t)
 		}
 	}
-	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= LeaseGrain {
+	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= batchdriver.LeaseGrain {
 		if err := r.Touch(ctx, caller, id); err == nil {
 			info.ExpiresAt = now.Add(time.Duration(r.cfg.TTL)).UTC()
 		}
@@ -268,7 +270,7 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 // Result returns one target of the caller's job with its result. An idx
 // outside the job, or a job of another caller, is [ErrNotFound].
 func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) (TargetResult, error) {
-	job, t, err := r.store.GetTarget(ctx, GetTargetParams{Caller: caller.Name, JobID: id, Idx: idx})
+	job, t, err := r.store.GetTarget(ctx, batchdriver.GetTargetParams{Caller: caller.Name, JobID: id, Idx: idx})
 	if err != nil {
 		return TargetResult{}, fmt.Errorf("batch: result: %w", err)
 	}
@@ -279,7 +281,7 @@ func (r *Runner) Result(ctx context.Context, caller Caller, id string, idx int) 
 // a target in flight finishes and is stored. A finished job is
 // [ErrFinished]; a job of another caller is [ErrNotFound].
 func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
-	if err := r.store.Cancel(ctx, CancelParams{Caller: caller.Name, JobID: id, Now: r.now()}); err != nil {
+	if err := r.store.Cancel(ctx, batchdriver.CancelParams{Caller: caller.Name, JobID: id, Now: r.now()}); err != nil {
 		return fmt.Errorf("batch: cancel: %w", err)
 	}
 	r.metrics.job(string(JobCancelled))
@@ -311,7 +313,7 @@ func (r *Runner) Ready(ctx context.Context) error {
 // Touch bumps the lease of the caller's job, as an owner read does. Writes
 // that would move the lease by less than [LeaseGrain] may be skipped.
 func (r *Runner) Touch(ctx context.Context, caller Caller, id string) error {
-	if err := r.store.Touch(ctx, TouchParams{Caller: caller.Name, JobID: id, Now: r.now()}); err != nil {
+	if err := r.store.Touch(ctx, batchdriver.TouchParams{Caller: caller.Name, JobID: id, Now: r.now()}); err != nil {
 		return fmt.Errorf("batch: touch: %w", err)
 	}
 	return nil
@@ -323,7 +325,7 @@ func (r *Runner) List(ctx context.Context, caller Caller, limit int) ([]JobInfo,
 	if limit < 1 {
 		limit = 20
 	}
-	jobs, err := r.store.List(ctx, ListParams{Caller: caller.Name, Limit: limit})
+	jobs, err := r.store.List(ctx, batchdriver.ListParams{Caller: caller.Name, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("batch: list: %w", err)
 	}
@@ -376,9 +378,11 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	return r.Status(ctx, caller, id, opts.StatusOptions)
 }
 
-func (r *Runner) expiresAt(j Job) time.Time { return j.Lease.Add(time.Duration(r.cfg.TTL)).UTC() }
+func (r *Runner) expiresAt(j batchdriver.Job) time.Time {
+	return j.Lease.Add(time.Duration(r.cfg.TTL)).UTC()
+}
 
-func (r *Runner) jobInfo(j Job) JobInfo {
+func (r *Runner) jobInfo(j batchdriver.Job) JobInfo {
 	return JobInfo{
 		ID:           j.ID,
 		Status:       j.Status,
@@ -393,7 +397,7 @@ func (r *Runner) jobInfo(j Job) JobInfo {
 	}
 }
 
-func targetInfo(j Job, t TargetRecord) TargetInfo {
+func targetInfo(j batchdriver.Job, t batchdriver.TargetRecord) TargetInfo {
 	ti := TargetInfo{
 		Idx: t.Idx, URL: t.Target.URL, Status: t.Status, Error: t.Error,
 		Hint: t.Hint, Outcome: t.Outcome, Result: t.Result,

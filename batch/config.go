@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"time"
 
@@ -60,7 +62,7 @@ const (
 // the block decodes with encoding/json and both common TOML libraries.
 type Config struct {
 	// Store holds the jobs. Required.
-	Store Store `json:"-" toml:"-"`
+	Store batchdriver.Store `json:"-" toml:"-"`
 	// Fetch fetches one target. Required.
 	Fetch FetchFunc `json:"-" toml:"-"`
 
@@ -157,7 +159,7 @@ type Config struct {
 	// Observer observes each job's lifecycle, for traces (see [Observer];
 	// batchotel makes one for OpenTelemetry). Defaults to nil: nothing is
 	// observed, at the cost of a nil check per step.
-	Observer Observer `json:"-" toml:"-"`
+	Observer batchobserve.Observer `json:"-" toml:"-"`
 
 	// Webhook fairness: deliveries run in a pool of WebhookWorkers slots,
 	// each delivery in a slot of its own (a slow receiver holds one slot,
@@ -253,8 +255,8 @@ func (cfg Config) validate() error {
 	if cfg.HeartbeatInterval > 0 && cfg.StaleAfter > 0 && cfg.StaleAfter < 2*cfg.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("stale_after (%s) must be at least twice heartbeat_interval (%s)", cfg.StaleAfter, cfg.HeartbeatInterval))
 	}
-	if cfg.TTL > 0 && cfg.TTL < Duration(LeaseGrain) {
-		errs = append(errs, fmt.Errorf("ttl must be at least %s, got %s", LeaseGrain, cfg.TTL))
+	if cfg.TTL > 0 && cfg.TTL < Duration(batchdriver.LeaseGrain) {
+		errs = append(errs, fmt.Errorf("ttl must be at least %s, got %s", batchdriver.LeaseGrain, cfg.TTL))
 	}
 	if err := metrics.ValidateMetric(cfg.MetricsPrefix + "_jobs_total"); err != nil {
 		errs = append(errs, fmt.Errorf("metrics_prefix %q: %w", cfg.MetricsPrefix, err))

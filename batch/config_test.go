@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"reflect"
 	"strings"
 	"testing"
@@ -133,7 +134,7 @@ func TestAggregateStatus(t *testing.T) {
 	t.Parallel()
 	f := func(ok, failed int, want batch.JobStatus) {
 		t.Helper()
-		if got := batch.AggregateStatus(ok, failed); got != want {
+		if got := batchdriver.AggregateStatus(ok, failed); got != want {
 			t.Errorf("AggregateStatus(%d, %d) = %s, want %s", ok, failed, got, want)
 		}
 	}

@@ -15,35 +15,41 @@ var depRule = []struct {
 	external []string // allowed non-stdlib import path prefixes outside the module
 	internal []string // allowed module packages
 }{
-	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, nil},
-	{"batch/batchtest", nil, []string{"batch"}},
-	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch", "internal/migrations"}},
-	{"batchstore/pgstore", []string{pgx}, []string{"batch", "internal/migrations"}},
+	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, []string{"batch/batchdriver", "batch/batchobserve"}},
+	{"batch/batchdriver", nil, nil},
+	{"batch/batchobserve", nil, []string{"batch/batchdriver"}},
+	{"batch/batchtest", nil, []string{"batch", "batch/batchdriver"}},
+	{"batch/batchdriver/batchdrivertest", nil, []string{"batch", "batch/batchdriver", "batch/batchtest"}},
+	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch/batchdriver", "internal/migrations"}},
+	{"batchstore/pgstore", []string{pgx}, []string{"batch/batchdriver", "internal/migrations"}},
 	{"batchnet", nil, []string{"batch"}},
 	{"batchhttp", []string{"github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchnet"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
-	{"batchconsole", nil, []string{"batch"}},
+	{"batchconsole", nil, []string{"batch", "batch/batchdriver"}},
 	{"internal/migrations", nil, nil},
 	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only
 	{"internal/pgtest", []string{pgx}, nil},                   // test support: imported by test files only
-	{"batchotel", []string{otelAPI}, []string{"batch"}},
+	{"batchotel", []string{otelAPI}, []string{"batch", "batch/batchdriver", "batch/batchobserve"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
 
 // testDepRule adds what test files may import on top.
 var testDepRule = map[string][]string{
-	"batch":               {"batch/batchtest"},
-	"batch/batchtest":     {},
-	"batchstore":          {"batch/batchtest"},
-	"batchstore/pgstore":  {"batch/batchtest", "internal/pgtest"},
-	"batchnet":            {},
-	"internal/migrations": {},
-	"internal/apitest":    {},
-	"internal/pgtest":     {},
-	"batchhttp":           {"batch/batchtest"},
-	"batchcli":            {"batch/batchtest", "batchhttp", "internal/apitest"},
-	"batchotel":           {"batch/batchtest", "batchstore", "batchstore/pgstore", "internal/pgtest"},
-	"batchconsole":        {"batch/batchtest"},
+	"batch":                             {"batch/batchtest"},
+	"batch/batchdriver":                 {},
+	"batch/batchobserve":                {},
+	"batch/batchtest":                   {},
+	"batch/batchdriver/batchdrivertest": {"batch/batchtest"},
+	"batchstore":                        {"batch", "batch/batchtest", "batch/batchdriver/batchdrivertest"},
+	"batchstore/pgstore":                {"batch", "batch/batchtest", "batch/batchdriver/batchdrivertest", "internal/pgtest"},
+	"batchnet":                          {},
+	"internal/migrations":               {},
+	"internal/apitest":                  {},
+	"internal/pgtest":                   {},
+	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest"},
+	"batchcli":                          {"batch/batchtest", "batchhttp", "internal/apitest"},
+	"batchotel":                         {"batch/batchtest", "batchstore", "batchstore/pgstore", "internal/pgtest"},
+	"batchconsole":                      {"batch/batchtest"},
 }
 
 // testExternal are the module-external imports every package's test files
@@ -200,7 +206,8 @@ func TestCheckImports(t *testing.T) {
 	f("batchcli", []string{module + "/batchstore"}, true)
 	f("batch/batchtest", []string{module + "/batchhttp"}, true)
 	f("examples/batchd", []string{module + "/batchstore", "github.com/x/y"}, false)
-	f("batchstore/pgstore", []string{pgx + "/pgxpool", module + "/batch"}, false)
+	f("batchstore/pgstore", []string{pgx + "/pgxpool", module + "/batch/batchdriver"}, false)
+	f("batchstore/pgstore", []string{module + "/batch"}, true)
 	f("batchstore/pgstore", []string{module + "/batchstore"}, true)
 	f("batchstore", []string{pgx}, true)
 	f("batch", []string{pgx + "/pgconn"}, true)

@@ -246,8 +246,8 @@
 //
 // A [Store] is the whole persistence contract; every method is atomic, and
 // its parameters travel in structs so that fields can be added without
-// breaking implementations. batchtest.TestStore, batchtest.TestRunner and
-// batchtest.TestStoreReopen are the conformance suites every implementation
+// breaking implementations. batchdrivertest.TestStore, batchdrivertest.TestRunner and
+// batchdrivertest.TestStoreReopen are the conformance suites every implementation
 // runs, each case named <Group>/<Case> (TestStore/Drain/FinishTargetFenced);
 // their cluster cases run only for a store whose [Store.Capabilities] say
 // Shared.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -69,7 +71,7 @@ func (r *Runner) claimAndDrain() bool {
 	}
 	ctx, cancel := storeCtx()
 	began := time.Now()
-	c, ok, err := r.store.Claim(ctx, ClaimParams{Runner: r.cfg.RunnerID, Now: r.now()})
+	c, ok, err := r.store.Claim(ctx, batchdriver.ClaimParams{Runner: r.cfg.RunnerID, Now: r.now()})
 	cancel()
 	claimed := time.Now()
 	r.observe("claim", began, err)
@@ -94,7 +96,7 @@ func (r *Runner) claimAndDrain() bool {
 // fails the job). Store writes that fail for a while (a lock wait that ran
 // out, a full disk) are retried until they succeed or the runner closes, so
 // a passing fault never strands a job as running.
-func (r *Runner) drain(c Claimed, claimStart, claimEnd time.Time) {
+func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 	start := time.Now()
 	job := c.Job
 	done := 0 // targets written by this drain
@@ -102,7 +104,7 @@ func (r *Runner) drain(c Claimed, claimStart, claimEnd time.Time) {
 	final := JobRunning
 	ctx, endJob := r.observeJob(r.fetchCtx, c, claimStart, claimEnd)
 	stopped := ""
-	defer func() { endJob(JobResult{Status: final, TargetsDone: done, Stopped: stopped}) }()
+	defer func() { endJob(batchobserve.JobEnd{Status: final, TargetsDone: done, Stopped: stopped}) }()
 	for next := c.Next; next >= 0; {
 		if next >= len(c.Targets) || c.Targets[next].Idx != next {
 			log.LogAttrs(context.Background(), slog.LevelError, "batch store started an unknown target", slog.Int("idx", next))
@@ -118,7 +120,7 @@ func (r *Runner) drain(c Claimed, claimStart, claimEnd time.Time) {
 		}
 		step, err := r.storeTarget(ctx, log, job, &fin)
 		switch {
-		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrNotFound):
+		case errors.Is(err, batchdriver.ErrNotHeld), errors.Is(err, ErrNotFound):
 			// Reaped as stale, or gone: another runner or the sweeper
 			// decided the job's fate. Nothing of ours is to be written.
 			log.LogAttrs(context.Background(), slog.LevelWarn, "batch job no longer held; stopped draining it", slog.Int("idx", next))
@@ -161,34 +163,34 @@ func (r *Runner) drain(c Claimed, claimStart, claimEnd time.Time) {
 // A result the store has not taken for Config.StoreWait (a disk too full for
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
-func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job Job, fin *TargetFinish) (step Step, err error) {
+func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdriver.Job, fin *batchdriver.TargetFinish) (step batchdriver.Step, err error) {
 	ctx, end := r.observeStore(ctx, job, fin.Idx)
 	attempt := 1
-	defer func() { end(StoreResult{Attempts: attempt, Next: step.Next, Status: step.Status, Err: err}) }()
+	defer func() { end(batchobserve.StoreEnd{Attempts: attempt, Next: step.Next, Status: step.Status, Err: err}) }()
 	giveUp := time.Now().Add(time.Duration(r.cfg.StoreWait))
 	backoff := 100 * time.Millisecond
 	for ; ; attempt++ {
 		sctx, cancel := r.storeCtxOf(ctx)
 		began := time.Now()
-		step, err = r.store.FinishTarget(sctx, FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
+		step, err = r.store.FinishTarget(sctx, batchdriver.FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
 		cancel()
 		r.observe("finish target", began, err)
-		if err == nil || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
+		if err == nil || errors.Is(err, batchdriver.ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return step, err
 		}
 		log.LogAttrs(context.Background(), storeErrLevel(err), "batch store write failed; retrying",
 			append([]slog.Attr{slog.String("op", "finish target"), slog.Int("attempt", attempt)}, storeErrAttrs(err)...)...)
 		if fin.Status == TargetDone && time.Now().After(giveUp) {
 			size := len(fin.Result)
-			*fin = TargetFinish{Idx: fin.Idx}
-			fin.fail(OutcomeOther, "", fmt.Errorf("not stored: the store could not take the %d-byte result for %s", size, time.Duration(r.cfg.StoreWait)))
+			*fin = batchdriver.TargetFinish{Idx: fin.Idx}
+			failTarget(fin, OutcomeOther, "", fmt.Errorf("not stored: the store could not take the %d-byte result for %s", size, time.Duration(r.cfg.StoreWait)))
 			log.LogAttrs(context.Background(), slog.LevelWarn, "batch result given up; storing the target as failed",
 				slog.Int("idx", fin.Idx), slog.Int("bytes", size))
 			backoff = 100 * time.Millisecond
 		}
 		select {
 		case <-r.stop:
-			return Step{}, err
+			return batchdriver.Step{}, err
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, maxStoreBackoff)
@@ -205,19 +207,19 @@ const maxStoreBackoff = 250 * time.Millisecond
 // (but not once the job is cancelled), and returns what to store and how
 // long it took. closed reports that the runner closed and cut the fetch
 // short; nothing is to be stored then.
-func (r *Runner) fetchTarget(ctx context.Context, job Job, t TargetRecord) (fin TargetFinish, d time.Duration, closed bool) {
+func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord) (fin batchdriver.TargetFinish, d time.Duration, closed bool) {
 	ctx, end := r.observeFetch(ctx, job, t.Idx)
 	defer func() {
 		if closed {
-			end(FetchResult{})
+			end(batchobserve.FetchEnd{})
 		} else {
-			end(FetchResult{Status: fin.Status, Outcome: fin.Outcome, Bytes: len(fin.Result)})
+			end(batchobserve.FetchEnd{Status: fin.Status, Outcome: fin.Outcome, Bytes: len(fin.Result)})
 		}
 	}()
 	start := time.Now()
 	r.metrics.inflight.Inc()
 	defer r.metrics.inflight.Dec()
-	fin = TargetFinish{Idx: t.Idx}
+	fin = batchdriver.TargetFinish{Idx: t.Idx}
 	backoff := 100 * time.Millisecond
 	for {
 		fr := r.callFetch(ctx, job, t)
@@ -225,12 +227,12 @@ func (r *Runner) fetchTarget(ctx context.Context, job Job, t TargetRecord) (fin 
 		case fr.interrupted:
 			return fin, time.Since(start), true
 		case fr.timedOut:
-			fin.fail(OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
+			failTarget(&fin, OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
 		case fr.err != nil && isBusy(fr.err):
 			// Full jitter: sleep a random time up to the backoff.
 			sleep := rand.N(backoff) + time.Millisecond
 			if time.Since(start)+sleep > time.Duration(r.cfg.BusyWait) {
-				fin.fail(OutcomeBusy, hintOf(fr.err), fmt.Errorf("busy: fetcher still busy after %s", time.Duration(r.cfg.BusyWait).Round(time.Millisecond)))
+				failTarget(&fin, OutcomeBusy, hintOf(fr.err), fmt.Errorf("busy: fetcher still busy after %s", time.Duration(r.cfg.BusyWait).Round(time.Millisecond)))
 				break
 			}
 			select {
@@ -239,7 +241,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job Job, t TargetRecord) (fin 
 				return fin, time.Since(start), true
 			}
 			if r.cancelled(job) {
-				fin.fail(OutcomeCancel, "", errors.New("cancelled while the fetcher was busy"))
+				failTarget(&fin, OutcomeCancel, "", errors.New("cancelled while the fetcher was busy"))
 				break
 			}
 			backoff = min(backoff*2, 5*time.Second)
@@ -253,9 +255,9 @@ func (r *Runner) fetchTarget(ctx context.Context, job Job, t TargetRecord) (fin 
 			default:
 				o = OutcomeOther
 			}
-			fin.fail(o.Fold(), hintOf(fr.err), fr.err)
+			failTarget(&fin, o.Fold(), hintOf(fr.err), fr.err)
 		case len(fr.env) > r.cfg.MaxResultBytes:
-			fin.fail(OutcomeTooLong, "", fmt.Errorf("too long: result is %d bytes (max %d)", len(fr.env), r.cfg.MaxResultBytes))
+			failTarget(&fin, OutcomeTooLong, "", fmt.Errorf("too long: result is %d bytes (max %d)", len(fr.env), r.cfg.MaxResultBytes))
 		default:
 			fin.Status, fin.Outcome, fin.Result = TargetDone, OutcomeOK, fr.env
 		}
@@ -265,17 +267,17 @@ func (r *Runner) fetchTarget(ctx context.Context, job Job, t TargetRecord) (fin 
 
 // cancelled reports whether job was cancelled (or is gone). A read that
 // fails counts as not cancelled: the fetch goes on.
-func (r *Runner) cancelled(job Job) bool {
+func (r *Runner) cancelled(job batchdriver.Job) bool {
 	ctx, cancel := storeCtx()
 	defer cancel()
-	j, _, err := r.store.Get(ctx, GetParams{Caller: job.Caller.Name, JobID: job.ID})
+	j, _, err := r.store.Get(ctx, batchdriver.GetParams{Caller: job.Caller.Name, JobID: job.ID})
 	if errors.Is(err, ErrNotFound) {
 		return true
 	}
 	return err == nil && j.Status != JobRunning
 }
 
-func (f *TargetFinish) fail(o Outcome, hint string, err error) {
+func failTarget(f *batchdriver.TargetFinish, o Outcome, hint string, err error) {
 	f.Status, f.Outcome = TargetFailed, o
 	f.Hint = truncate(hint, maxHintBytes)
 	f.Error = truncate(err.Error(), maxErrorBytes)
@@ -300,7 +302,7 @@ type fetchReturn struct {
 // ignores its context is abandoned at the deadline. A call that returns
 // more than [FetchOverrunGrace] after its context ended is counted and
 // logged (see overran).
-func (r *Runner) callFetch(parent context.Context, job Job, t TargetRecord) fetchReturn {
+func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord) fetchReturn {
 	// A fetch slot first: a call abandoned at its deadline keeps its slot
 	// until it returns, so even a fetcher that ignores its context never has
 	// more than Workers calls running.
@@ -363,7 +365,7 @@ func (r *Runner) callFetch(parent context.Context, job Job, t TargetRecord) fetc
 // [FetchOverrunGrace] after its context ended (at ended, Unix nanoseconds;
 // 0 if it had not): a FetchFunc that ignores its context, which held a
 // worker's fetch slot all that time.
-func (r *Runner) overran(job Job, idx int, ended int64, returned time.Time) {
+func (r *Runner) overran(job batchdriver.Job, idx int, ended int64, returned time.Time) {
 	if ended == 0 {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"time"
 )
@@ -50,13 +51,13 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var errs []error
 	var err error
 	began := time.Now()
-	c.Swept, err = r.store.Sweep(ctx, SweepParams{TTL: time.Duration(r.cfg.TTL), Now: r.at(now)})
+	c.Swept, err = r.store.Sweep(ctx, batchdriver.SweepParams{TTL: time.Duration(r.cfg.TTL), Now: r.at(now)})
 	r.observe("sweep", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
 	began = time.Now()
-	c.Evicted, err = r.store.Evict(ctx, EvictParams{MaxBytes: r.cfg.MaxBytes})
+	c.Evicted, err = r.store.Evict(ctx, batchdriver.EvictParams{MaxBytes: r.cfg.MaxBytes})
 	r.observe("evict", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"sync"
 	"time"
@@ -25,7 +26,7 @@ func (r *Runner) heartbeat() {
 		}
 		ctx, cancel := storeCtx()
 		start, now := time.Now(), r.cfg.Now()
-		err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)})
+		err := r.store.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)})
 		r.observe("heartbeat", start, err)
 		if err == nil && time.Since(start) > time.Duration(r.cfg.HeartbeatInterval) {
 			// A heartbeat that took longer than the interval may have
@@ -50,7 +51,7 @@ func (r *Runner) reapStale(ctx context.Context, now time.Time) (int, error) {
 	if !r.health.reachableFor(now, time.Duration(r.cfg.StaleAfter)) {
 		return 0, nil
 	}
-	p := ReapParams{StaleAfter: time.Duration(r.cfg.StaleAfter), Reason: reasonRestart, Now: r.at(now)}
+	p := batchdriver.ReapParams{StaleAfter: time.Duration(r.cfg.StaleAfter), Reason: reasonRestart, Now: r.at(now)}
 	return r.reap(ctx, p, "stale", "batch jobs of stale runners failed")
 }
 
@@ -154,7 +155,7 @@ func errClass(err error) string {
 }
 
 // modelErrs are the sentinels by which a store that works answers.
-var modelErrs = []error{ErrNotFound, ErrNotHeld, ErrFinished, ErrLive, ErrNothingToRetry,
+var modelErrs = []error{ErrNotFound, batchdriver.ErrNotHeld, ErrFinished, ErrLive, ErrNothingToRetry,
 	ErrCallerBusy, ErrBusy, ErrInvalidTarget, ErrNoTargets, ErrTooManyTargets, ErrInvalidCaller}
 
 func isModelErr(err error) bool {

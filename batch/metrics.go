@@ -2,6 +2,7 @@ package batch
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -83,7 +84,7 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 	m := &runnerMetrics{
 		set:        s,
 		jobs:       make(map[string]*metrics.Counter, len(jobOutcomes)),
-		targets:    make(map[Outcome]*metrics.Counter, len(targetOutcomes)),
+		targets:    make(map[Outcome]*metrics.Counter, len(batchdriver.Outcomes)),
 		queueDepth: s.NewGauge(prefix+"_queue_depth", nil),
 		inflight:   s.NewGauge(prefix+"_targets_inflight", nil),
 		jobSecs:    s.NewPrometheusHistogramExt(prefix+"_job_seconds", jobSecondsBuckets),
@@ -99,7 +100,7 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 	for _, o := range jobOutcomes {
 		m.jobs[o] = s.NewCounter(fmt.Sprintf(`%s_jobs_total{outcome=%q}`, prefix, o))
 	}
-	for _, o := range targetOutcomes {
+	for _, o := range batchdriver.Outcomes {
 		m.targets[o] = s.NewCounter(fmt.Sprintf(`%s_targets_total{outcome=%q}`, prefix, o))
 	}
 	for _, o := range webhookOutcomes {

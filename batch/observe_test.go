@@ -3,6 +3,8 @@ package batch_test
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"slices"
 	"strings"
 	"sync"
@@ -67,7 +69,7 @@ func TestSubmit_TraceContext(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", c.given, err)
 		}
-		j, _, err := store.Get(t.Context(), batch.GetParams{Caller: caller.Name, JobID: job.ID, JobOnly: true})
+		j, _, err := store.Get(t.Context(), batchdriver.GetParams{Caller: caller.Name, JobID: job.ID, JobOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,9 +94,9 @@ func (o *recObserver) add(s string) {
 	o.mu.Unlock()
 }
 
-func (o *recObserver) Submit(ctx context.Context, ev batch.SubmitEvent) (context.Context, func(batch.SubmitResult)) {
+func (o *recObserver) Submit(ctx context.Context, ev batchobserve.SubmitEvent) (context.Context, func(batchobserve.SubmitEnd)) {
 	o.add(fmt.Sprintf("submit %s %d", ev.Caller.Name, ev.Targets))
-	return context.WithValue(ctx, traceKey{}, "submit"), func(res batch.SubmitResult) {
+	return context.WithValue(ctx, traceKey{}, "submit"), func(res batchobserve.SubmitEnd) {
 		o.add(fmt.Sprintf("submitted %s %v", res.Status, res.Err))
 	}
 }
@@ -106,35 +108,35 @@ func (o *recObserver) TraceContext(ctx context.Context) batch.TraceContext {
 	return o.trace
 }
 
-func (o *recObserver) Job(ctx context.Context, ev batch.JobEvent) (context.Context, func(batch.JobResult)) {
+func (o *recObserver) Job(ctx context.Context, ev batchobserve.JobEvent) (context.Context, func(batchobserve.JobEnd)) {
 	o.add(fmt.Sprintf("job %d %s claimed in order %v", ev.TargetsTotal, ev.Trace.Parent, !ev.ClaimEnd.Before(ev.ClaimStart)))
-	return context.WithValue(ctx, traceKey{}, "job"), func(res batch.JobResult) {
+	return context.WithValue(ctx, traceKey{}, "job"), func(res batchobserve.JobEnd) {
 		o.add(fmt.Sprintf("job end %s %d %q", res.Status, res.TargetsDone, res.Stopped))
 	}
 }
 
-func (o *recObserver) Fetch(ctx context.Context, ev batch.TargetEvent) (context.Context, func(batch.FetchResult)) {
+func (o *recObserver) Fetch(ctx context.Context, ev batchobserve.TargetEvent) (context.Context, func(batchobserve.FetchEnd)) {
 	o.add(fmt.Sprintf("fetch %d in %v", ev.Idx, ctx.Value(traceKey{})))
-	return context.WithValue(ctx, traceKey{}, "fetch"), func(res batch.FetchResult) {
+	return context.WithValue(ctx, traceKey{}, "fetch"), func(res batchobserve.FetchEnd) {
 		o.add(fmt.Sprintf("fetched %d %s %s", ev.Idx, res.Status, res.Outcome))
 	}
 }
 
-func (o *recObserver) Store(ctx context.Context, ev batch.TargetEvent) (context.Context, func(batch.StoreResult)) {
+func (o *recObserver) Store(ctx context.Context, ev batchobserve.TargetEvent) (context.Context, func(batchobserve.StoreEnd)) {
 	o.add(fmt.Sprintf("store %d in %v", ev.Idx, ctx.Value(traceKey{})))
-	return ctx, func(res batch.StoreResult) {
+	return ctx, func(res batchobserve.StoreEnd) {
 		o.add(fmt.Sprintf("stored %d %d %s %d %v", ev.Idx, res.Attempts, res.Status, res.Next, res.Err))
 	}
 }
 
-func (o *recObserver) Webhook(ctx context.Context, ev batch.WebhookAttempt) (context.Context, func(batch.WebhookResult)) {
+func (o *recObserver) Webhook(ctx context.Context, ev batchobserve.WebhookAttempt) (context.Context, func(batchobserve.WebhookEnd)) {
 	o.add("webhook")
-	return ctx, func(batch.WebhookResult) {}
+	return ctx, func(batchobserve.WebhookEnd) {}
 }
 
-func (o *recObserver) Reap(ctx context.Context, ev batch.ReapEvent) (context.Context, func(batch.ReapResult)) {
+func (o *recObserver) Reap(ctx context.Context, ev batchobserve.ReapEvent) (context.Context, func(batchobserve.ReapEnd)) {
 	o.add("reap " + ev.Reason)
-	return ctx, func(res batch.ReapResult) { o.add(fmt.Sprintf("reaped %d %v", res.Jobs, res.Err)) }
+	return ctx, func(res batchobserve.ReapEnd) { o.add(fmt.Sprintf("reaped %d %v", res.Jobs, res.Err)) }
 }
 
 // TestObserver_Steps: the steps of one job, in order, each in the context

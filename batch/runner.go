@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"sync"
 	"time"
@@ -25,10 +27,10 @@ const MaxWait = 60 * time.Second
 // stop it.
 type Runner struct {
 	cfg     Config
-	store   Store
-	caps    Capabilities
+	store   batchdriver.Store
+	caps    batchdriver.Capabilities
 	log     *slog.Logger
-	obs     Observer // nil for none
+	obs     batchobserve.Observer // nil for none
 	metrics *runnerMetrics
 	waiters waiters
 	health  storeHealth
@@ -150,7 +152,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	now := r.cfg.Now()
 	r.health.troubled(now) // nothing known of the store before: see storeHealth
-	p := ReapParams{Reason: reasonRestart, Now: r.at(now)}
+	p := batchdriver.ReapParams{Reason: reasonRestart, Now: r.at(now)}
 	if r.caps.Shared {
 		p.Runner = r.cfg.RunnerID // stale runners: after StaleAfter (storeHealth)
 	} else {
@@ -159,7 +161,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if _, err := r.reap(ctx, p, "start", "batch jobs failed by restart"); err != nil {
 		return fmt.Errorf("batch: start: %w", err)
 	}
-	if err := r.store.Heartbeat(ctx, HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)}); err != nil {
+	if err := r.store.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)}); err != nil {
 		return fmt.Errorf("batch: start: heartbeat: %w", err)
 	}
 	r.state = stateStarted
@@ -178,9 +180,9 @@ func (r *Runner) Start(ctx context.Context) error {
 }
 
 // reap runs one [Store.Reap], counts and logs the jobs it failed.
-func (r *Runner) reap(ctx context.Context, p ReapParams, reason, msg string) (n int, err error) {
+func (r *Runner) reap(ctx context.Context, p batchdriver.ReapParams, reason, msg string) (n int, err error) {
 	ctx, end := r.observeReap(ctx, reason)
-	defer func() { end(ReapResult{Jobs: n, Err: err}) }()
+	defer func() { end(batchobserve.ReapEnd{Jobs: n, Err: err}) }()
 	began := time.Now()
 	n, err = r.store.Reap(ctx, p)
 	r.observe("reap", began, err)
@@ -242,7 +244,7 @@ func (r *Runner) Close(ctx context.Context) error {
 func (r *Runner) release() {
 	ctx, cancel := storeCtx()
 	defer cancel()
-	p := ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.now()}
+	p := batchdriver.ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.now()}
 	if _, err := r.reap(ctx, p, "close", "batch jobs failed by close"); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
 	}

@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,12 +13,12 @@ import (
 
 // countingStore counts the status reads of one job.
 type countingStore struct {
-	batch.Store
+	batchdriver.Store
 	watched atomic.Value // string
 	reads   atomic.Int64
 }
 
-func (s *countingStore) Get(ctx context.Context, p batch.GetParams) (batch.Job, []batch.TargetRecord, error) {
+func (s *countingStore) Get(ctx context.Context, p batchdriver.GetParams) (batchdriver.Job, []batchdriver.TargetRecord, error) {
 	if w, _ := s.watched.Load().(string); p.JobID == w {
 		s.reads.Add(1)
 	}

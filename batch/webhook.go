@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
@@ -28,11 +30,6 @@ var (
 	// ErrWebhooksDisabled: a submit with a webhook on a runner without
 	// Config.Deliver.
 	ErrWebhooksDisabled = errors.New("batch: webhooks are not enabled")
-	// ErrWebhooksBusy: a submit with a webhook by a caller that has
-	// Config.WebhookPendingPerCaller webhook events pending already (its
-	// live jobs with a webhook and its events not yet delivered or
-	// dropped). A submit without a webhook is not refused.
-	ErrWebhooksBusy = errors.New("batch: too many pending webhook events")
 )
 
 // SubmitOptions are the optional parts of a submit; see [Runner.SubmitWith].
@@ -203,7 +200,7 @@ func (r *Runner) claimWebhooks(pool *hookPool) {
 	}
 	ctx, cancel := storeCtx()
 	began := time.Now()
-	ds, err := r.store.ClaimWebhooks(ctx, ClaimWebhooksParams{
+	ds, err := r.store.ClaimWebhooks(ctx, batchdriver.ClaimWebhooksParams{
 		Runner: r.cfg.RunnerID, Limit: free, PerCaller: r.cfg.WebhookInFlightPerCaller,
 		Lease: r.webhookLease(), Now: r.now(),
 	})
@@ -237,7 +234,7 @@ func (r *Runner) claimWebhooks(pool *hookPool) {
 }
 
 // event is what Config.Deliver gets for a claimed delivery.
-func (r *Runner) event(d WebhookDelivery) WebhookEvent {
+func (r *Runner) event(d batchdriver.WebhookDelivery) WebhookEvent {
 	return WebhookEvent{
 		ID: "msg_" + d.JobID, Type: EventJobFinished, Caller: d.Caller, URL: d.URL, Attempt: d.Attempt,
 		JobID: d.JobID, Status: d.Status, Error: d.Error,
@@ -252,9 +249,9 @@ func (r *Runner) event(d WebhookDelivery) WebhookEvent {
 // Config.WebhookRetryFor allows, and dropped after that. It returns the
 // back-off of a retry it scheduled, else 0. An attempt cut short by Close
 // records nothing: Close releases the claim.
-func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
+func (r *Runner) deliver(d batchdriver.WebhookDelivery) (retryIn time.Duration) {
 	ctx, end := r.observeWebhook(r.fetchCtx, d)
-	res := WebhookResult{}
+	res := batchobserve.WebhookEnd{}
 	defer func() { end(res) }()
 	log := r.log.With(slog.String("job_id", d.JobID), slog.Int("attempt", d.Attempt))
 	start := time.Now()
@@ -264,7 +261,7 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 		return 0 // cut short: not an attempt's outcome
 	}
 	r.metrics.webhookSecs.Update(time.Since(start).Seconds())
-	fin := FinishWebhookParams{JobID: d.JobID, Runner: r.cfg.RunnerID, Attempt: d.Attempt}
+	fin := batchdriver.FinishWebhookParams{JobID: d.JobID, Runner: r.cfg.RunnerID, Attempt: d.Attempt}
 	outcome, msg, level := webhookDelivered, "batch webhook delivered", slog.LevelInfo
 	if err != nil {
 		r.metrics.webhook(webhookFailed)
@@ -299,7 +296,7 @@ func (r *Runner) deliver(d WebhookDelivery) (retryIn time.Duration) {
 	}
 	log.LogAttrs(context.Background(), level, msg, attrs...)
 	switch {
-	case errors.Is(ferr, ErrNotHeld):
+	case errors.Is(ferr, batchdriver.ErrNotHeld):
 		// Taken over by another runner once the lease passed: it decides now.
 		log.LogAttrs(context.Background(), slog.LevelWarn, "batch webhook claim lost before its outcome was stored")
 		return 0

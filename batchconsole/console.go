@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -53,7 +54,7 @@ func mustSub(f fs.FS, dir string) fs.FS {
 // Opts configure a [Handler].
 type Opts struct {
 	// Store is what the console reads. Required.
-	Store batch.Inspector
+	Store batchdriver.Inspector
 	// Keys are the operator keys, each at least [MinKeyBytes] long. At
 	// least one is required.
 	Keys []string
@@ -196,7 +197,7 @@ func (h *Handler) plain(w http.ResponseWriter, status int, msg string) {
 // overview serves the console's main page.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	now := h.opts.Now()
-	p := batch.OverviewParams{Recent: h.opts.Jobs, Running: h.opts.Jobs, Callers: h.opts.Jobs, FailureWindow: failureWindow}
+	p := batchdriver.OverviewParams{Recent: h.opts.Jobs, Running: h.opts.Jobs, Callers: h.opts.Jobs, FailureWindow: failureWindow}
 	if h.readClock {
 		p.Now = &now
 	}

@@ -3,6 +3,7 @@ package batchconsole_test
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -262,7 +263,7 @@ func TestConsole_StaleRunner(t *testing.T) {
 	store := batchtest.NewStore()
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	for id, at := range map[string]time.Time{"node-fresh": now.Add(-time.Second), "node-gone": now.Add(-time.Hour)} {
-		if err := store.Heartbeat(t.Context(), batch.HeartbeatParams{Runner: id, Now: &at}); err != nil {
+		if err := store.Heartbeat(t.Context(), batchdriver.HeartbeatParams{Runner: id, Now: &at}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,12 +290,12 @@ func TestConsole_StaleRunner(t *testing.T) {
 // failingStore is an Inspector whose reads fail.
 type failingStore struct{}
 
-func (failingStore) Overview(context.Context, batch.OverviewParams) (batch.Overview, error) {
-	return batch.Overview{}, batch.ErrUnavailable
+func (failingStore) Overview(context.Context, batchdriver.OverviewParams) (batchdriver.Overview, error) {
+	return batchdriver.Overview{}, batch.ErrUnavailable
 }
 
-func (failingStore) InspectJob(context.Context, string) (batch.Job, []batch.TargetRecord, error) {
-	return batch.Job{}, nil, batch.ErrUnavailable
+func (failingStore) InspectJob(context.Context, string) (batchdriver.Job, []batchdriver.TargetRecord, error) {
+	return batchdriver.Job{}, nil, batch.ErrUnavailable
 }
 
 func TestConsole_StoreDown(t *testing.T) {

@@ -3,6 +3,7 @@ package batchconsole
 import (
 	"cmp"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"html/template"
 	"net/url"
 	"slices"
@@ -94,7 +95,7 @@ var funcs = template.FuncMap{
 	},
 }
 
-func (h *Handler) overviewView(ov batch.Overview, now time.Time) *overviewView {
+func (h *Handler) overviewView(ov batchdriver.Overview, now time.Time) *overviewView {
 	v := &overviewView{
 		Queued: ov.Stats.Queued, Running: ov.Stats.Running,
 		Bytes: sizeOf(ov.Stats.Bytes), Budget: sizeOf(h.opts.MaxBytes),
@@ -145,7 +146,7 @@ func sortCounts(rows []failureRow) {
 
 // callerRows are the byte shares: a row per caller, and one per class for
 // the restricted callers, with their count; most bytes first.
-func (h *Handler) callerRows(callers []batch.CallerBytes) []callerRow {
+func (h *Handler) callerRows(callers []batchdriver.CallerBytes) []callerRow {
 	type entry struct {
 		row   callerRow
 		bytes int64
@@ -175,7 +176,7 @@ func (h *Handler) callerRows(callers []batch.CallerBytes) []callerRow {
 	return rows
 }
 
-func (h *Handler) jobRow(j batch.Job, now time.Time) jobRow {
+func (h *Handler) jobRow(j batchdriver.Job, now time.Time) jobRow {
 	expiry := j.Lease.Add(h.opts.TTL)
 	r := jobRow{
 		ID: j.ID, Href: h.opts.Prefix + "/jobs/" + url.PathEscape(j.ID),
@@ -202,7 +203,7 @@ func (h *Handler) jobRow(j batch.Job, now time.Time) jobRow {
 	return r
 }
 
-func (h *Handler) jobView(j batch.Job, targets []batch.TargetRecord, now time.Time) jobView {
+func (h *Handler) jobView(j batchdriver.Job, targets []batchdriver.TargetRecord, now time.Time) jobView {
 	v := jobView{Row: h.jobRow(j, now), Back: h.opts.Prefix}
 	for _, t := range targets {
 		row := targetRow{Idx: t.Idx, Status: targetStatusOf(t.Status)}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,7 +47,7 @@ const testRequestID = "test-request-1"
 // testBundle is one handler over one runner over an in-memory store.
 type testBundle struct {
 	runner  *batch.Runner
-	store   batch.Store
+	store   batchdriver.Store
 	clock   *batchtest.Clock
 	handler *Handler
 	logs    *logBuffer // the handler's log lines, as JSON
@@ -57,7 +58,7 @@ type setupOpts struct {
 	fetch    batch.FetchFunc
 	precheck PrecheckFunc
 	check    CheckTargetFunc // HandlerOpts.CheckTarget
-	store    batch.Store
+	store    batchdriver.Store
 	config   func(*batch.Config) // adjusts the runner config
 	noStart  bool                // build the runner without starting it
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -240,7 +241,7 @@ func TestHandler_LogLineRestricted(t *testing.T) {
 // logs the outage itself, at its start and its end.
 func TestHandler_PlannedUnavailableIsDebug(t *testing.T) {
 	t.Parallel()
-	store := &batchtest.Unreachable{Store: batchtest.NewStore(), Err: batchtest.ErrDriver}
+	store := &batchdrivertest.Unreachable{Store: batchtest.NewStore(), Err: batchdrivertest.ErrDriver}
 	b := setup(t, setupOpts{store: store})
 	store.Down.Store(true)
 	for _, path := range []string{"/v1/batch", "/v1/batch/some-job"} {
@@ -257,7 +258,7 @@ func TestHandler_PlannedUnavailableIsDebug(t *testing.T) {
 			t.Errorf("log line of a planned 503 = %v, want DEBUG, error %q, no cause", l, CodeUnavailable)
 		}
 	}
-	for _, secret := range batchtest.DriverSecrets {
+	for _, secret := range batchdrivertest.DriverSecrets {
 		if strings.Contains(b.logs.String(), secret) {
 			t.Errorf("a log line carries the driver's %q: %s", secret, b.logs.String())
 		}

@@ -2,6 +2,7 @@ package batchhttp
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -195,7 +196,7 @@ func TestHandler_LongPoll(t *testing.T) {
 
 // probeStore records the store reads made through it and the longest call.
 type probeStore struct {
-	batch.Store
+	batchdriver.Store
 	mu      sync.Mutex
 	reads   int
 	longest time.Duration
@@ -220,12 +221,12 @@ func (s *probeStore) record(start time.Time) {
 	s.longest = max(s.longest, d)
 }
 
-func (s *probeStore) Get(ctx context.Context, p batch.GetParams) (batch.Job, []batch.TargetRecord, error) {
+func (s *probeStore) Get(ctx context.Context, p batchdriver.GetParams) (batchdriver.Job, []batchdriver.TargetRecord, error) {
 	defer s.record(time.Now())
 	return s.Store.Get(ctx, p)
 }
 
-func (s *probeStore) Touch(ctx context.Context, p batch.TouchParams) error {
+func (s *probeStore) Touch(ctx context.Context, p batchdriver.TouchParams) error {
 	defer s.record(time.Now())
 	return s.Store.Touch(ctx, p)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"net/http"
 	"strings"
 	"testing"
@@ -228,9 +229,9 @@ func TestHandler_List(t *testing.T) {
 }
 
 // touchFails is a store whose lease bumps fail, as on a full disk.
-type touchFails struct{ batch.Store }
+type touchFails struct{ batchdriver.Store }
 
-func (touchFails) Touch(context.Context, batch.TouchParams) error {
+func (touchFails) Touch(context.Context, batchdriver.TouchParams) error {
 	return fmt.Errorf("disk full: %w", batch.ErrUnavailable)
 }
 

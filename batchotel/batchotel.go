@@ -65,6 +65,8 @@ package batchotel
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"net/http"
 	"time"
 
@@ -92,7 +94,7 @@ type Observer struct {
 	tracer trace.Tracer
 }
 
-var _ batch.Observer = (*Observer)(nil)
+var _ batchobserve.Observer = (*Observer)(nil)
 
 // New returns an Observer for cfg.
 func New(cfg Config) *Observer {
@@ -190,7 +192,7 @@ const (
 
 // Submit implements [batch.Observer]: a producer span in ctx's trace, or
 // in ev.Trace's when ctx carries none.
-func (o *Observer) Submit(ctx context.Context, ev batch.SubmitEvent) (context.Context, func(batch.SubmitResult)) {
+func (o *Observer) Submit(ctx context.Context, ev batchobserve.SubmitEvent) (context.Context, func(batchobserve.SubmitEnd)) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = FromTraceContext(ctx, ev.Trace)
 	}
@@ -202,7 +204,7 @@ func (o *Observer) Submit(ctx context.Context, ev batch.SubmitEvent) (context.Co
 		attrs = append(attrs, keyTargets.Int(ev.Targets))
 	}
 	ctx, span := o.tracer.Start(ctx, "submit batch", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	return ctx, func(res batch.SubmitResult) {
+	return ctx, func(res batchobserve.SubmitEnd) {
 		if res.Err != nil {
 			setError(span, submitErrorType(res.Err))
 		} else {
@@ -228,7 +230,7 @@ func (o *Observer) TraceContext(ctx context.Context) batch.TraceContext {
 
 // Job implements [batch.Observer]: the job's process span, a child of its
 // submitter's stored context, with the claim as its first child.
-func (o *Observer) Job(ctx context.Context, ev batch.JobEvent) (context.Context, func(batch.JobResult)) {
+func (o *Observer) Job(ctx context.Context, ev batchobserve.JobEvent) (context.Context, func(batchobserve.JobEnd)) {
 	ctx = FromTraceContext(ctx, ev.Trace)
 	ctx, span := o.tracer.Start(ctx, "process batch",
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(ev.ClaimStart),
@@ -242,7 +244,7 @@ func (o *Observer) Job(ctx context.Context, ev batch.JobEvent) (context.Context,
 			semconv.MessagingMessageID(ev.JobID), keyJobID.String(ev.JobID)))
 	claim.End(trace.WithTimestamp(ev.ClaimEnd))
 	ctx = context.WithValue(ctx, slotKey{}, &targetSlot{})
-	return ctx, func(res batch.JobResult) {
+	return ctx, func(res batchobserve.JobEnd) {
 		span.SetAttributes(keyJobStatus.String(string(res.Status)), keyTargetsDone.Int(res.TargetsDone))
 		switch {
 		case res.Stopped != "":
@@ -266,12 +268,12 @@ type targetSlot struct{ span trace.Span }
 
 // Fetch implements [batch.Observer]: it starts the target's span, which
 // the target's write ends (see Store).
-func (o *Observer) Fetch(ctx context.Context, ev batch.TargetEvent) (context.Context, func(batch.FetchResult)) {
+func (o *Observer) Fetch(ctx context.Context, ev batchobserve.TargetEvent) (context.Context, func(batchobserve.FetchEnd)) {
 	ctx, span := o.tracer.Start(ctx, "batch target",
 		trace.WithAttributes(keyJobID.String(ev.JobID), keyIdx.Int(ev.Idx)))
 	restricted := ev.Caller.Restricted
 	slot, _ := ctx.Value(slotKey{}).(*targetSlot)
-	return ctx, func(res batch.FetchResult) {
+	return ctx, func(res batchobserve.FetchEnd) {
 		if !span.IsRecording() { // sampled out: nothing to add
 			span.End()
 			return
@@ -305,7 +307,7 @@ func (o *Observer) Fetch(ctx context.Context, ev batch.TargetEvent) (context.Con
 
 // Store implements [batch.Observer]: the write ends the target's span
 // that its fetch started, or, without one, a span of its own.
-func (o *Observer) Store(ctx context.Context, ev batch.TargetEvent) (context.Context, func(batch.StoreResult)) {
+func (o *Observer) Store(ctx context.Context, ev batchobserve.TargetEvent) (context.Context, func(batchobserve.StoreEnd)) {
 	restricted := ev.Caller.Restricted
 	var span trace.Span
 	if slot, _ := ctx.Value(slotKey{}).(*targetSlot); slot != nil && slot.span != nil {
@@ -315,7 +317,7 @@ func (o *Observer) Store(ctx context.Context, ev batch.TargetEvent) (context.Con
 		ctx, span = o.tracer.Start(ctx, "batch target",
 			trace.WithAttributes(keyJobID.String(ev.JobID), keyIdx.Int(ev.Idx)))
 	}
-	return ctx, func(res batch.StoreResult) {
+	return ctx, func(res batchobserve.StoreEnd) {
 		if !span.IsRecording() {
 			span.End()
 			return
@@ -335,12 +337,12 @@ func (o *Observer) Store(ctx context.Context, ev batch.TargetEvent) (context.Con
 
 // Webhook implements [batch.Observer]: a span per attempt, in the job's
 // trace while the job is stored.
-func (o *Observer) Webhook(ctx context.Context, ev batch.WebhookAttempt) (context.Context, func(batch.WebhookResult)) {
+func (o *Observer) Webhook(ctx context.Context, ev batchobserve.WebhookAttempt) (context.Context, func(batchobserve.WebhookEnd)) {
 	ctx = FromTraceContext(ctx, ev.Trace)
 	ctx, span := o.tracer.Start(ctx, "batch webhook",
 		trace.WithAttributes(keyJobID.String(ev.JobID), keyHookAttempt.Int(ev.Attempt),
 			keyJobStatus.String(string(ev.Status))))
-	return ctx, func(res batch.WebhookResult) {
+	return ctx, func(res batchobserve.WebhookEnd) {
 		span.SetAttributes(keyHookOutcome.String(res.Outcome))
 		switch res.Outcome {
 		case "retry":
@@ -359,9 +361,9 @@ func (o *Observer) Webhook(ctx context.Context, ev batch.WebhookAttempt) (contex
 // Reap implements [batch.Observer]. Most reaps (one per heartbeat) fail
 // nothing: only one that failed jobs, or failed itself, is recorded, as a
 // span of its own from its start.
-func (o *Observer) Reap(ctx context.Context, ev batch.ReapEvent) (context.Context, func(batch.ReapResult)) {
+func (o *Observer) Reap(ctx context.Context, ev batchobserve.ReapEvent) (context.Context, func(batchobserve.ReapEnd)) {
 	start := time.Now()
-	return ctx, func(res batch.ReapResult) {
+	return ctx, func(res batchobserve.ReapEnd) {
 		if res.Jobs == 0 && res.Err == nil {
 			return
 		}
@@ -416,7 +418,7 @@ func submitErrorType(err error) string {
 
 func storeErrorType(err error) string {
 	switch {
-	case errors.Is(err, batch.ErrNotHeld):
+	case errors.Is(err, batchdriver.ErrNotHeld):
 		return "not_held"
 	case errors.Is(err, batch.ErrNotFound):
 		return "not_found"

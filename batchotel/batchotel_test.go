@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -390,7 +391,7 @@ func TestExplicitTraceContext(t *testing.T) {
 	if got := s.Parent.SpanID().String(); got != "00f067aa0ba902b7" {
 		t.Errorf("submit span's parent %s, want the given one", got)
 	}
-	stored, _, err := store.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: job.ID, JobOnly: true})
+	stored, _, err := store.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: job.ID, JobOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package batchotel_test
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -110,7 +111,7 @@ func (dropExporter) Shutdown(context.Context) error                             
 func drainRound(b *testing.B, kind, tracer string) round {
 	b.Helper()
 	ctx := context.Background()
-	var store batch.Store = batchtest.NewStore()
+	var store batchdriver.Store = batchtest.NewStore()
 	if kind == "sqlite" {
 		s, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Options{})
 		if err != nil {

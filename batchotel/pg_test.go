@@ -2,6 +2,7 @@ package batchotel_test
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -22,10 +23,10 @@ func pgSchema(t *testing.T) (url, schema string) {
 
 // apiOnly is a node that takes submits and drains nothing: its claims
 // find no job, so that the other node drains them all.
-type apiOnly struct{ batch.Store }
+type apiOnly struct{ batchdriver.Store }
 
-func (apiOnly) Claim(context.Context, batch.ClaimParams) (batch.Claimed, bool, error) {
-	return batch.Claimed{}, false, nil
+func (apiOnly) Claim(context.Context, batchdriver.ClaimParams) (batchdriver.Claimed, bool, error) {
+	return batchdriver.Claimed{}, false, nil
 }
 
 // TestCrossNode: a job submitted through node A, in a request's trace, is
@@ -44,7 +45,7 @@ func TestCrossNode(t *testing.T) {
 	}
 	tpA, expA := recorder(t)
 	tpB, expB := recorder(t)
-	node := func(id string, s batch.Store, tp trace.TracerProvider) *batch.Runner {
+	node := func(id string, s batchdriver.Store, tp trace.TracerProvider) *batch.Runner {
 		r, err := batch.New(batch.Config{
 			Store: s, Fetch: markedFetch, RunnerID: id, Logger: batchtest.Logger(t),
 			PollInterval: batch.Duration(50 * time.Millisecond),

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -89,8 +89,8 @@ func populated(t *testing.T) (path string, targetRoot int64) {
 		if _, _, err := s.Create(ctx, withLimits(newJob(id, "alice", 8, time.Now()), testLimits)); err != nil {
 			t.Fatal(err)
 		}
-		_, err := drainJob(ctx, s, "r", id, func(idx int) batch.TargetFinish {
-			return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeOther,
+		_, err := drainJob(ctx, s, "r", id, func(idx int) batchdriver.TargetFinish {
+			return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetFailed, Outcome: batchdriver.OutcomeOther,
 				Error: strings.Repeat("e", 300)}
 		})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -185,7 +185,7 @@ func forSizes(b *testing.B, fn func(b *testing.B, st *benchState)) {
 	}
 }
 
-var benchLimits = batch.Limits{JobsPerCaller: 1, JobsTotal: 1 << 30, TTL: time.Hour}
+var benchLimits = batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 1 << 30, TTL: time.Hour}
 
 // BenchmarkCreate: submit a job of 8 targets (a new caller each time, so
 // the per-caller cap is checked, not hit).
@@ -200,7 +200,7 @@ func BenchmarkCreate(b *testing.B) {
 		}
 		b.StopTimer()
 		// Fail the queued jobs, so that later claims see only their own.
-		if _, err := st.s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "bench"}); err != nil {
+		if _, err := st.s.Reap(ctx, batchdriver.ReapParams{AllLive: true, Reason: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -222,8 +222,8 @@ func BenchmarkFinishTarget(b *testing.B) {
 				b.StartTimer()
 			}
 			binary.LittleEndian.PutUint64(result, uint64(i))
-			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}
-			step, err := st.s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "bench", Target: fin})
+			fin := batchdriver.TargetFinish{Idx: next, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: result}
+			step, err := st.s.FinishTarget(ctx, batchdriver.FinishParams{JobID: id, Runner: "bench", Target: fin})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func BenchmarkFinishTarget(b *testing.B) {
 		}
 		b.StopTimer()
 		// Release a job left mid-drain, so that later claims see only their own.
-		if _, err := st.s.Reap(ctx, batch.ReapParams{Runner: "bench", Reason: "bench"}); err != nil {
+		if _, err := st.s.Reap(ctx, batchdriver.ReapParams{Runner: "bench", Reason: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -245,7 +245,7 @@ func claimedJob(b *testing.B, s *Store, id string, n int) string {
 	if _, _, err := s.Create(ctx, withLimits(newJob(id, id, n, time.Now()), benchLimits)); err != nil {
 		b.Fatal(err)
 	}
-	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench"})
+	c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "bench"})
 	if err != nil || !ok || c.Job.ID != id {
 		b.Fatalf("claim = %s, %v, %v; want %s", c.Job.ID, ok, err, id)
 	}
@@ -265,8 +265,8 @@ func doneJob(b *testing.B, st *benchState, size int) string {
 	if _, _, err := st.s.Create(ctx, withLimits(newJob(id, id, 32, time.Now()), benchLimits)); err != nil {
 		b.Fatal(err)
 	}
-	_, err := drainJob(ctx, st.s, "bench", id, func(idx int) batch.TargetFinish {
-		return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, size)}
+	_, err := drainJob(ctx, st.s, "bench", id, func(idx int) batchdriver.TargetFinish {
+		return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: make([]byte, size)}
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -283,7 +283,7 @@ func BenchmarkStatus(b *testing.B) {
 			forSizes(b, func(b *testing.B, st *benchState) {
 				id := doneJob(b, st, size)
 				for b.Loop() {
-					if _, ts, err := st.s.Get(context.Background(), batch.GetParams{Caller: id, JobID: id, Results: false}); err != nil || len(ts) != 32 {
+					if _, ts, err := st.s.Get(context.Background(), batchdriver.GetParams{Caller: id, JobID: id, Results: false}); err != nil || len(ts) != 32 {
 						b.Fatal(len(ts), err)
 					}
 				}
@@ -299,7 +299,7 @@ func BenchmarkStatusJobOnly(b *testing.B) {
 		id := doneJob(b, st, 0)
 		b.ReportAllocs()
 		for b.Loop() {
-			if job, _, err := st.s.Get(context.Background(), batch.GetParams{Caller: id, JobID: id, JobOnly: true}); err != nil || job.ID != id {
+			if job, _, err := st.s.Get(context.Background(), batchdriver.GetParams{Caller: id, JobID: id, JobOnly: true}); err != nil || job.ID != id {
 				b.Fatal(err)
 			}
 		}
@@ -311,7 +311,7 @@ func BenchmarkResult(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {
 		id := doneJob(b, st, 10<<10)
 		for i := 0; b.Loop(); i++ {
-			if _, tr, err := st.s.GetTarget(context.Background(), batch.GetTargetParams{Caller: id, JobID: id, Idx: i % 32}); err != nil || len(tr.Result) != 10<<10 {
+			if _, tr, err := st.s.GetTarget(context.Background(), batchdriver.GetTargetParams{Caller: id, JobID: id, Idx: i % 32}); err != nil || len(tr.Result) != 10<<10 {
 				b.Fatal(err)
 			}
 		}
@@ -329,7 +329,7 @@ func BenchmarkSweep(b *testing.B) {
 			st.replace(b)
 			oldest := countRows(b, st.s, `SELECT min(lease) FROM batch_job WHERE `+whereFinished)
 			b.StartTimer()
-			n, err := st.s.Sweep(ctx, batch.SweepParams{Now: nowAt(time.Unix(0, oldest+1))})
+			n, err := st.s.Sweep(ctx, batchdriver.SweepParams{Now: nowAt(time.Unix(0, oldest+1))})
 			if err != nil || n != 1 {
 				b.Fatalf("Sweep = %d, %v; want 1", n, err)
 			}
@@ -341,7 +341,7 @@ func BenchmarkSweep(b *testing.B) {
 func BenchmarkSweepNoop(b *testing.B) {
 	forSizes(b, func(b *testing.B, st *benchState) {
 		for b.Loop() {
-			if n, err := st.s.Sweep(context.Background(), batch.SweepParams{Now: nowAt(benchT0)}); err != nil || n != 0 {
+			if n, err := st.s.Sweep(context.Background(), batchdriver.SweepParams{Now: nowAt(benchT0)}); err != nil || n != 0 {
 				b.Fatalf("Sweep = %d, %v; want 0", n, err)
 			}
 		}
@@ -362,7 +362,7 @@ func BenchmarkEvict(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			if n, err := st.s.Evict(ctx, batch.EvictParams{MaxBytes: stats.Bytes - 1}); err != nil || n != 1 {
+			if n, err := st.s.Evict(ctx, batchdriver.EvictParams{MaxBytes: stats.Bytes - 1}); err != nil || n != 1 {
 				b.Fatalf("Evict = %d, %v; want 1", n, err)
 			}
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -28,8 +28,8 @@ func TestStore_ConcurrentMixed(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, Options{})
 	const goroutines, ops = 16, 200
-	lim := batch.Limits{JobsPerCaller: 4, JobsTotal: 24, TTL: time.Hour}
-	expected := []error{batch.ErrCallerBusy, batch.ErrBusy, batch.ErrNotFound, batch.ErrFinished}
+	lim := batchdriver.Limits{JobsPerCaller: 4, JobsTotal: 24, TTL: time.Hour}
+	expected := []error{batchdriver.ErrCallerBusy, batchdriver.ErrBusy, batchdriver.ErrNotFound, batchdriver.ErrFinished}
 	var mu sync.Mutex
 	counts := map[string]int{}
 	var wg sync.WaitGroup
@@ -50,7 +50,7 @@ func TestStore_ConcurrentMixed(t *testing.T) {
 					if rng.IntN(4) == 0 && len(keys) > 0 { // resubmit an earlier list
 						nj.IdemKey = keys[rng.IntN(len(keys))]
 					}
-					var j batch.Job
+					var j batchdriver.Job
 					var reused bool
 					j, reused, err = s.Create(ctx, withLimits(nj, lim))
 					if err == nil && !reused {
@@ -65,12 +65,12 @@ func TestStore_ConcurrentMixed(t *testing.T) {
 				case k < 9:
 					op = "cancel"
 					if len(mine) > 0 {
-						err = s.Cancel(ctx, batch.CancelParams{Caller: caller, JobID: mine[rng.IntN(len(mine))], Now: nowAt(now())})
+						err = s.Cancel(ctx, batchdriver.CancelParams{Caller: caller, JobID: mine[rng.IntN(len(mine))], Now: nowAt(now())})
 					}
 				default:
 					op = "gc"
-					if _, err = s.Evict(ctx, batch.EvictParams{MaxBytes: 64 << 10}); err == nil {
-						_, err = s.Sweep(ctx, batch.SweepParams{TTL: time.Second, Now: nowAt(now())})
+					if _, err = s.Evict(ctx, batchdriver.EvictParams{MaxBytes: 64 << 10}); err == nil {
+						_, err = s.Sweep(ctx, batchdriver.SweepParams{TTL: time.Second, Now: nowAt(now())})
 					}
 				}
 				mu.Lock()
@@ -110,11 +110,11 @@ func slicesContainsErr(list []error, err error) bool {
 // drainOne claims a job and runs it to the end with 1 KiB results; a job
 // cancelled meanwhile ends after the target in flight.
 func drainOne(ctx context.Context, s *Store, runner string, rng *rand.Rand) error {
-	_, err := drainJob(ctx, s, runner, "", func(idx int) batch.TargetFinish {
+	_, err := drainJob(ctx, s, runner, "", func(idx int) batchdriver.TargetFinish {
 		if rng.IntN(3) == 0 {
-			return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeTimeout, Error: "timeout"}
+			return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetFailed, Outcome: batchdriver.OutcomeTimeout, Error: "timeout"}
 		}
-		return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, 1024)}
+		return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: make([]byte, 1024)}
 	})
 	if errors.Is(err, errNoJob) {
 		return nil
@@ -125,20 +125,20 @@ func drainOne(ctx context.Context, s *Store, runner string, rng *rand.Rand) erro
 // readSome does one of the owner reads.
 func readSome(ctx context.Context, s *Store, caller string, mine []string, rng *rand.Rand) error {
 	if len(mine) == 0 {
-		_, err := s.List(ctx, batch.ListParams{Caller: caller, Limit: 10})
+		_, err := s.List(ctx, batchdriver.ListParams{Caller: caller, Limit: 10})
 		return err
 	}
 	id := mine[rng.IntN(len(mine))]
 	var err error
 	switch rng.IntN(5) {
 	case 0:
-		_, _, err = s.Get(ctx, batch.GetParams{Caller: caller, JobID: id, Results: false})
+		_, _, err = s.Get(ctx, batchdriver.GetParams{Caller: caller, JobID: id, Results: false})
 	case 1:
-		_, _, err = s.Get(ctx, batch.GetParams{Caller: caller, JobID: id, Results: true})
+		_, _, err = s.Get(ctx, batchdriver.GetParams{Caller: caller, JobID: id, Results: true})
 	case 2:
-		_, _, err = s.GetTarget(ctx, batch.GetTargetParams{Caller: caller, JobID: id, Idx: 0})
+		_, _, err = s.GetTarget(ctx, batchdriver.GetTargetParams{Caller: caller, JobID: id, Idx: 0})
 	case 3:
-		err = s.Touch(ctx, batch.TouchParams{Caller: caller, JobID: id, Now: nowAt(time.Now().Add(2 * batch.LeaseGrain))})
+		err = s.Touch(ctx, batchdriver.TouchParams{Caller: caller, JobID: id, Now: nowAt(time.Now().Add(2 * batchdriver.LeaseGrain))})
 	default:
 		_, err = s.Stats(ctx)
 	}
@@ -155,7 +155,7 @@ func TestStore_ConcurrentIdenticalSubmit(t *testing.T) {
 		nj := newJob(fmt.Sprintf("r%d", round), "alice", 2, time.Now())
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		var jobs [2]batch.Job
+		var jobs [2]batchdriver.Job
 		var reused [2]bool
 		var errs [2]error
 		for i := range 2 {
@@ -188,7 +188,7 @@ func TestStore_ConcurrentCaps(t *testing.T) {
 	s := openTest(t, Options{})
 	f := func(round int, perCaller, total int, caller func(i int) string, wantErr error, want int) {
 		t.Helper()
-		lim := batch.Limits{JobsPerCaller: perCaller, JobsTotal: total, TTL: time.Hour}
+		lim := batchdriver.Limits{JobsPerCaller: perCaller, JobsTotal: total, TTL: time.Hour}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		created := 0
@@ -218,13 +218,13 @@ func TestStore_ConcurrentCaps(t *testing.T) {
 			t.Fatalf("round %d: created %d, queued %d; want %d", round, created, st.Queued, want)
 		}
 		// Finish them all for the next round.
-		if _, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart"}); err != nil {
+		if _, err := s.Reap(t.Context(), batchdriver.ReapParams{AllLive: true, Reason: "restart"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for round := range 10 {
-		f(round, 1, 8, func(i int) string { return fmt.Sprintf("c%d", i) }, batch.ErrBusy, 8)
-		f(round, 3, 8, func(int) string { return "alice" }, batch.ErrCallerBusy, 3)
+		f(round, 1, 8, func(i int) string { return fmt.Sprintf("c%d", i) }, batchdriver.ErrBusy, 8)
+		f(round, 3, 8, func(int) string { return "alice" }, batchdriver.ErrCallerBusy, 3)
 	}
 }
 
@@ -263,7 +263,7 @@ func TestStore_LockWaitBounded(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("Create waited %s behind a held lock, want about 300ms", d)
 	}
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, batch.ErrUnavailable) {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Errorf("Create behind a held lock = %v, want context.DeadlineExceeded and batch.ErrUnavailable", err)
 	}
 	if err := sqlitex.ExecuteTransient(conn, "ROLLBACK", nil); err != nil {
@@ -300,14 +300,14 @@ func TestStore_TouchCoalesces(t *testing.T) {
 	}
 	before := version()
 	for i := range 100 { // a poll every 0.5s for 50s
-		if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: nowAt(now.Add(time.Duration(i) * 500 * time.Millisecond))}); err != nil {
+		if err := s.Touch(ctx, batchdriver.TouchParams{Caller: "alice", JobID: "job", Now: nowAt(now.Add(time.Duration(i) * 500 * time.Millisecond))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if after := version(); after != before {
 		t.Errorf("100 touches within the grain committed (data_version %d → %d), want no write", before, after)
 	}
-	if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: "job", Now: nowAt(now.Add(batch.LeaseGrain))}); err != nil {
+	if err := s.Touch(ctx, batchdriver.TouchParams{Caller: "alice", JobID: "job", Now: nowAt(now.Add(batchdriver.LeaseGrain))}); err != nil {
 		t.Fatal(err)
 	}
 	if after := version(); after == before {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
@@ -13,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // crashWriter is the "write" child: crashWriters goroutines each write
@@ -37,14 +36,14 @@ const crashWriters = 4
 // the oldest queued one (its own or another goroutine's) and drains it.
 func crashWriterLoop(ctx context.Context, s *Store, g int) error {
 	pid := os.Getpid()
-	lim := batch.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: time.Hour}
+	lim := batchdriver.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: time.Hour}
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("%d-%d-%d", pid, g, i)
 		if _, _, err := s.Create(ctx, withLimits(newJob(id, "alice", 3, time.Now()), lim)); err != nil {
 			return err
 		}
 		fmt.Printf("job %s\n", id) // one write(2) per line: lines of goroutines do not mix
-		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "child"})
+		c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "child"})
 		if err != nil {
 			return err
 		}
@@ -54,8 +53,8 @@ func crashWriterLoop(ctx context.Context, s *Store, g int) error {
 		// One write per target: it stores the target and starts the next,
 		// or finishes the job.
 		for next := c.Next; next >= 0; {
-			fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: crashResult(c.Job.ID, next)}
-			st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "child", Target: fin})
+			fin := batchdriver.TargetFinish{Idx: next, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: crashResult(c.Job.ID, next)}
+			st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: "child", Target: fin})
 			if err != nil {
 				return err
 			}
@@ -155,18 +154,18 @@ func verifyAfterCrash(t *testing.T, path string, facts []string) (checked, resul
 		case "ready", "recovered":
 			continue
 		case "job":
-			if _, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: fields[1], Results: false}); err != nil {
+			if _, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: fields[1], Results: false}); err != nil {
 				t.Errorf("reported job %s: %v", fields[1], err)
 			}
 		case "result":
 			idx, _ := strconv.Atoi(fields[2])
-			_, tr, err := s.GetTarget(ctx, batch.GetTargetParams{Caller: "alice", JobID: fields[1], Idx: idx})
-			if err != nil || tr.Status != batch.TargetDone || !bytes.Equal(tr.Result, crashResult(fields[1], idx)) {
+			_, tr, err := s.GetTarget(ctx, batchdriver.GetTargetParams{Caller: "alice", JobID: fields[1], Idx: idx})
+			if err != nil || tr.Status != batchdriver.TargetDone || !bytes.Equal(tr.Result, crashResult(fields[1], idx)) {
 				t.Errorf("reported result %s/%d: status %s, %d bytes, %v", fields[1], idx, tr.Status, len(tr.Result), err)
 			}
 			results++
 		case "finished":
-			j, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: fields[1], Results: false})
+			j, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: fields[1], Results: false})
 			if err != nil || string(j.Status) != fields[2] {
 				t.Errorf("reported finished job %s %s: status %s, %v", fields[1], fields[2], j.Status, err)
 			}
@@ -178,7 +177,7 @@ func verifyAfterCrash(t *testing.T, path string, facts []string) (checked, resul
 	if err := s.checkCounters(ctx); err != nil {
 		t.Error(err)
 	}
-	if _, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart"}); err != nil {
+	if _, err := s.Reap(ctx, batchdriver.ReapParams{AllLive: true, Reason: "restart"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := countRows(t, s, `SELECT count(*) FROM batch_job WHERE `+whereLive); n != 0 {

@@ -3,9 +3,9 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -14,7 +14,7 @@ import (
 // run in one immediate transaction: it holds the database's write lock from
 // its first read, so no concurrent Create can slip in between the checks
 // and the insert, in this process or any other.
-func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
 	p.Now = callNow(p.Now)
 	err = s.writeSized(ctx, "create job", 256*len(p.Targets), func(conn *sqlite.Conn) error {
 		var err error
@@ -22,12 +22,12 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 		return err
 	})
 	if err != nil {
-		return batch.Job{}, false, err
+		return batchdriver.Job{}, false, err
 	}
 	return job, reused, nil
 }
 
-func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
+func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bool, error) {
 	now, lim := nj.Now.UnixNano(), nj.Limits
 
 	// 1. Idempotent reuse, before the caps: the newest job of this caller
@@ -35,7 +35,7 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 	// failed. Rows are few (one key); picking the newest here rather than
 	// with ORDER BY … LIMIT 1 keeps the statement from re-preparing (see
 	// qJob).
-	var job batch.Job
+	var job batchdriver.Job
 	var seq int64
 	found := false
 	err := sqlitex.Execute(conn, `SELECT `+jobCols+` FROM batch_job j
@@ -50,13 +50,13 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 		},
 	})
 	if err != nil {
-		return batch.Job{}, false, fmt.Errorf("find reusable job: %w", err)
+		return batchdriver.Job{}, false, fmt.Errorf("find reusable job: %w", err)
 	}
 	if found {
 		err := sqlitex.Execute(conn, `UPDATE batch_job SET lease = ? WHERE seq = ?`,
 			&sqlitex.ExecOptions{Args: []any{now, seq}})
 		if err != nil {
-			return batch.Job{}, false, fmt.Errorf("bump lease: %w", err)
+			return batchdriver.Job{}, false, fmt.Errorf("bump lease: %w", err)
 		}
 		job.Lease = nj.Now.UTC()
 		return job, true, nil
@@ -66,22 +66,22 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 	// live jobs), then all (a maintained counter).
 	n, err := countInt(conn, `SELECT count(*) FROM batch_job WHERE caller = ? AND `+whereLive, nj.Caller.Name)
 	if err != nil {
-		return batch.Job{}, false, fmt.Errorf("count caller's live jobs: %w", err)
+		return batchdriver.Job{}, false, fmt.Errorf("count caller's live jobs: %w", err)
 	}
 	if n >= int64(lim.JobsPerCaller) {
-		return batch.Job{}, false, batch.ErrCallerBusy
+		return batchdriver.Job{}, false, batchdriver.ErrCallerBusy
 	}
 	if nj.WebhookURL != "" && lim.WebhooksPerCaller > 0 {
 		if err := webhookRoom(conn, nj.Caller.Name, lim.WebhooksPerCaller); err != nil {
-			return batch.Job{}, false, err
+			return batchdriver.Job{}, false, err
 		}
 	}
 	n, err = countInt(conn, `SELECT queued + running FROM batch_stat WHERE id = 1`)
 	if err != nil {
-		return batch.Job{}, false, fmt.Errorf("count live jobs: %w", err)
+		return batchdriver.Job{}, false, fmt.Errorf("count live jobs: %w", err)
 	}
 	if n >= int64(lim.JobsTotal) {
-		return batch.Job{}, false, batch.ErrBusy
+		return batchdriver.Job{}, false, batchdriver.ErrBusy
 	}
 
 	// 3. The insert.
@@ -97,25 +97,25 @@ func create(conn *sqlite.Conn, nj batch.CreateParams) (batch.Job, bool, error) {
 			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State},
 	})
 	if err != nil {
-		return batch.Job{}, false, fmt.Errorf("insert job: %w", err)
+		return batchdriver.Job{}, false, fmt.Errorf("insert job: %w", err)
 	}
 	seq = conn.LastInsertRowID()
 	for i, t := range nj.Targets {
 		opts, err := encodeOptions(t.Options)
 		if err != nil {
-			return batch.Job{}, false, fmt.Errorf("encode options of target %d: %w", i, err)
+			return batchdriver.Job{}, false, fmt.Errorf("encode options of target %d: %w", i, err)
 		}
 		err = sqlitex.Execute(conn, `INSERT INTO batch_target (job_seq, idx, url, options, status)
 			VALUES (?, ?, ?, ?, 'pending')`, &sqlitex.ExecOptions{Args: []any{seq, i, t.URL, opts}})
 		if err != nil {
-			return batch.Job{}, false, fmt.Errorf("insert target %d: %w", i, err)
+			return batchdriver.Job{}, false, fmt.Errorf("insert target %d: %w", i, err)
 		}
 	}
-	return batch.Job{
+	return batchdriver.Job{
 		ID:           nj.ID,
 		Caller:       nj.Caller,
 		IdemKey:      nj.IdemKey,
-		Status:       batch.JobQueued,
+		Status:       batchdriver.JobQueued,
 		TargetsTotal: len(nj.Targets),
 		CreatedAt:    nj.Now.UTC(),
 		Lease:        nj.Now.UTC(),
@@ -135,7 +135,7 @@ func webhookRoom(conn *sqlite.Conn, caller string, max int) error {
 		return fmt.Errorf("count caller's pending webhooks: %w", err)
 	}
 	if n >= int64(max) {
-		return batch.ErrWebhooksBusy
+		return batchdriver.ErrWebhooksBusy
 	}
 	return nil
 }

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -22,7 +22,7 @@ import (
 // target 0 running; the runner's heartbeat is recorded in the same
 // transaction. It first reads the maintained queued count, so that idle
 // workers polling an empty queue never take the write lock.
-func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdriver.Claimed, ok bool, err error) {
 	p.Now = callNow(p.Now)
 	var queued int64
 	err = s.read(ctx, "count queued jobs", func(conn *sqlite.Conn) (err error) {
@@ -30,7 +30,7 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 		return err
 	})
 	if err != nil || queued == 0 {
-		return batch.Claimed{}, false, err
+		return batchdriver.Claimed{}, false, err
 	}
 	err = s.write(ctx, "claim job", func(conn *sqlite.Conn) error {
 		seq, err := countInt(conn, `SELECT seq FROM batch_job WHERE status = 'queued'
@@ -61,7 +61,7 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 		return err
 	})
 	if err != nil || !ok {
-		return batch.Claimed{}, false, err
+		return batchdriver.Claimed{}, false, err
 	}
 	return c, true, nil
 }
@@ -73,7 +73,7 @@ const qHeartbeat = `INSERT INTO batch_runner (id, heartbeat) VALUES (?1, ?2)
 // heldJob is what a drain write reads of its job before it writes.
 type heldJob struct {
 	seq    int64
-	status batch.JobStatus
+	status batchdriver.JobStatus
 	runner string
 	total  int64
 	lease  int64
@@ -83,7 +83,7 @@ func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error
 	err = sqlitex.Execute(conn, qHeld, &sqlitex.ExecOptions{
 		Args: []any{jobID},
 		ResultFunc: func(stmt *sqlite.Stmt) error {
-			h = heldJob{stmt.ColumnInt64(0), batch.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
+			h = heldJob{stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
 				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
 			found = true
 			return nil
@@ -117,11 +117,11 @@ var errNotInFlight = errors.New("batchstore: target not in flight")
 // together, so a result is never half stored and a held job never has two
 // targets, or none, in flight. While the job goes on its row is not
 // written, but for a lease bump at most once per [batch.LeaseGrain].
-func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (step batchdriver.Step, err error) {
 	p.Now = callNow(p.Now)
 	fin := p.Target
 	if !fin.Status.Finished() {
-		return batch.Step{}, fmt.Errorf("batchstore: finish target: status must be done or failed, got %q", fin.Status)
+		return batchdriver.Step{}, fmt.Errorf("batchstore: finish target: status must be done or failed, got %q", fin.Status)
 	}
 	err = s.writeSized(ctx, "finish target", len(fin.Result)+len(fin.Error), func(conn *sqlite.Conn) error {
 		h, found, err := loadHeld(conn, p.JobID)
@@ -129,14 +129,14 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 		case err != nil:
 			return err
 		case !found:
-			return batch.ErrNotFound
+			return batchdriver.ErrNotFound
 		case h.runner != p.Runner || fin.Idx < 0 || int64(fin.Idx) >= h.total:
-			return batch.ErrNotHeld
+			return batchdriver.ErrNotHeld
 		}
 		now := p.Now.UnixNano()
 		var resultID any // NULL for a failed target
 		n := int64(len(fin.Error))
-		if fin.Status == batch.TargetDone {
+		if fin.Status == batchdriver.TargetDone {
 			err := sqlitex.Execute(conn, `INSERT INTO batch_body (body) VALUES (?)`,
 				&sqlitex.ExecOptions{Args: []any{fin.Result}})
 			if err != nil {
@@ -145,7 +145,7 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 			resultID, n = conn.LastInsertRowID(), n+int64(len(fin.Result))
 		}
 		next := fin.Idx + 1
-		if h.status != batch.JobRunning || int64(next) >= h.total {
+		if h.status != batchdriver.JobRunning || int64(next) >= h.total {
 			next = -1 // cancelled, or the last target: the job ends with this write
 		}
 		// One statement stores target i and starts target i+1: the two rows
@@ -160,22 +160,22 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 			return errNotInFlight // rolls back the body too
 		}
 		if next >= 0 {
-			step = batch.Step{Status: batch.JobRunning, Next: next}
-			if now-h.lease < int64(batch.LeaseGrain) {
+			step = batchdriver.Step{Status: batchdriver.JobRunning, Next: next}
+			if now-h.lease < int64(batchdriver.LeaseGrain) {
 				return nil
 			}
 			return sqlitex.Execute(conn, `UPDATE batch_job SET lease = ? WHERE seq = ?`,
 				&sqlitex.ExecOptions{Args: []any{now, h.seq}})
 		}
 		final, err := release(conn, h, now)
-		step = batch.Step{Status: final, Next: -1}
+		step = batchdriver.Step{Status: final, Next: -1}
 		return err
 	})
 	if errors.Is(err, errNotInFlight) {
 		return s.repeatedStep(ctx, p)
 	}
 	if err != nil {
-		return batch.Step{}, err
+		return batchdriver.Step{}, err
 	}
 	return step, nil
 }
@@ -183,7 +183,7 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 // release ends a held job's drain in its row: a running job gets its final
 // status from its targets (a cancelled one stays cancelled), its progress
 // is written, and it is no longer held.
-func release(conn *sqlite.Conn, h heldJob, now int64) (batch.JobStatus, error) {
+func release(conn *sqlite.Conn, h heldJob, now int64) (batchdriver.JobStatus, error) {
 	var ok, failed int
 	var bytes int64
 	err := sqlitex.Execute(conn, `SELECT count(*) FILTER (WHERE status = 'done'),
@@ -199,8 +199,8 @@ func release(conn *sqlite.Conn, h heldJob, now int64) (batch.JobStatus, error) {
 		return "", err
 	}
 	final := h.status
-	if final == batch.JobRunning {
-		final = batch.AggregateStatus(ok, failed)
+	if final == batchdriver.JobRunning {
+		final = batchdriver.AggregateStatus(ok, failed)
 	}
 	err = sqlitex.Execute(conn, `UPDATE batch_job SET status = ?1, targets_done = ?2, bytes = ?3,
 		lease = max(lease, ?4), finished_at = coalesce(finished_at, ?4), runner = '' WHERE seq = ?5`,
@@ -212,15 +212,15 @@ func release(conn *sqlite.Conn, h heldJob, now int64) (batch.JobStatus, error) {
 // flight: a repeat of a write that was applied (the runner still holds the
 // job and the target is finished) gets the current step; anything else is
 // refused. It runs after the write rolled back, in a snapshot of its own.
-func (s *Store) repeatedStep(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+func (s *Store) repeatedStep(ctx context.Context, p batchdriver.FinishParams) (step batchdriver.Step, err error) {
 	err = s.read(ctx, "finish target", func(conn *sqlite.Conn) error {
 		return snapshot(conn, func() error {
 			h, found, err := loadHeld(conn, p.JobID)
 			if err != nil || !found {
-				return cmp.Or(err, batch.ErrNotFound)
+				return cmp.Or(err, batchdriver.ErrNotFound)
 			}
 			if h.runner != p.Runner {
-				return batch.ErrNotHeld
+				return batchdriver.ErrNotHeld
 			}
 			var status string
 			next := int64(-1)
@@ -231,7 +231,7 @@ func (s *Store) repeatedStep(ctx context.Context, p batch.FinishParams) (step ba
 						if stmt.ColumnInt(1) == p.Target.Idx {
 							status = stmt.ColumnText(0)
 						}
-						if stmt.ColumnText(0) == string(batch.TargetRunning) {
+						if stmt.ColumnText(0) == string(batchdriver.TargetRunning) {
 							next = stmt.ColumnInt64(1)
 						}
 						return nil
@@ -240,15 +240,15 @@ func (s *Store) repeatedStep(ctx context.Context, p batch.FinishParams) (step ba
 			if err != nil {
 				return err
 			}
-			if !batch.TargetStatus(status).Finished() {
-				return batch.ErrNotHeld
+			if !batchdriver.TargetStatus(status).Finished() {
+				return batchdriver.ErrNotHeld
 			}
-			step = batch.Step{Status: h.status, Next: int(next)}
+			step = batchdriver.Step{Status: h.status, Next: int(next)}
 			return nil
 		})
 	})
 	if err != nil {
-		return batch.Step{}, err
+		return batchdriver.Step{}, err
 	}
 	return step, nil
 }

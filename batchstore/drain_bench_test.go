@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,7 +114,7 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 	if !count {
 		close(gate)
 	}
-	fetch := func(ctx context.Context, _ batch.Caller, _ batch.Target) (batch.Result, error) {
+	fetch := func(ctx context.Context, _ batchdriver.Caller, _ batchdriver.Target) (batch.Result, error) {
 		<-gate
 		return batch.Result{Content: drainContent}, nil
 	}
@@ -129,11 +130,11 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 	}
 	defer r.Close(ctx)
 	done := r.Metrics().GetOrCreateCounter(`batch_jobs_total{outcome="done"}`)
-	caller := batch.Caller{Name: "bench"}
+	caller := batchdriver.Caller{Name: "bench"}
 	b.StartTimer()
 	start := time.Now()
 	for j := range drainJobs {
-		ts := make([]batch.Target, drainTargets)
+		ts := make([]batchdriver.Target, drainTargets)
 		for i := range ts {
 			ts[i].URL = fmt.Sprintf("https://bench.example/%d/%d", j, i)
 		}

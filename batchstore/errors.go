@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"syscall"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -39,7 +39,7 @@ var errStop = errors.New("batchstore: stop")
 // batchSentinels pass through unwrapped: the runner and the HTTP adapter
 // branch on them, and their text is already complete.
 var batchSentinels = []error{
-	batch.ErrNotFound, batch.ErrFinished, batch.ErrNotHeld, batch.ErrCallerBusy, batch.ErrBusy,
+	batchdriver.ErrNotFound, batchdriver.ErrFinished, batchdriver.ErrNotHeld, batchdriver.ErrCallerBusy, batchdriver.ErrBusy,
 }
 
 // wrapErr translates an error of operation op into the store's vocabulary:
@@ -72,7 +72,7 @@ func wrapErr(ctx context.Context, op string, err error) error {
 			out = fmt.Errorf("batchstore: %s: %w: %w", op, ctxErr, err)
 		}
 		if errors.Is(ctxErr, context.DeadlineExceeded) {
-			out = kindError{kind: batch.ErrUnavailable, err: out}
+			out = kindError{kind: batchdriver.ErrUnavailable, err: out}
 		}
 		return out
 	}
@@ -85,7 +85,7 @@ func wrapErr(ctx context.Context, op string, err error) error {
 func markUnavailable(kind, err error) error {
 	switch kind {
 	case ErrFull, ErrReadOnly, ErrClosed:
-		return kindError{kind: batch.ErrUnavailable, err: err}
+		return kindError{kind: batchdriver.ErrUnavailable, err: err}
 	}
 	return err
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -34,7 +34,7 @@ const (
 // for that caller: no read scans, at any store size. Each transaction
 // deletes at most gcBatch jobs and decides on the totals read in it, so
 // concurrent evictions never over-evict.
-func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
+func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, error) {
 	total := 0
 	for {
 		n, more := 0, false

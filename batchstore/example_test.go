@@ -3,6 +3,7 @@ package batchstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log"
 	"os"
 	"path/filepath"
@@ -30,7 +31,7 @@ func ExampleOpen() {
 
 	runner, err := batch.New(batch.Config{
 		Store: store,
-		Fetch: func(ctx context.Context, c batch.Caller, t batch.Target) (batch.Result, error) {
+		Fetch: func(ctx context.Context, c batchdriver.Caller, t batchdriver.Target) (batch.Result, error) {
 			return batch.Result{Content: "fetched " + t.URL}, nil
 		},
 	})
@@ -42,8 +43,8 @@ func ExampleOpen() {
 	}
 	defer runner.Close(ctx)
 
-	caller := batch.Caller{Name: "agent-1"}
-	job, _, err := runner.Submit(ctx, caller, []batch.Target{
+	caller := batchdriver.Caller{Name: "agent-1"}
+	job, _, err := runner.Submit(ctx, caller, []batchdriver.Target{
 		{URL: "https://example.test/a"},
 		{URL: "https://example.test/b"},
 	})
@@ -81,13 +82,13 @@ func ExampleNew() {
 	}
 	defer store.Close()
 
-	targets := []batch.Target{{URL: "https://example.test/a"}}
-	job := batch.CreateParams{
+	targets := []batchdriver.Target{{URL: "https://example.test/a"}}
+	job := batchdriver.CreateParams{
 		ID:      "job-1",
-		Caller:  batch.Caller{Name: "agent-1"},
+		Caller:  batchdriver.Caller{Name: "agent-1"},
 		IdemKey: batch.IdemKey("agent-1", targets),
 		Targets: targets,
-		Limits:  batch.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour},
+		Limits:  batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour},
 	}
 	j, reused, err := store.Create(ctx, job)
 	if err != nil {

@@ -3,8 +3,8 @@ package batchstore
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -21,7 +21,7 @@ const (
 // finished jobs by lease, so a pass costs the same with 1k or 100k jobs
 // stored, and deletes in transactions of at most gcBatch jobs. If it
 // deleted anything it returns the freed pages to the file system.
-func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+func (s *Store) Sweep(ctx context.Context, p batchdriver.SweepParams) (int, error) {
 	leaseBefore := callTime(p.Now).Add(-p.TTL)
 	total := 0
 	for {
@@ -107,7 +107,7 @@ func (s *Store) reclaim(ctx context.Context, deleted int) error {
 }
 
 // Heartbeat implements [batch.Store.Heartbeat]: one row per runner.
-func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (s *Store) Heartbeat(ctx context.Context, p batchdriver.HeartbeatParams) error {
 	p.Now = callNow(p.Now)
 	return s.write(ctx, "heartbeat", func(conn *sqlite.Conn) error {
 		return sqlitex.Execute(conn, qHeartbeat, &sqlitex.ExecOptions{Args: []any{p.Runner, p.Now.UnixNano()}})
@@ -120,7 +120,7 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 // write would release it, with its target in flight failed; the outbox
 // trigger writes the events of those with a webhook. The webhook claims of
 // p.Runner (AllLive: all) are released in the same transaction.
-func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error) {
 	p.Now = callNow(p.Now)
 	n := 0
 	err := s.write(ctx, "reap jobs", func(conn *sqlite.Conn) error {
@@ -132,7 +132,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 		for _, j := range jobs {
 			err := sqlitex.Execute(conn, `UPDATE batch_target SET status = 'failed', error = ?1, hint = '',
 				outcome = ?2, bytes = length(CAST(?1 AS BLOB)) WHERE job_seq = ?3 AND status = 'running'`,
-				&sqlitex.ExecOptions{Args: []any{p.Reason, string(batch.OutcomeOther), j.seq}})
+				&sqlitex.ExecOptions{Args: []any{p.Reason, string(batchdriver.OutcomeOther), j.seq}})
 			if err != nil {
 				return err
 			}
@@ -177,7 +177,7 @@ const (
 )
 
 // reapSelect returns the jobs p selects, without duplicates.
-func reapSelect(conn *sqlite.Conn, p batch.ReapParams) ([]jobNum, error) {
+func reapSelect(conn *sqlite.Conn, p batchdriver.ReapParams) ([]jobNum, error) {
 	type query struct {
 		sql  string
 		args []any
@@ -211,7 +211,7 @@ func reapSelect(conn *sqlite.Conn, p batch.ReapParams) ([]jobNum, error) {
 
 // reapForget deletes the heartbeats Reap judged stale, and the reaped
 // runner's, so that runners that left keep no row.
-func reapForget(conn *sqlite.Conn, p batch.ReapParams) error {
+func reapForget(conn *sqlite.Conn, p batchdriver.ReapParams) error {
 	if p.AllLive {
 		return sqlitex.Execute(conn, `DELETE FROM batch_runner`, nil)
 	}
@@ -238,12 +238,12 @@ func totalBytes(conn *sqlite.Conn) (int64, error) {
 // Stats implements [batch.Store.Stats]: one row of counters that triggers
 // keep exact, and the bytes of the few held jobs, so it costs the same at
 // any size.
-func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
+func (s *Store) Stats(ctx context.Context) (st batchdriver.Stats, err error) {
 	err = s.read(ctx, "stats", func(conn *sqlite.Conn) error {
 		return snapshot(conn, func() error {
 			err := sqlitex.Execute(conn, `SELECT queued, running FROM batch_stat WHERE id = 1`,
 				&sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
-					st = batch.Stats{Queued: stmt.ColumnInt(0), Running: stmt.ColumnInt(1)}
+					st = batchdriver.Stats{Queued: stmt.ColumnInt(0), Running: stmt.ColumnInt(1)}
 					return nil
 				}})
 			if err != nil {
@@ -258,4 +258,6 @@ func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
 
 // Capabilities implements [batch.Store.Capabilities]: the file lock keeps
 // the store to one process, so a starting runner fails every live job.
-func (s *Store) Capabilities() batch.Capabilities { return batch.Capabilities{Shared: false} }
+func (s *Store) Capabilities() batchdriver.Capabilities {
+	return batchdriver.Capabilities{Shared: false}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,9 +48,9 @@ func TestStore_GroupAnswersAfterCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	held := make([]batch.Claimed, jobs)
+	held := make([]batchdriver.Claimed, jobs)
 	for j := range held {
-		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"})
+		c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"})
 		if err != nil || !ok {
 			t.Fatalf("claim %d: %v, %v", j, ok, err)
 		}
@@ -63,24 +64,24 @@ func TestStore_GroupAnswersAfterCommit(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for next := c.Next; next >= 0; {
-				fin := batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: groupResult(j, next)}
-				st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "r", Target: fin})
+				fin := batchdriver.TargetFinish{Idx: next, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: groupResult(j, next)}
+				st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: "r", Target: fin})
 				if err != nil {
 					t.Errorf("%s/%d: %v", c.Job.ID, next, err)
 					return
 				}
 				// Told "stored": the target must be committed by now.
-				_, trs, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: c.Job.ID, Results: true})
+				_, trs, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: c.Job.ID, Results: true})
 				if err != nil {
 					t.Errorf("%s/%d: read after the answer: %v", c.Job.ID, next, err)
 					return
 				}
-				if tr := trs[next]; tr.Status != batch.TargetDone || !bytes.Equal(tr.Result, fin.Result) {
+				if tr := trs[next]; tr.Status != batchdriver.TargetDone || !bytes.Equal(tr.Result, fin.Result) {
 					t.Errorf("%s/%d: answered, but a reader sees status %s and %d result bytes: answered before its commit",
 						c.Job.ID, next, tr.Status, len(tr.Result))
 					return
 				}
-				if st.Next >= 0 && trs[st.Next].Status != batch.TargetRunning {
+				if st.Next >= 0 && trs[st.Next].Status != batchdriver.TargetRunning {
 					t.Errorf("%s/%d: answered with next %d, but a reader sees it %s", c.Job.ID, next, st.Next, trs[st.Next].Status)
 					return
 				}
@@ -125,11 +126,11 @@ func TestRunner_WorkerToldStoredAfterCommit(t *testing.T) {
 	var mu sync.Mutex
 	ids := map[int]string{} // job number → id
 	submitted := make(chan struct{})
-	caller := batch.Caller{Name: "told"}
+	caller := batchdriver.Caller{Name: "told"}
 	content := func(j, i int) string { return strings.Repeat(fmt.Sprintf("page %d/%d ", j, i), 100) }
 	var checked sync.WaitGroup
 	checked.Add(jobs * (targets - 1))
-	fetch := func(ctx context.Context, _ batch.Caller, tg batch.Target) (batch.Result, error) {
+	fetch := func(ctx context.Context, _ batchdriver.Caller, tg batchdriver.Target) (batch.Result, error) {
 		<-submitted
 		var j, i int
 		if _, err := fmt.Sscanf(tg.URL, "https://told.example/%d/%d", &j, &i); err != nil {
@@ -140,10 +141,10 @@ func TestRunner_WorkerToldStoredAfterCommit(t *testing.T) {
 			mu.Lock()
 			id := ids[j]
 			mu.Unlock()
-			_, tr, err := s.GetTarget(ctx, batch.GetTargetParams{Caller: caller.Name, JobID: id, Idx: i - 1})
+			_, tr, err := s.GetTarget(ctx, batchdriver.GetTargetParams{Caller: caller.Name, JobID: id, Idx: i - 1})
 			if err != nil {
 				t.Errorf("job %d target %d: %v", j, i-1, err)
-			} else if tr.Status != batch.TargetDone || !bytes.Contains(tr.Result, []byte(content(j, i-1))) {
+			} else if tr.Status != batchdriver.TargetDone || !bytes.Contains(tr.Result, []byte(content(j, i-1))) {
 				t.Errorf("job %d: the worker went on to target %d, but a reader sees target %d %s with %d result bytes: told stored before the commit",
 					j, i, i-1, tr.Status, len(tr.Result))
 			}
@@ -159,7 +160,7 @@ func TestRunner_WorkerToldStoredAfterCommit(t *testing.T) {
 	}
 	defer r.Close(context.WithoutCancel(ctx))
 	for j := range jobs {
-		ts := make([]batch.Target, targets)
+		ts := make([]batchdriver.Target, targets)
 		for i := range ts {
 			ts[i].URL = fmt.Sprintf("https://told.example/%d/%d", j, i)
 		}
@@ -202,7 +203,7 @@ func TestStore_GroupFailsOneWriteAlone(t *testing.T) {
 		if _, _, err := s.Create(ctx, newJob(id, "alice", n, now.Add(time.Duration(i)))); err != nil {
 			t.Fatal(err)
 		}
-		if c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r", Now: &now}); err != nil || !ok || c.Job.ID != id {
+		if c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r", Now: &now}); err != nil || !ok || c.Job.ID != id {
 			t.Fatalf("claim = %s, %v, %v; want %s", c.Job.ID, ok, err, id)
 		}
 	}
@@ -218,18 +219,18 @@ func TestStore_GroupFailsOneWriteAlone(t *testing.T) {
 	}()
 	<-running
 	before := walCommits(t, path)
-	finish := func(job, runner string, idx int) batch.FinishParams {
-		return batch.FinishParams{JobID: job, Runner: runner, Now: &now, Target: batch.TargetFinish{
-			Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"` + job + `"}`)}}
+	finish := func(job, runner string, idx int) batchdriver.FinishParams {
+		return batchdriver.FinishParams{JobID: job, Runner: runner, Now: &now, Target: batchdriver.TargetFinish{
+			Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte(`{"content":"` + job + `"}`)}}
 	}
-	writes := []batch.FinishParams{
+	writes := []batchdriver.FinishParams{
 		finish("a", "r", 0),
 		finish("b", "r", 0),
 		finish("c", "intruder", 0), // not the holder
 		finish("d", "r", 3),        // target 0 is in flight, not 3
 		finish("e", "r", 0),        // no such job
 	}
-	steps := make([]batch.Step, len(writes))
+	steps := make([]batchdriver.Step, len(writes))
 	errs := make([]error, len(writes))
 	var wg sync.WaitGroup
 	for i, p := range writes {
@@ -243,13 +244,13 @@ func TestStore_GroupFailsOneWriteAlone(t *testing.T) {
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
 	}
-	if errs[0] != nil || steps[0] != (batch.Step{Status: batch.JobRunning, Next: 1}) {
+	if errs[0] != nil || steps[0] != (batchdriver.Step{Status: batchdriver.JobRunning, Next: 1}) {
 		t.Errorf("a: %+v, %v; want running, next 1", steps[0], errs[0])
 	}
-	if errs[1] != nil || steps[1] != (batch.Step{Status: batch.JobDone, Next: -1}) {
+	if errs[1] != nil || steps[1] != (batchdriver.Step{Status: batchdriver.JobDone, Next: -1}) {
 		t.Errorf("b: %+v, %v; want done, next -1", steps[1], errs[1])
 	}
-	if !errors.Is(errs[2], batch.ErrNotHeld) || !errors.Is(errs[3], batch.ErrNotHeld) || !errors.Is(errs[4], batch.ErrNotFound) {
+	if !errors.Is(errs[2], batchdriver.ErrNotHeld) || !errors.Is(errs[3], batchdriver.ErrNotHeld) || !errors.Is(errs[4], batchdriver.ErrNotFound) {
 		t.Errorf("c, d, e: %v, %v, %v; want not held, not held, not found", errs[2], errs[3], errs[4])
 	}
 	if n := walCommits(t, path) - before; n != 2 {
@@ -258,14 +259,14 @@ func TestStore_GroupFailsOneWriteAlone(t *testing.T) {
 	if n := countRows(t, s, `SELECT count(*) FROM batch_body`) - bodies; n != 2 {
 		t.Errorf("%d result bodies stored, want 2 (a's and b's): a failed write left its body", n)
 	}
-	want := map[string][]batch.TargetStatus{
-		"a": {batch.TargetDone, batch.TargetRunning, batch.TargetPending},
-		"b": {batch.TargetDone},
-		"c": {batch.TargetRunning, batch.TargetPending, batch.TargetPending},
-		"d": {batch.TargetRunning, batch.TargetPending, batch.TargetPending, batch.TargetPending, batch.TargetPending},
+	want := map[string][]batchdriver.TargetStatus{
+		"a": {batchdriver.TargetDone, batchdriver.TargetRunning, batchdriver.TargetPending},
+		"b": {batchdriver.TargetDone},
+		"c": {batchdriver.TargetRunning, batchdriver.TargetPending, batchdriver.TargetPending},
+		"d": {batchdriver.TargetRunning, batchdriver.TargetPending, batchdriver.TargetPending, batchdriver.TargetPending, batchdriver.TargetPending},
 	}
 	for id, st := range want {
-		_, trs, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: id})
+		_, trs, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: id})
 		if err != nil {
 			t.Fatal(err)
 		}

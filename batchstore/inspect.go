@@ -2,14 +2,14 @@ package batchstore
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
 
-var _ batch.Inspector = (*Store)(nil)
+var _ batchdriver.Inspector = (*Store)(nil)
 
 // The operator console's reads ([batch.Inspector]), each on an index or a
 // table bounded by the live state (see TestStore_InspectPlans): the newest
@@ -40,7 +40,7 @@ const (
 
 // Overview implements [batch.Inspector] in one read transaction, so that
 // its parts agree with each other.
-func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.Overview, err error) {
+func (s *Store) Overview(ctx context.Context, p batchdriver.OverviewParams) (ov batchdriver.Overview, err error) {
 	at := callTime(p.Now)
 	now := at.UnixNano()
 	since := int64(math.MinInt64)
@@ -66,11 +66,11 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 			if ov.Running, err = walkJobs(conn, qInspectRunning, p.Running); err != nil {
 				return err
 			}
-			ov.Failures = map[batch.Outcome]int{}
+			ov.Failures = map[batchdriver.Outcome]int{}
 			err = sqlitex.Execute(conn, qInspectFailures, &sqlitex.ExecOptions{
 				Args: []any{since},
 				ResultFunc: func(stmt *sqlite.Stmt) error {
-					ov.Failures[batch.Outcome(stmt.ColumnText(0))] += stmt.ColumnInt(1)
+					ov.Failures[batchdriver.Outcome(stmt.ColumnText(0))] += stmt.ColumnInt(1)
 					return nil
 				},
 			})
@@ -80,7 +80,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 			err = sqlitex.Execute(conn, qInspectRunners, &sqlitex.ExecOptions{
 				ResultFunc: func(stmt *sqlite.Stmt) error {
 					hb := timeAt(stmt, 1)
-					ov.Runners = append(ov.Runners, batch.RunnerBeat{ID: stmt.ColumnText(0), Heartbeat: hb, Age: at.Sub(hb)})
+					ov.Runners = append(ov.Runners, batchdriver.RunnerBeat{ID: stmt.ColumnText(0), Heartbeat: hb, Age: at.Sub(hb)})
 					return nil
 				},
 			})
@@ -90,7 +90,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 			err = sqlitex.Execute(conn, qInspectHooks, &sqlitex.ExecOptions{
 				Args: []any{now},
 				ResultFunc: func(stmt *sqlite.Stmt) error {
-					ov.Webhooks = batch.WebhookBacklog{
+					ov.Webhooks = batchdriver.WebhookBacklog{
 						Pending: stmt.ColumnInt(0), Due: stmt.ColumnInt(1), Claimed: stmt.ColumnInt(2),
 					}
 					if !stmt.ColumnIsNull(3) {
@@ -107,18 +107,18 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 		})
 	})
 	if err != nil {
-		return batch.Overview{}, err
+		return batchdriver.Overview{}, err
 	}
 	return ov, nil
 }
 
 // walkJobs reads up to limit jobs of q (with args), a query of jobCols whose walk
 // stops at the limit (no LIMIT ?: see qJob).
-func walkJobs(conn *sqlite.Conn, q string, limit int, args ...any) ([]batch.Job, error) {
+func walkJobs(conn *sqlite.Conn, q string, limit int, args ...any) ([]batchdriver.Job, error) {
 	if limit < 1 {
 		return nil, nil
 	}
-	var jobs []batch.Job
+	var jobs []batchdriver.Job
 	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
 		Args: args,
 		ResultFunc: func(stmt *sqlite.Stmt) error {
@@ -141,7 +141,7 @@ func walkJobs(conn *sqlite.Conn, q string, limit int, args ...any) ([]batch.Job,
 // of the held jobs (a handful), whose counters are read one by one. Any
 // other caller holds no more than the counter's limit-th entry, and comes
 // after it by name if it holds as much, so the answer is exact.
-func inspectCallers(conn *sqlite.Conn, limit int) ([]batch.CallerBytes, error) {
+func inspectCallers(conn *sqlite.Conn, limit int) ([]batchdriver.CallerBytes, error) {
 	if limit < 1 {
 		return nil, nil
 	}
@@ -173,7 +173,7 @@ func inspectCallers(conn *sqlite.Conn, limit int) ([]batch.CallerBytes, error) {
 		}
 		bytes[name] += b
 	}
-	out := batch.TopCallers(bytes, limit)
+	out := batchdriver.TopCallers(bytes, limit)
 	for i := range out {
 		out[i].Caller.Restricted = true // until a job of its says otherwise
 		err := sqlitex.Execute(conn, qInspectCallerJob, &sqlitex.ExecOptions{
@@ -192,6 +192,6 @@ func inspectCallers(conn *sqlite.Conn, limit int) ([]batch.CallerBytes, error) {
 
 // InspectJob implements [batch.Inspector]: [Store.Get] without the owner
 // and without results.
-func (s *Store) InspectJob(ctx context.Context, jobID string) (batch.Job, []batch.TargetRecord, error) {
+func (s *Store) InspectJob(ctx context.Context, jobID string) (batchdriver.Job, []batchdriver.TargetRecord, error) {
 	return s.readJob(ctx, "inspect job", qInspectJob, qTargets, false, jobID)
 }

@@ -3,10 +3,9 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // recentActivity gives a seeded store the same last hour at every size:
@@ -24,11 +23,11 @@ func recentActivity(b *testing.B, st *benchState) {
 		if _, _, err := st.s.Create(ctx, withLimits(newJob(id, fmt.Sprint("seeder-", i), 4, time.Now()), benchLimits)); err != nil {
 			b.Fatal(err)
 		}
-		_, err := drainJob(ctx, st.s, "bench", id, func(idx int) batch.TargetFinish {
+		_, err := drainJob(ctx, st.s, "bench", id, func(idx int) batchdriver.TargetFinish {
 			if idx%2 == 1 {
-				return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeTimeout, Error: "deadline"}
+				return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetFailed, Outcome: batchdriver.OutcomeTimeout, Error: "deadline"}
 			}
-			return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}
+			return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte(`{"content":"x"}`)}
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -49,9 +48,9 @@ func BenchmarkInspectOverview(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			now := time.Now()
-			ov, err := st.s.Overview(ctx, batch.OverviewParams{Recent: 50, Running: 50, Callers: 50,
+			ov, err := st.s.Overview(ctx, batchdriver.OverviewParams{Recent: 50, Running: 50, Callers: 50,
 				FailureWindow: time.Hour, Now: &now})
-			if err != nil || len(ov.Recent) != 50 || ov.Failures[batch.OutcomeTimeout] != 200 {
+			if err != nil || len(ov.Recent) != 50 || ov.Failures[batchdriver.OutcomeTimeout] != 200 {
 				b.Fatalf("overview: %d recent, failures %v, %v", len(ov.Recent), ov.Failures, err)
 			}
 		}

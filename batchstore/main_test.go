@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"os"
 	"os/exec"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"go.uber.org/goleak"
 )
 
@@ -52,7 +52,7 @@ func runChild(mode, path string, sync Synchronous) int {
 	case "hold": // keep the store open until stdin closes
 		bufio.NewReader(os.Stdin).ReadString('\n')
 	case "write": // the restart hook, as a runner's Start runs it, then jobs and results until killed
-		n, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart"})
+		n, err := s.Reap(ctx, batchdriver.ReapParams{AllLive: true, Reason: "restart"})
 		if err != nil {
 			fmt.Printf("error %v\n", err)
 			return 4

@@ -3,8 +3,8 @@ package batchstore
 import (
 	"cmp"
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -13,7 +13,7 @@ import (
 // a job of another caller takes the same path as an unknown id.
 
 // Cancel implements [batch.Store.Cancel].
-func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
+func (s *Store) Cancel(ctx context.Context, p batchdriver.CancelParams) error {
 	now := callTime(p.Now)
 	return s.write(ctx, "cancel job", func(conn *sqlite.Conn) error {
 		seq, status, err := jobState(conn, p.JobID, p.Caller)
@@ -21,7 +21,7 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 			return err
 		}
 		if status.Finished() {
-			return batch.ErrFinished
+			return batchdriver.ErrFinished
 		}
 		return sqlitex.Execute(conn, `UPDATE batch_job SET status = 'cancelled', finished_at = ?, lease = ?
 			WHERE seq = ?`, &sqlitex.ExecOptions{Args: []any{now.UnixNano(), now.UnixNano(), seq}})
@@ -31,19 +31,19 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 // Get implements [batch.Store.Get]. Without results it reads the job row
 // and the target rows only: result bodies live in another table, so a
 // summary costs the same whatever the results weigh.
-func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) Get(ctx context.Context, p batchdriver.GetParams) (job batchdriver.Job, targets []batchdriver.TargetRecord, err error) {
 	caller, jobID, withResults := p.Caller, p.JobID, p.Results
 	if p.JobOnly { // one statement, one snapshot: no transaction needed
 		err = s.quickRead(ctx, "get job", func(conn *sqlite.Conn) error {
 			_, j, found, err := loadJob(conn, qJob, jobID, caller)
 			if err != nil || !found {
-				return cmp.Or(err, batch.ErrNotFound)
+				return cmp.Or(err, batchdriver.ErrNotFound)
 			}
 			job = j
 			return nil
 		})
 		if err != nil {
-			return batch.Job{}, nil, err
+			return batchdriver.Job{}, nil, err
 		}
 		return job, nil, nil
 	}
@@ -56,12 +56,12 @@ func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targ
 
 // readJob reads, in one snapshot, the job that jobQuery selects by args
 // and its targets by targetQuery, with their results if withResults.
-func (s *Store) readJob(ctx context.Context, op, jobQuery, targetQuery string, withResults bool, args ...any) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) readJob(ctx context.Context, op, jobQuery, targetQuery string, withResults bool, args ...any) (job batchdriver.Job, targets []batchdriver.TargetRecord, err error) {
 	err = s.read(ctx, op, func(conn *sqlite.Conn) error {
 		return snapshot(conn, func() error {
 			seq, j, found, err := loadJob(conn, jobQuery, args...)
 			if err != nil || !found {
-				return cmp.Or(err, batch.ErrNotFound)
+				return cmp.Or(err, batchdriver.ErrNotFound)
 			}
 			job = j
 			targets, err = loadTargets(conn, targetQuery, withResults, seq)
@@ -69,37 +69,37 @@ func (s *Store) readJob(ctx context.Context, op, jobQuery, targetQuery string, w
 		})
 	})
 	if err != nil {
-		return batch.Job{}, nil, err
+		return batchdriver.Job{}, nil, err
 	}
 	return job, targets, nil
 }
 
 // GetTarget implements [batch.Store.GetTarget].
-func (s *Store) GetTarget(ctx context.Context, p batch.GetTargetParams) (job batch.Job, target batch.TargetRecord, err error) {
+func (s *Store) GetTarget(ctx context.Context, p batchdriver.GetTargetParams) (job batchdriver.Job, target batchdriver.TargetRecord, err error) {
 	caller, jobID, idx := p.Caller, p.JobID, p.Idx
 	err = s.read(ctx, "get target", func(conn *sqlite.Conn) error {
 		return snapshot(conn, func() error {
 			seq, j, found, err := loadJob(conn, qJob, jobID, caller)
 			if err != nil || !found {
-				return cmp.Or(err, batch.ErrNotFound)
+				return cmp.Or(err, batchdriver.ErrNotFound)
 			}
 			targets, err := loadTargets(conn, qTarget, true, seq, idx)
 			if err != nil || len(targets) == 0 {
-				return cmp.Or(err, batch.ErrNotFound)
+				return cmp.Or(err, batchdriver.ErrNotFound)
 			}
 			job, target = j, targets[0]
 			return nil
 		})
 	})
 	if err != nil {
-		return batch.Job{}, batch.TargetRecord{}, err
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, err
 	}
 	return job, target, nil
 }
 
 // List implements [batch.Store.List]: newest by creation time, then by
 // insertion. A limit below 1 lists nothing.
-func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job, err error) {
+func (s *Store) List(ctx context.Context, p batchdriver.ListParams) (jobs []batchdriver.Job, err error) {
 	caller, limit := p.Caller, p.Limit
 	if limit < 1 {
 		return nil, nil
@@ -121,7 +121,7 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job,
 // move the lease by less than [batch.LeaseGrain] (or backwards) is a read
 // only, so a client polling every second writes about once a minute. The
 // write, when due, moves the lease to now.
-func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
+func (s *Store) Touch(ctx context.Context, p batchdriver.TouchParams) error {
 	caller, jobID, now := p.Caller, p.JobID, callTime(p.Now)
 	var lease int64
 	err := s.read(ctx, "touch job", func(conn *sqlite.Conn) error {
@@ -135,21 +135,21 @@ func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
 				},
 			})
 		if err == nil && !found {
-			err = batch.ErrNotFound
+			err = batchdriver.ErrNotFound
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if now.UnixNano()-lease < int64(batch.LeaseGrain) {
+	if now.UnixNano()-lease < int64(batchdriver.LeaseGrain) {
 		return nil
 	}
 	return s.write(ctx, "touch job", func(conn *sqlite.Conn) error {
 		err := sqlitex.Execute(conn, `UPDATE batch_job SET lease = max(lease, ?) WHERE id = ? AND caller = ?`,
 			&sqlitex.ExecOptions{Args: []any{now.UnixNano(), jobID, caller}})
 		if err == nil && conn.Changes() == 0 {
-			err = batch.ErrNotFound // swept between the read and the write
+			err = batchdriver.ErrNotFound // swept between the read and the write
 		}
 		return err
 	})

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -28,7 +28,7 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 			if _, _, err := s.Create(ctx, newJob("poll", "alice", n, time.Now())); err != nil {
 				t.Fatal(err)
 			}
-			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"})
+			c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"})
 			if err != nil || !ok {
 				t.Fatalf("claim: %v, %v", ok, err)
 			}
@@ -45,7 +45,7 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 							return
 						default:
 						}
-						job, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: "poll", JobOnly: true})
+						job, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: "poll", JobOnly: true})
 						if err != nil {
 							errs <- err
 							return
@@ -60,12 +60,12 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 			}
 			next := c.Next
 			for done := 1; next >= 0; done++ {
-				st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "poll", Runner: "r",
-					Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte("x")}})
+				st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: "poll", Runner: "r",
+					Target: batchdriver.TargetFinish{Idx: next, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte("x")}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				job, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: "poll", JobOnly: true})
+				job, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: "poll", JobOnly: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -80,11 +80,11 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
-			job, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: "poll", JobOnly: true})
-			if err != nil || job.Status != batch.JobDone {
+			job, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: "poll", JobOnly: true})
+			if err != nil || job.Status != batchdriver.JobDone {
 				t.Fatalf("finished job reads %s, %v", job.Status, err)
 			}
-			if _, _, err := s.Get(ctx, batch.GetParams{Caller: "bob", JobID: "poll", JobOnly: true}); !errors.Is(err, batch.ErrNotFound) {
+			if _, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "bob", JobID: "poll", JobOnly: true}); !errors.Is(err, batchdriver.ErrNotFound) {
 				t.Fatalf("another caller's point read: %v, want ErrNotFound", err)
 			}
 		})
@@ -111,7 +111,7 @@ func TestStore_CloseDuringPointReads(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for {
-				job, _, err := s.Get(context.Background(), batch.GetParams{Caller: "alice", JobID: "j", JobOnly: true})
+				job, _, err := s.Get(context.Background(), batchdriver.GetParams{Caller: "alice", JobID: "j", JobOnly: true})
 				if errors.Is(err, ErrClosed) {
 					return
 				}
@@ -142,7 +142,7 @@ func TestStore_CloseDuringPointReads(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if _, _, err := s.Get(context.Background(), batch.GetParams{Caller: "alice", JobID: "j", JobOnly: true}); !errors.Is(err, ErrClosed) {
+	if _, _, err := s.Get(context.Background(), batchdriver.GetParams{Caller: "alice", JobID: "j", JobOnly: true}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("point read after Close: %v, want ErrClosed", err)
 	}
 }

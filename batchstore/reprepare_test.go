@@ -3,11 +3,11 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -65,7 +65,7 @@ type namedOp struct {
 func storeWorkload(s *Store) []namedOp {
 	now := time.Now()
 	id := func(round int) string { return fmt.Sprintf("w%d", round) }
-	lim := batch.Limits{JobsPerCaller: 10, JobsTotal: 100, TTL: time.Hour}
+	lim := batchdriver.Limits{JobsPerCaller: 10, JobsTotal: 100, TTL: time.Hour}
 	return []namedOp{
 		{"Create", func(ctx context.Context, r int) error {
 			_, _, err := s.Create(ctx, withLimits(newJob(id(r), "alice", 3, now), lim))
@@ -81,53 +81,53 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Claim", func(ctx context.Context, r int) error {
-			c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "runner", Now: nowAt(now)})
+			c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "runner", Now: nowAt(now)})
 			if err == nil && (!ok || c.Job.ID != id(r)) {
 				err = fmt.Errorf("claimed %q (%v), want %s", c.Job.ID, ok, id(r))
 			}
 			return err
 		}},
 		{"FinishTarget", func(ctx context.Context, r int) error {
-			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Result: []byte("{}")}, 1)
+			return finishStep(ctx, s, id(r), batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Result: []byte("{}")}, 1)
 		}},
 		{"FinishTarget (repeat)", func(ctx context.Context, r int) error {
-			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Result: []byte("{}")}, 1)
+			return finishStep(ctx, s, id(r), batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Result: []byte("{}")}, 1)
 		}},
 		{"FinishTarget failed", func(ctx context.Context, r int) error {
-			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 1, Status: batch.TargetFailed, Error: "x"}, 2)
+			return finishStep(ctx, s, id(r), batchdriver.TargetFinish{Idx: 1, Status: batchdriver.TargetFailed, Error: "x"}, 2)
 		}},
 		{"Heartbeat", func(ctx context.Context, r int) error {
-			return s.Heartbeat(ctx, batch.HeartbeatParams{Runner: "runner", Now: nowAt(now.Add(time.Duration(r) * time.Second))})
+			return s.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: "runner", Now: nowAt(now.Add(time.Duration(r) * time.Second))})
 		}},
 		{"Get", func(ctx context.Context, r int) error {
-			_, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: id(r), Results: false})
+			_, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: id(r), Results: false})
 			return err
 		}},
 		{"Get with results", func(ctx context.Context, r int) error {
-			_, _, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: id(r), Results: true})
+			_, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: id(r), Results: true})
 			return err
 		}},
 		{"GetTarget", func(ctx context.Context, r int) error {
-			_, _, err := s.GetTarget(ctx, batch.GetTargetParams{Caller: "alice", JobID: id(r), Idx: 0})
+			_, _, err := s.GetTarget(ctx, batchdriver.GetTargetParams{Caller: "alice", JobID: id(r), Idx: 0})
 			return err
 		}},
 		{"List", func(ctx context.Context, r int) error {
-			_, err := s.List(ctx, batch.ListParams{Caller: "alice", Limit: 5 + r})
+			_, err := s.List(ctx, batchdriver.ListParams{Caller: "alice", Limit: 5 + r})
 			return err
 		}},
 		{"Touch", func(ctx context.Context, r int) error {
-			return s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: id(r), Now: nowAt(now.Add(time.Duration(r+2) * batch.LeaseGrain))})
+			return s.Touch(ctx, batchdriver.TouchParams{Caller: "alice", JobID: id(r), Now: nowAt(now.Add(time.Duration(r+2) * batchdriver.LeaseGrain))})
 		}},
 		{"Stats", func(ctx context.Context, r int) error { _, err := s.Stats(ctx); return err }},
 		{"FinishTarget last", func(ctx context.Context, r int) error {
-			return finishStep(ctx, s, id(r), batch.TargetFinish{Idx: 2, Status: batch.TargetDone, Result: []byte("{}")}, -1)
+			return finishStep(ctx, s, id(r), batchdriver.TargetFinish{Idx: 2, Status: batchdriver.TargetDone, Result: []byte("{}")}, -1)
 		}},
 		{"Create 2", func(ctx context.Context, r int) error {
 			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-c", "alice", 2, now), lim))
 			return err
 		}},
 		{"Cancel", func(ctx context.Context, r int) error {
-			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-c", Now: nowAt(now)})
+			return s.Cancel(ctx, batchdriver.CancelParams{Caller: "alice", JobID: id(r) + "-c", Now: nowAt(now)})
 		}},
 		{"Create with a webhook", func(ctx context.Context, r int) error {
 			j := newJob(id(r)+"-h", "alice", 1, now)
@@ -136,47 +136,47 @@ func storeWorkload(s *Store) []namedOp {
 			return err
 		}},
 		{"Cancel with a webhook", func(ctx context.Context, r int) error {
-			return s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: id(r) + "-h", Now: nowAt(now)})
+			return s.Cancel(ctx, batchdriver.CancelParams{Caller: "alice", JobID: id(r) + "-h", Now: nowAt(now)})
 		}},
 		{"ClaimWebhooks", func(ctx context.Context, r int) error {
-			ds, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 8, Lease: time.Minute, Now: nowAt(now)})
+			ds, err := s.ClaimWebhooks(ctx, batchdriver.ClaimWebhooksParams{Runner: "runner", Limit: 8, Lease: time.Minute, Now: nowAt(now)})
 			if err == nil && (len(ds) != 1 || ds[0].JobID != id(r)+"-h") {
 				err = fmt.Errorf("claimed %+v, want the event of %s-h", ds, id(r))
 			}
 			return err
 		}},
 		{"FinishWebhook retry", func(ctx context.Context, r int) error {
-			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 1, Retry: true, Now: nowAt(now)})
+			return s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 1, Retry: true, Now: nowAt(now)})
 		}},
 		{"ClaimWebhooks again", func(ctx context.Context, r int) error {
-			_, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: "runner", Limit: 1, Lease: time.Minute, Now: nowAt(now)})
+			_, err := s.ClaimWebhooks(ctx, batchdriver.ClaimWebhooksParams{Runner: "runner", Limit: 1, Lease: time.Minute, Now: nowAt(now)})
 			return err
 		}},
 		{"FinishWebhook", func(ctx context.Context, r int) error {
-			return s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 2, Now: nowAt(now)})
+			return s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 2, Now: nowAt(now)})
 		}},
 		{"Create 3", func(ctx context.Context, r int) error {
 			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-m", "alice", 2, now), lim))
 			return err
 		}},
 		{"Reap stale", func(ctx context.Context, r int) error {
-			_, err := s.Reap(ctx, batch.ReapParams{StaleAfter: time.Hour, Reason: "restart", Now: nowAt(now)})
+			_, err := s.Reap(ctx, batchdriver.ReapParams{StaleAfter: time.Hour, Reason: "restart", Now: nowAt(now)})
 			return err
 		}},
 		{"Reap runner", func(ctx context.Context, r int) error {
-			_, err := s.Reap(ctx, batch.ReapParams{Runner: "nobody", Reason: "restart", Now: nowAt(now)})
+			_, err := s.Reap(ctx, batchdriver.ReapParams{Runner: "nobody", Reason: "restart", Now: nowAt(now)})
 			return err
 		}},
 		{"Reap all live", func(ctx context.Context, r int) error {
-			_, err := s.Reap(ctx, batch.ReapParams{AllLive: true, Reason: "restart", Now: nowAt(now)})
+			_, err := s.Reap(ctx, batchdriver.ReapParams{AllLive: true, Reason: "restart", Now: nowAt(now)})
 			return err
 		}},
 		{"Evict", func(ctx context.Context, r int) error {
-			_, err := s.Evict(ctx, batch.EvictParams{MaxBytes: 2})
+			_, err := s.Evict(ctx, batchdriver.EvictParams{MaxBytes: 2})
 			return err
 		}},
 		{"Sweep", func(ctx context.Context, r int) error {
-			_, err := s.Sweep(ctx, batch.SweepParams{Now: nowAt(now.Add(time.Duration(r+1) * time.Hour))})
+			_, err := s.Sweep(ctx, batchdriver.SweepParams{Now: nowAt(now.Add(time.Duration(r+1) * time.Hour))})
 			return err
 		}},
 	}
@@ -184,8 +184,8 @@ func storeWorkload(s *Store) []namedOp {
 
 // finishStep stores one target of a job held by "runner" and checks the
 // next target the write started.
-func finishStep(ctx context.Context, s *Store, id string, fin batch.TargetFinish, wantNext int) error {
-	st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: id, Runner: "runner", Target: fin})
+func finishStep(ctx context.Context, s *Store, id string, fin batchdriver.TargetFinish, wantNext int) error {
+	st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: id, Runner: "runner", Target: fin})
 	if err == nil && st.Next != wantNext {
 		err = fmt.Errorf("step %+v, want next %d", st, wantNext)
 	}

@@ -3,12 +3,12 @@ package batchstore
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -65,17 +65,17 @@ const (
 )
 
 // scanJob reads jobCols from the start of the row.
-func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
+func scanJob(stmt *sqlite.Stmt) (seq int64, j batchdriver.Job) {
 	seq = stmt.ColumnInt64(0)
-	j = batch.Job{
+	j = batchdriver.Job{
 		ID: stmt.ColumnText(1),
-		Caller: batch.Caller{
+		Caller: batchdriver.Caller{
 			Name:       stmt.ColumnText(2),
 			Class:      stmt.ColumnText(3),
 			Restricted: stmt.ColumnBool(4),
 		},
 		IdemKey:      stmt.ColumnText(5),
-		Status:       batch.JobStatus(stmt.ColumnText(6)),
+		Status:       batchdriver.JobStatus(stmt.ColumnText(6)),
 		Error:        stmt.ColumnText(7),
 		TargetsTotal: stmt.ColumnInt(8),
 		TargetsDone:  stmt.ColumnInt(9),
@@ -87,7 +87,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batch.Job) {
 		RetryOf:      stmt.ColumnText(15),
 		RetryIdx:     decodeIdx(stmt.ColumnText(16)),
 		WebhookURL:   stmt.ColumnText(17),
-		Trace:        batch.TraceContext{Parent: stmt.ColumnText(18), State: stmt.ColumnText(19)},
+		Trace:        batchdriver.TraceContext{Parent: stmt.ColumnText(18), State: stmt.ColumnText(19)},
 	}
 	return seq, j
 }
@@ -124,14 +124,14 @@ func decodeIdx(s string) []int {
 }
 
 // scanTarget reads targetCols, then the body if withBody.
-func scanTarget(stmt *sqlite.Stmt, withBody bool) (batch.TargetRecord, error) {
-	t := batch.TargetRecord{
+func scanTarget(stmt *sqlite.Stmt, withBody bool) (batchdriver.TargetRecord, error) {
+	t := batchdriver.TargetRecord{
 		Idx:     stmt.ColumnInt(0),
-		Target:  batch.Target{URL: stmt.ColumnText(1)},
-		Status:  batch.TargetStatus(stmt.ColumnText(3)),
+		Target:  batchdriver.Target{URL: stmt.ColumnText(1)},
+		Status:  batchdriver.TargetStatus(stmt.ColumnText(3)),
 		Error:   stmt.ColumnText(4),
 		Hint:    stmt.ColumnText(5),
-		Outcome: batch.Outcome(stmt.ColumnText(6)),
+		Outcome: batchdriver.Outcome(stmt.ColumnText(6)),
 	}
 	if opts := stmt.ColumnText(2); opts != "" {
 		if err := json.Unmarshal([]byte(opts), &t.Target.Options); err != nil {
@@ -146,7 +146,7 @@ func scanTarget(stmt *sqlite.Stmt, withBody bool) (batch.TargetRecord, error) {
 }
 
 // loadJob runs qJob or qJobBySeq. found is false when no row matched.
-func loadJob(conn *sqlite.Conn, q string, args ...any) (seq int64, job batch.Job, found bool, err error) {
+func loadJob(conn *sqlite.Conn, q string, args ...any) (seq int64, job batchdriver.Job, found bool, err error) {
 	err = sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
 		Args: args,
 		ResultFunc: func(stmt *sqlite.Stmt) error {
@@ -159,8 +159,8 @@ func loadJob(conn *sqlite.Conn, q string, args ...any) (seq int64, job batch.Job
 }
 
 // loadTargets runs qTargets, qTargetsResults or qTarget.
-func loadTargets(conn *sqlite.Conn, q string, withBody bool, args ...any) ([]batch.TargetRecord, error) {
-	var targets []batch.TargetRecord
+func loadTargets(conn *sqlite.Conn, q string, withBody bool, args ...any) ([]batchdriver.TargetRecord, error) {
+	var targets []batchdriver.TargetRecord
 	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
 		Args: args,
 		ResultFunc: func(stmt *sqlite.Stmt) error {
@@ -195,7 +195,7 @@ func snapshot(conn *sqlite.Conn, fn func() error) (err error) {
 
 // jobState reads a job's key and status by id (and caller, unless it is
 // empty), or returns batch.ErrNotFound.
-func jobState(conn *sqlite.Conn, id, caller string) (seq int64, status batch.JobStatus, err error) {
+func jobState(conn *sqlite.Conn, id, caller string) (seq int64, status batchdriver.JobStatus, err error) {
 	found := false
 	q, args := `SELECT seq, status FROM batch_job WHERE id = ?`, []any{id}
 	if caller != "" {
@@ -204,19 +204,19 @@ func jobState(conn *sqlite.Conn, id, caller string) (seq int64, status batch.Job
 	err = sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
 		Args: args,
 		ResultFunc: func(stmt *sqlite.Stmt) error {
-			seq, status, found = stmt.ColumnInt64(0), batch.JobStatus(stmt.ColumnText(1)), true
+			seq, status, found = stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), true
 			return nil
 		},
 	})
 	if err == nil && !found {
-		err = batch.ErrNotFound
+		err = batchdriver.ErrNotFound
 	}
 	return seq, status, err
 }
 
 // encodeOptions returns the stored form of target options: "" for none.
-func encodeOptions(o batch.Options) (string, error) {
-	if o == (batch.Options{}) {
+func encodeOptions(o batchdriver.Options) (string, error) {
+	if o == (batchdriver.Options{}) {
 		return "", nil
 	}
 	b, err := json.Marshal(o)

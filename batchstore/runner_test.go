@@ -1,14 +1,13 @@
 package batchstore
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"testing"
-
-	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
 // The runner's behaviour, drained through this store. Not parallel: see
-// batchtest.TestRunner.
+// batchdrivertest.TestRunner.
 func TestRunner_OnSQLite(t *testing.T) {
-	batchtest.TestRunner(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestRunner(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
 }

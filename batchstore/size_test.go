@@ -3,13 +3,12 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 func fileSize(t *testing.T, path string) int64 {
@@ -58,7 +57,7 @@ func TestStore_FileSizeBounded(t *testing.T) {
 			seq++
 			fillJob(t, s, fmt.Sprintf("job-%d", seq), targets, func() int { return 4<<10 + rng.IntN(60<<10) })
 		}
-		if _, err := s.Evict(ctx, batch.EvictParams{MaxBytes: budget}); err != nil {
+		if _, err := s.Evict(ctx, batchdriver.EvictParams{MaxBytes: budget}); err != nil {
 			t.Fatal(err)
 		}
 		st, err := s.Stats(ctx)
@@ -104,8 +103,8 @@ func fillJob(t *testing.T, s *Store, id string, n int, size func() int) {
 	if _, _, err := s.Create(ctx, withLimits(newJob(id, "filler", n, now), testLimits)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := drainJob(ctx, s, "r", id, func(idx int) batch.TargetFinish {
-		return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, size())}
+	_, err := drainJob(ctx, s, "r", id, func(idx int) batchdriver.TargetFinish {
+		return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: make([]byte, size())}
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io/fs"
 	"net/url"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -129,7 +129,7 @@ type Store struct {
 	closeErr  error
 }
 
-var _ batch.Store = (*Store)(nil)
+var _ batchdriver.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the store in the SQLite file at path, and
 // owns its connection pool until [Store.Close]. path may also be an SQLite

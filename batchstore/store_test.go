@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,12 +101,12 @@ func (s *Store) checkCounters(ctx context.Context) error {
 
 func TestStore_Conformance(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
 }
 
 func TestStore_Reopen(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStoreReopen(t, func(t *testing.T) (batch.Store, func() batch.Store) {
+	batchdrivertest.TestStoreReopen(t, func(t *testing.T) (batchdriver.Store, func() batchdriver.Store) {
 		path := filepath.Join(t.TempDir(), "batch.db")
 		open := func() *Store {
 			s, err := Open(t.Context(), path, Options{})
@@ -115,7 +117,7 @@ func TestStore_Reopen(t *testing.T) {
 		}
 		s := open()
 		t.Cleanup(func() { s.Close() })
-		return s, func() batch.Store {
+		return s, func() batchdriver.Store {
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
@@ -223,7 +225,7 @@ func hostPool(t *testing.T) *sqlitex.Pool {
 
 func TestNew_Conformance(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStore(t, func(t *testing.T) batch.Store {
+	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store {
 		s, err := New(t.Context(), hostPool(t), Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +268,7 @@ func TestNew_HostPool(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r"}); !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
+	if _, _, err := s.Claim(t.Context(), batchdriver.ClaimParams{Runner: "r"}); !errors.Is(err, ErrClosed) || !errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Errorf("Claim after Close = %v, want ErrClosed and batch.ErrUnavailable", err)
 	}
 	conn, err := pool.Take(t.Context())
@@ -304,7 +306,7 @@ func TestOpen_Reopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs, err := s.List(ctx, batch.ListParams{Caller: "alice", Limit: 10})
+		jobs, err := s.List(ctx, batchdriver.ListParams{Caller: "alice", Limit: 10})
 		if err != nil || len(jobs) != i+1 {
 			t.Fatalf("open %d: List = %d jobs, %v; want %d", i, len(jobs), err, i+1)
 		}
@@ -318,21 +320,21 @@ func TestOpen_Reopen(t *testing.T) {
 }
 
 // testLimits never cap anything.
-var testLimits = batch.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: 24 * time.Hour}
+var testLimits = batchdriver.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, TTL: 24 * time.Hour}
 
 // newJob returns a job of n targets under testLimits; the id doubles as
 // the list prefix, so two jobs of one caller differ in their idempotency
 // key.
-func newJob(id, caller string, n int, now time.Time) batch.CreateParams {
+func newJob(id, caller string, n int, now time.Time) batchdriver.CreateParams {
 	ts := batchtest.Targets(id, n)
-	return batch.CreateParams{
-		ID: id, Caller: batch.Caller{Name: caller}, IdemKey: batch.IdemKey(caller, ts),
+	return batchdriver.CreateParams{
+		ID: id, Caller: batchdriver.Caller{Name: caller}, IdemKey: batch.IdemKey(caller, ts),
 		Targets: ts, Limits: testLimits, Now: nowAt(now),
 	}
 }
 
 // withLimits returns p with other limits.
-func withLimits(p batch.CreateParams, lim batch.Limits) batch.CreateParams {
+func withLimits(p batchdriver.CreateParams, lim batchdriver.Limits) batchdriver.CreateParams {
 	p.Limits = lim
 	return p
 }
@@ -343,8 +345,8 @@ var errNoJob = errors.New("no job queued")
 // drainJob claims the oldest queued job for runner, checks that it is id
 // (unless id is empty), and stores fin(idx) for each of its targets, one
 // write each, until the job is released. It returns the final status.
-func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int) batch.TargetFinish) (batch.JobStatus, error) {
-	c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: runner})
+func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int) batchdriver.TargetFinish) (batchdriver.JobStatus, error) {
+	c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: runner})
 	switch {
 	case err != nil:
 		return "", err
@@ -354,7 +356,7 @@ func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int
 		return "", fmt.Errorf("claimed %s, want %s", c.Job.ID, id)
 	}
 	for next := c.Next; ; {
-		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin(next)})
+		st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin(next)})
 		if err != nil {
 			return "", err
 		}

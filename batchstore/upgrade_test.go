@@ -3,6 +3,7 @@ package batchstore
 import (
 	"context"
 	"encoding/json"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,10 +21,10 @@ import (
 // one cancelled with a target in flight, one running mid-drain and one
 // queued.
 type fixtureV1 struct {
-	Stats batch.Stats
+	Stats batchdriver.Stats
 	Jobs  []struct {
-		Job     batch.Job
-		Targets []batch.TargetRecord
+		Job     batchdriver.Job
+		Targets []batchdriver.TargetRecord
 	}
 }
 
@@ -67,7 +68,7 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 		t.Fatalf("schema version %d after open, want %d", v, last)
 	}
 	for _, w := range want.Jobs {
-		j, ts, err := s.Get(ctx, batch.GetParams{Caller: w.Job.Caller.Name, JobID: w.Job.ID, Results: true})
+		j, ts, err := s.Get(ctx, batchdriver.GetParams{Caller: w.Job.Caller.Name, JobID: w.Job.ID, Results: true})
 		if err != nil {
 			t.Fatalf("Get(%s): %v", w.Job.ID, err)
 		}
@@ -116,10 +117,10 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 		}
 		byName[w.Job.Caller.Name] = info
 	}
-	f := func(name string, status batch.JobStatus, targets ...batch.TargetStatus) {
+	f := func(name string, status batchdriver.JobStatus, targets ...batchdriver.TargetStatus) {
 		t.Helper()
 		info := byName[name]
-		var got []batch.TargetStatus
+		var got []batchdriver.TargetStatus
 		for _, tg := range info.Targets {
 			got = append(got, tg.Status)
 		}
@@ -127,25 +128,25 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 			t.Errorf("%s's job after the restart: %s %v, want %s %v", name, info.Status, got, status, targets)
 		}
 	}
-	done, failed, pending := batch.TargetDone, batch.TargetFailed, batch.TargetPending
-	f("alice", batch.JobDone, done, done, done)
-	f("bob", batch.JobPartial, done, failed)
-	f("carol", batch.JobFailed, failed, failed)
-	f("dave", batch.JobCancelled, pending, pending)
-	f("erin", batch.JobCancelled, done, failed, pending)
-	f("frank", batch.JobFailed, done, failed, pending)
-	f("grace", batch.JobFailed, pending, pending)
+	done, failed, pending := batchdriver.TargetDone, batchdriver.TargetFailed, batchdriver.TargetPending
+	f("alice", batchdriver.JobDone, done, done, done)
+	f("bob", batchdriver.JobPartial, done, failed)
+	f("carol", batchdriver.JobFailed, failed, failed)
+	f("dave", batchdriver.JobCancelled, pending, pending)
+	f("erin", batchdriver.JobCancelled, done, failed, pending)
+	f("frank", batchdriver.JobFailed, done, failed, pending)
+	f("grace", batchdriver.JobFailed, pending, pending)
 	if e := byName["frank"]; e.Error != "restart" || e.Targets[1].Error != "restart" || e.Targets[0].Result == nil {
 		t.Errorf("frank's job = %+v", e)
 	}
 
 	// New jobs drain on the upgraded file.
-	caller := batch.Caller{Name: "zoe"}
+	caller := batchdriver.Caller{Name: "zoe"}
 	job, _, err := r.SubmitWith(ctx, caller, batchtest.Targets("after-upgrade", 3), batch.SubmitOptions{WebhookURL: "https://hooks.example/zoe"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info := batchtest.WaitFinished(t, r, caller, job.ID, 10*time.Second); info.Status != batch.JobDone || info.Targets[2].Result == nil {
+	if info := batchtest.WaitFinished(t, r, caller, job.ID, 10*time.Second); info.Status != batchdriver.JobDone || info.Targets[2].Result == nil {
 		t.Fatalf("new job on the upgraded file = %+v", info)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -153,7 +154,7 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 		got := slices.Clone(events)
 		mu.Unlock()
 		if len(got) > 0 || time.Now().After(deadline) {
-			if len(got) != 1 || got[0].JobID != job.ID || got[0].Status != batch.JobDone || got[0].TargetsOK != 3 {
+			if len(got) != 1 || got[0].JobID != job.ID || got[0].Status != batchdriver.JobDone || got[0].TargetsOK != 3 {
 				t.Fatalf("webhook events on the upgraded file = %+v, want the new job's alone", got)
 			}
 			break
@@ -164,14 +165,14 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 	}
 }
 
-func sameJob(a, b batch.Job) bool {
+func sameJob(a, b batchdriver.Job) bool {
 	return a.ID == b.ID && a.Caller == b.Caller && a.IdemKey == b.IdemKey && a.Status == b.Status &&
 		a.Error == b.Error && a.TargetsTotal == b.TargetsTotal && a.TargetsDone == b.TargetsDone &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.Lease.Equal(b.Lease) && a.FinishedAt.Equal(b.FinishedAt) &&
 		a.Bytes == b.Bytes && a.Runner == b.Runner
 }
 
-func sameTarget(a, b batch.TargetRecord) bool {
+func sameTarget(a, b batchdriver.TargetRecord) bool {
 	ja, _ := json.Marshal(a.Target)
 	jb, _ := json.Marshal(b.Target)
 	return a.Idx == b.Idx && string(ja) == string(jb) && a.Status == b.Status && string(a.Result) == string(b.Result) &&

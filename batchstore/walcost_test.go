@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -37,8 +37,8 @@ func TestStore_OneCommitPerTarget(t *testing.T) {
 		if _, _, err := s.Create(ctx, newJob(id, "c", 32, time.Now())); err != nil {
 			t.Fatal(err)
 		}
-		_, err := drainJob(ctx, s, "r", id, func(idx int) batch.TargetFinish {
-			return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: body}
+		_, err := drainJob(ctx, s, "r", id, func(idx int) batchdriver.TargetFinish {
+			return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: body}
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -60,8 +60,8 @@ func TestStore_OneCommitPerTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := walFrames(t, path)
-	if _, err := drainJob(ctx, s, "r", "measured", func(idx int) batch.TargetFinish {
-		return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: body}
+	if _, err := drainJob(ctx, s, "r", "measured", func(idx int) batchdriver.TargetFinish {
+		return batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: body}
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,10 @@ package batchstore
 import (
 	"cmp"
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -40,7 +40,7 @@ const (
 // ClaimWebhooks implements [batch.Store.ClaimWebhooks]. It first looks for
 // a due event in a point read, so that a runner polling an empty outbox
 // never takes the write lock.
-func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksParams) ([]batchdriver.WebhookDelivery, error) {
 	if p.Limit < 1 {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 	if err != nil || !due {
 		return nil, err
 	}
-	var ds []batch.WebhookDelivery
+	var ds []batchdriver.WebhookDelivery
 	err = s.write(ctx, "claim webhooks", func(conn *sqlite.Conn) error {
 		ds = ds[:0]
 		pick := newHookPicker(p.Limit, p.PerCaller)
@@ -150,12 +150,12 @@ func (p *hookPicker) ids() []string {
 }
 
 // scanHook reads hookCols; now is the claim's time, for the event's age.
-func scanHook(stmt *sqlite.Stmt, now int64) batch.WebhookDelivery {
-	return batch.WebhookDelivery{
+func scanHook(stmt *sqlite.Stmt, now int64) batchdriver.WebhookDelivery {
+	return batchdriver.WebhookDelivery{
 		JobID:         stmt.ColumnText(0),
 		Caller:        stmt.ColumnText(12),
 		URL:           stmt.ColumnText(1),
-		Status:        batch.JobStatus(stmt.ColumnText(2)),
+		Status:        batchdriver.JobStatus(stmt.ColumnText(2)),
 		Error:         stmt.ColumnText(3),
 		TargetsTotal:  stmt.ColumnInt(4),
 		TargetsOK:     stmt.ColumnInt(5),
@@ -170,7 +170,7 @@ func scanHook(stmt *sqlite.Stmt, now int64) batch.WebhookDelivery {
 
 // FinishWebhook implements [batch.Store.FinishWebhook]: one statement,
 // fenced by the claim's runner and attempt.
-func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+func (s *Store) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhookParams) error {
 	p.Now = callNow(p.Now)
 	return s.write(ctx, "finish webhook", func(conn *sqlite.Conn) error {
 		q, args := qHookDone, []any{p.JobID, p.Runner, p.Attempt}
@@ -181,7 +181,7 @@ func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) 
 			return err
 		}
 		if conn.Changes() == 0 {
-			return batch.ErrNotHeld
+			return batchdriver.ErrNotHeld
 		}
 		return nil
 	})
@@ -189,7 +189,7 @@ func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) 
 
 // releaseHooks releases the webhook claims a reap selects (see
 // [batch.Store.Reap]), in its transaction.
-func releaseHooks(conn *sqlite.Conn, p batch.ReapParams) error {
+func releaseHooks(conn *sqlite.Conn, p batchdriver.ReapParams) error {
 	now := p.Now.UnixNano()
 	switch {
 	case p.AllLive:

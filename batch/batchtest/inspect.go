@@ -3,6 +3,7 @@ package batchtest
 import (
 	"cmp"
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 
@@ -11,12 +12,12 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-var _ batch.Inspector = (*Store)(nil)
+var _ batchdriver.Inspector = (*Store)(nil)
 
 // Overview implements [batch.Inspector]. The reference store scans its
 // maps under its lock: it is the semantics the database stores are held
 // to, not a model of their cost (they read indexes; see their docs).
-func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.Overview, err error) {
+func (s *Store) Overview(ctx context.Context, p batchdriver.OverviewParams) (ov batchdriver.Overview, err error) {
 	now := memNow(p.Now)
 	since := time.Time{} // every finished job
 	if p.FailureWindow > 0 {
@@ -63,7 +64,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 		}
 		for _, id := range slices.Sorted(maps.Keys(s.beats)) {
 			hb := s.beats[id]
-			ov.Runners = append(ov.Runners, batch.RunnerBeat{ID: id, Heartbeat: hb, Age: now.Sub(hb)})
+			ov.Runners = append(ov.Runners, batchdriver.RunnerBeat{ID: id, Heartbeat: hb, Age: now.Sub(hb)})
 		}
 		for _, h := range s.hooks {
 			ov.Webhooks.Pending++
@@ -75,7 +76,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 				ov.Webhooks.OldestDue = max(ov.Webhooks.OldestDue, now.Sub(h.dueSince))
 			}
 		}
-		ov.Callers = batch.TopCallers(bytes, p.Callers)
+		ov.Callers = batchdriver.TopCallers(bytes, p.Callers)
 		for i := range ov.Callers {
 			ov.Callers[i].Caller = newest[ov.Callers[i].Caller.Name].job.Caller
 		}
@@ -85,7 +86,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 }
 
 // InspectJob implements [batch.Inspector].
-func (s *Store) InspectJob(ctx context.Context, jobID string) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) InspectJob(ctx context.Context, jobID string) (job batchdriver.Job, targets []batchdriver.TargetRecord, err error) {
 	err = s.locked(ctx, func() error {
 		j, ok := s.jobs[jobID]
 		if !ok {

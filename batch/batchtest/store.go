@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"sync"
 	"time"
@@ -35,23 +36,23 @@ type Store struct {
 
 type memJob struct {
 	seq     int64
-	job     batch.Job
-	targets []batch.TargetRecord
+	job     batchdriver.Job
+	targets []batchdriver.TargetRecord
 	cursor  int // idx of the target in flight; -1 for none
 }
 
 // memHook is a pending webhook event: its delivery as the next claim
 // returns it, when it became due, when it is due next, and who claimed it.
 type memHook struct {
-	d        batch.WebhookDelivery
+	d        batchdriver.WebhookDelivery
 	dueSince time.Time
 	dueAt    time.Time
 	runner   string
 }
 
 var (
-	_ batch.Store      = (*Store)(nil)
-	_ batch.ChangeFeed = (*Store)(nil)
+	_ batchdriver.Store      = (*Store)(nil)
+	_ batchdriver.ChangeFeed = (*Store)(nil)
 )
 
 // NewStore returns an empty in-memory store that serves one process: its
@@ -73,7 +74,7 @@ func NewSharedStore() *Store {
 }
 
 // copyTargets returns a deep copy of j's targets, with or without results.
-func (j *memJob) copyTargets(withResults bool) []batch.TargetRecord {
+func (j *memJob) copyTargets(withResults bool) []batchdriver.TargetRecord {
 	out := slices.Clone(j.targets)
 	for i := range out {
 		if withResults {
@@ -137,10 +138,12 @@ func (s *Store) emit(ids ...string) {
 }
 
 // Capabilities implements [batch.Store].
-func (s *Store) Capabilities() batch.Capabilities { return batch.Capabilities{Shared: s.shared} }
+func (s *Store) Capabilities() batchdriver.Capabilities {
+	return batchdriver.Capabilities{Shared: s.shared}
+}
 
 // Create implements [batch.Store].
-func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
 	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		var reuse *memJob
@@ -180,7 +183,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			return fmt.Errorf("batchtest: create: job id %s exists", p.ID)
 		}
 		s.seq++
-		j := &memJob{seq: s.seq, cursor: -1, job: batch.Job{
+		j := &memJob{seq: s.seq, cursor: -1, job: batchdriver.Job{
 			ID:           p.ID,
 			Caller:       p.Caller,
 			IdemKey:      p.IdemKey,
@@ -194,7 +197,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 			Trace:        p.Trace,
 		}}
 		for i, t := range p.Targets {
-			j.targets = append(j.targets, batch.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
+			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
 		}
 		s.jobs[p.ID] = j
 		job = j.job
@@ -207,7 +210,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 }
 
 // Claim implements [batch.Store].
-func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdriver.Claimed, ok bool, err error) {
 	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		var oldest *memJob
@@ -230,7 +233,7 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 		oldest.cursor = 0
 		oldest.targets[0].Status = batch.TargetRunning
 		s.beats[p.Runner] = later(s.beats[p.Runner], now)
-		c = batch.Claimed{Job: oldest.job, Targets: oldest.copyTargets(false), Next: 0, Queued: queued - 1}
+		c = batchdriver.Claimed{Job: oldest.job, Targets: oldest.copyTargets(false), Next: 0, Queued: queued - 1}
 		ok = true
 		return nil
 	})
@@ -241,11 +244,11 @@ func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 }
 
 // FinishTarget implements [batch.Store].
-func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step batch.Step, err error) {
+func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (step batchdriver.Step, err error) {
 	now := memNow(p.Now)
 	fin := p.Target
 	if !fin.Status.Finished() {
-		return batch.Step{}, fmt.Errorf("batchtest: finish target: status must be done or failed, got %q", fin.Status)
+		return batchdriver.Step{}, fmt.Errorf("batchtest: finish target: status must be done or failed, got %q", fin.Status)
 	}
 	err = s.locked(ctx, func() error {
 		j, ok := s.jobs[p.JobID]
@@ -253,13 +256,13 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 		case !ok:
 			return batch.ErrNotFound
 		case j.job.Runner != p.Runner || fin.Idx < 0 || fin.Idx >= len(j.targets):
-			return batch.ErrNotHeld
+			return batchdriver.ErrNotHeld
 		case j.cursor != fin.Idx:
 			if j.targets[fin.Idx].Status.Finished() { // a repeat of an applied write
-				step = batch.Step{Status: j.job.Status, Next: j.cursor}
+				step = batchdriver.Step{Status: j.job.Status, Next: j.cursor}
 				return nil
 			}
-			return batch.ErrNotHeld
+			return batchdriver.ErrNotHeld
 		}
 		t := &j.targets[fin.Idx]
 		t.Status, t.Error, t.Hint, t.Outcome = fin.Status, fin.Error, fin.Hint, fin.Outcome
@@ -270,11 +273,11 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (step ba
 		if next := fin.Idx + 1; j.job.Status == batch.JobRunning && next < len(j.targets) {
 			j.cursor = next
 			j.targets[next].Status = batch.TargetRunning
-			step = batch.Step{Status: batch.JobRunning, Next: next}
+			step = batchdriver.Step{Status: batch.JobRunning, Next: next}
 			return nil
 		}
 		s.release(j, now)
-		step = batch.Step{Status: j.job.Status, Next: -1}
+		step = batchdriver.Step{Status: j.job.Status, Next: -1}
 		return nil
 	})
 	if err == nil {
@@ -296,7 +299,7 @@ func (s *Store) release(j *memJob, now time.Time) {
 				failedN++
 			}
 		}
-		j.job.Status = batch.AggregateStatus(okN, failedN)
+		j.job.Status = batchdriver.AggregateStatus(okN, failedN)
 	}
 	if j.job.FinishedAt.IsZero() {
 		j.job.FinishedAt = now
@@ -313,7 +316,7 @@ func (s *Store) finished(j *memJob, now time.Time) {
 	if j.job.WebhookURL == "" {
 		return
 	}
-	d := batch.WebhookDelivery{
+	d := batchdriver.WebhookDelivery{
 		JobID: j.job.ID, Caller: j.job.Caller.Name, URL: j.job.WebhookURL, Status: j.job.Status, Error: j.job.Error,
 		TargetsTotal: j.job.TargetsTotal, CreatedAt: j.job.CreatedAt, FinishedAt: j.job.FinishedAt, Lease: j.job.Lease,
 	}
@@ -354,7 +357,7 @@ func (s *Store) addBytes(j *memJob, n int64) {
 }
 
 // Cancel implements [batch.Store].
-func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
+func (s *Store) Cancel(ctx context.Context, p batchdriver.CancelParams) error {
 	now := memNow(p.Now)
 	err := s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		if j.job.Status.Finished() {
@@ -375,7 +378,7 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 }
 
 // Get implements [batch.Store].
-func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) Get(ctx context.Context, p batchdriver.GetParams) (job batchdriver.Job, targets []batchdriver.TargetRecord, err error) {
 	err = s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		job = j.job
 		if !p.JobOnly {
@@ -387,7 +390,7 @@ func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targ
 }
 
 // GetTarget implements [batch.Store].
-func (s *Store) GetTarget(ctx context.Context, p batch.GetTargetParams) (job batch.Job, target batch.TargetRecord, err error) {
+func (s *Store) GetTarget(ctx context.Context, p batchdriver.GetTargetParams) (job batchdriver.Job, target batchdriver.TargetRecord, err error) {
 	err = s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		if p.Idx < 0 || p.Idx >= len(j.targets) {
 			return batch.ErrNotFound
@@ -400,7 +403,7 @@ func (s *Store) GetTarget(ctx context.Context, p batch.GetTargetParams) (job bat
 }
 
 // List implements [batch.Store].
-func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job, err error) {
+func (s *Store) List(ctx context.Context, p batchdriver.ListParams) (jobs []batchdriver.Job, err error) {
 	err = s.locked(ctx, func() error {
 		var mine []*memJob
 		for _, j := range s.jobs {
@@ -421,7 +424,7 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) (jobs []batch.Job,
 
 // Touch implements [batch.Store]. It writes every touch; it has nothing to
 // gain from coalescing.
-func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
+func (s *Store) Touch(ctx context.Context, p batchdriver.TouchParams) error {
 	now := memNow(p.Now)
 	return s.withOwned(ctx, p.Caller, p.JobID, func(j *memJob) error {
 		j.job.Lease = later(j.job.Lease, now)
@@ -436,7 +439,7 @@ func (s *Store) remove(j *memJob) {
 }
 
 // Sweep implements [batch.Store].
-func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (n int, err error) {
+func (s *Store) Sweep(ctx context.Context, p batchdriver.SweepParams) (n int, err error) {
 	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		for _, j := range s.jobs {
@@ -452,7 +455,7 @@ func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (n int, err erro
 
 // Evict implements [batch.Store]: while over budget, the oldest-lease
 // evictable job of the caller holding the most bytes goes, one at a time.
-func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (n int, err error) {
+func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (n int, err error) {
 	err = s.locked(ctx, func() error {
 		if s.bytes <= p.MaxBytes {
 			return nil
@@ -515,7 +518,7 @@ func (c *shares) largest() (string, bool) {
 }
 
 // Heartbeat implements [batch.Store].
-func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (s *Store) Heartbeat(ctx context.Context, p batchdriver.HeartbeatParams) error {
 	now := memNow(p.Now)
 	return s.locked(ctx, func() error {
 		s.beats[p.Runner] = later(s.beats[p.Runner], now)
@@ -524,7 +527,7 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 }
 
 // Reap implements [batch.Store].
-func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error) {
+func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (n int, err error) {
 	now := memNow(p.Now)
 	var reaped []string
 	defer func() { s.emit(reaped...) }()
@@ -578,7 +581,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (n int, err error)
 
 // ClaimWebhooks implements [batch.Store]: round-robin across callers,
 // each caller's due events ranked oldest due first, within p.PerCaller.
-func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) (ds []batch.WebhookDelivery, err error) {
+func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksParams) (ds []batchdriver.WebhookDelivery, err error) {
 	now := memNow(p.Now)
 	err = s.locked(ctx, func() error {
 		claimed := map[string]int{} // caller → events claimed under a live lease
@@ -618,12 +621,12 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 }
 
 // FinishWebhook implements [batch.Store].
-func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+func (s *Store) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhookParams) error {
 	now := memNow(p.Now)
 	return s.locked(ctx, func() error {
 		h, ok := s.hooks[p.JobID]
 		if !ok || h.runner != p.Runner || h.d.Attempt != p.Attempt {
-			return batch.ErrNotHeld
+			return batchdriver.ErrNotHeld
 		}
 		if !p.Retry {
 			delete(s.hooks, p.JobID)
@@ -635,7 +638,7 @@ func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) 
 }
 
 // Stats implements [batch.Store].
-func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
+func (s *Store) Stats(ctx context.Context) (st batchdriver.Stats, err error) {
 	err = s.locked(ctx, func() error {
 		st.Bytes = s.bytes
 		for _, j := range s.jobs {

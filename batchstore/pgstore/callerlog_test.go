@@ -2,11 +2,11 @@ package pgstore
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // A release appends its caller's delta to caller_bytes_log rather than
@@ -19,17 +19,17 @@ func TestStore_CallerDeltasFolded(t *testing.T) {
 	ctx := t.Context()
 	for i, size := range []int{10, 20} {
 		id := fmt.Sprint("fold-", i)
-		_, _, err := s.Create(ctx, batch.CreateParams{ID: id, Caller: batch.Caller{Name: "folder"}, IdemKey: id,
-			Targets: []batch.Target{{URL: "https://example.test/" + id}}, Limits: testLimits})
+		_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: id, Caller: batchdriver.Caller{Name: "folder"}, IdemKey: id,
+			Targets: []batchdriver.Target{{URL: "https://example.test/" + id}}, Limits: testLimits})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"})
+		c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"})
 		if err != nil || !ok {
 			t.Fatalf("Claim: %v, %v", ok, err)
 		}
-		fin := batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: make([]byte, size)}
-		if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "r", Target: fin}); err != nil {
+		fin := batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: make([]byte, size)}
+		if _, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: "r", Target: fin}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestStore_CallerDeltasFolded(t *testing.T) {
 	}
 	console := func(when string) {
 		t.Helper()
-		ov, err := s.Overview(ctx, batch.OverviewParams{Callers: 5})
+		ov, err := s.Overview(ctx, batchdriver.OverviewParams{Callers: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestStore_CallerDeltasFolded(t *testing.T) {
 		t.Errorf("after two releases: %d deltas and %d caller rows, want 2 and 0", d, r)
 	}
 	console("before the fold")
-	if n, err := s.Sweep(ctx, batch.SweepParams{TTL: time.Hour}); err != nil || n != 0 {
+	if n, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour}); err != nil || n != 0 {
 		t.Fatalf("Sweep = %d, %v; want nothing swept", n, err)
 	}
 	if d, r := counts(); d != 0 || r != 1 {

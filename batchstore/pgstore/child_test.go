@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"os"
 	"os/exec"
@@ -42,7 +43,7 @@ func runChild(mode string) int {
 	}
 	switch mode {
 	case "drain":
-		fetch := func(ctx context.Context, _ batch.Caller, t batch.Target) (batch.Result, error) {
+		fetch := func(ctx context.Context, _ batchdriver.Caller, t batchdriver.Target) (batch.Result, error) {
 			if strings.HasSuffix(t.URL, "/0") {
 				return batch.Result{Content: "kept"}, nil
 			}

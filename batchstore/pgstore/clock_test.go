@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -27,56 +28,58 @@ func skewed(d time.Duration) func() time.Time {
 // clock as Config.Now, for every time it takes itself (its store health,
 // its touch decisions), but a runner without Config.Now passes no time to
 // the store, so none reaches it.
-type hostClock struct{ batch.Store }
+type hostClock struct{ batchdriver.Store }
 
-func (h hostClock) Subscribe(fn func(string)) func() { return h.Store.(batch.ChangeFeed).Subscribe(fn) }
+func (h hostClock) Subscribe(fn func(string)) func() {
+	return h.Store.(batchdriver.ChangeFeed).Subscribe(fn)
+}
 
-func (h hostClock) Create(ctx context.Context, p batch.CreateParams) (batch.Job, bool, error) {
+func (h hostClock) Create(ctx context.Context, p batchdriver.CreateParams) (batchdriver.Job, bool, error) {
 	p.Now = nil
 	return h.Store.Create(ctx, p)
 }
 
-func (h hostClock) Claim(ctx context.Context, p batch.ClaimParams) (batch.Claimed, bool, error) {
+func (h hostClock) Claim(ctx context.Context, p batchdriver.ClaimParams) (batchdriver.Claimed, bool, error) {
 	p.Now = nil
 	return h.Store.Claim(ctx, p)
 }
 
-func (h hostClock) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (h hostClock) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	p.Now = nil
 	return h.Store.FinishTarget(ctx, p)
 }
 
-func (h hostClock) Cancel(ctx context.Context, p batch.CancelParams) error {
+func (h hostClock) Cancel(ctx context.Context, p batchdriver.CancelParams) error {
 	p.Now = nil
 	return h.Store.Cancel(ctx, p)
 }
 
-func (h hostClock) Touch(ctx context.Context, p batch.TouchParams) error {
+func (h hostClock) Touch(ctx context.Context, p batchdriver.TouchParams) error {
 	p.Now = nil
 	return h.Store.Touch(ctx, p)
 }
 
-func (h hostClock) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+func (h hostClock) Sweep(ctx context.Context, p batchdriver.SweepParams) (int, error) {
 	p.Now = nil
 	return h.Store.Sweep(ctx, p)
 }
 
-func (h hostClock) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (h hostClock) Heartbeat(ctx context.Context, p batchdriver.HeartbeatParams) error {
 	p.Now = nil
 	return h.Store.Heartbeat(ctx, p)
 }
 
-func (h hostClock) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+func (h hostClock) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error) {
 	p.Now = nil
 	return h.Store.Reap(ctx, p)
 }
 
-func (h hostClock) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+func (h hostClock) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksParams) ([]batchdriver.WebhookDelivery, error) {
 	p.Now = nil
 	return h.Store.ClaimWebhooks(ctx, p)
 }
 
-func (h hostClock) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+func (h hostClock) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhookParams) error {
 	p.Now = nil
 	return h.Store.FinishWebhook(ctx, p)
 }
@@ -93,7 +96,7 @@ func skewedNodes(t *testing.T, dbClock bool, cfg batch.Config) func(d time.Durat
 	return func(d time.Duration) *batch.Runner {
 		cfg := cfg
 		cfg.Now, cfg.RunnerID = skewed(d), fmt.Sprintf("node-%d", n)
-		var s batch.Store = stores[n]
+		var s batchdriver.Store = stores[n]
 		if dbClock {
 			s = hostClock{s}
 		}
@@ -110,7 +113,7 @@ func skewedNodes(t *testing.T, dbClock bool, cfg batch.Config) func(d time.Durat
 // age on that clock.
 func TestClock_SkewedNodesAgreeOnStaleness(t *testing.T) {
 	t.Parallel()
-	f := func(t *testing.T, dbClock bool, wantStatus batch.JobStatus) {
+	f := func(t *testing.T, dbClock bool, wantStatus batchdriver.JobStatus) {
 		hold := batchtest.NewBlockingFetcher()
 		t.Cleanup(func() { hold.Release() })
 		// A runner judges others stale only once it has reached the store
@@ -119,7 +122,7 @@ func TestClock_SkewedNodesAgreeOnStaleness(t *testing.T) {
 		start := skewedNodes(t, dbClock, batch.Config{Fetch: hold.Fetch,
 			HeartbeatInterval: batch.Duration(stale / 6), StaleAfter: batch.Duration(stale)})
 		behind := start(-10 * time.Minute)
-		caller := batch.Caller{Name: "alice"}
+		caller := batchdriver.Caller{Name: "alice"}
 		job, _, err := behind.Submit(t.Context(), caller, batchtest.Targets("skew", 2))
 		if err != nil {
 			t.Fatal(err)
@@ -138,14 +141,14 @@ func TestClock_SkewedNodesAgreeOnStaleness(t *testing.T) {
 			if err == nil && info.Status == wantStatus {
 				break
 			}
-			if err != nil || wantStatus == batch.JobRunning || time.Now().After(deadline) {
+			if err != nil || wantStatus == batchdriver.JobRunning || time.Now().After(deadline) {
 				t.Fatalf("after the node ahead started and swept, the job is %s (%v), want %s", info.Status, err, wantStatus)
 			}
 			time.Sleep(stale / 6)
 		}
 	}
-	t.Run("DatabaseClock", func(t *testing.T) { t.Parallel(); f(t, true, batch.JobRunning) })
-	t.Run("RunnerClock", func(t *testing.T) { t.Parallel(); f(t, false, batch.JobFailed) })
+	t.Run("DatabaseClock", func(t *testing.T) { t.Parallel(); f(t, true, batchdriver.JobRunning) })
+	t.Run("RunnerClock", func(t *testing.T) { t.Parallel(); f(t, false, batchdriver.JobFailed) })
 }
 
 // A job finished through the node behind is reused through the node
@@ -157,7 +160,7 @@ func TestClock_SkewedNodesAgreeOnLeases(t *testing.T) {
 	f := func(t *testing.T, dbClock bool, wantReused bool) {
 		start := skewedNodes(t, dbClock, batch.Config{TTL: batch.Duration(ttl)})
 		behind, ahead := start(-10*time.Minute), start(10*time.Minute)
-		caller := batch.Caller{Name: "alice"}
+		caller := batchdriver.Caller{Name: "alice"}
 		ts := batchtest.Targets("lease", 2)
 		job, _, err := behind.Submit(t.Context(), caller, ts)
 		if err != nil {
@@ -196,56 +199,56 @@ func TestClock_BoundsAreAges(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, Options{})
 	ctx := t.Context()
-	caller := batch.Caller{Name: "alice"}
+	caller := batchdriver.Caller{Name: "alice"}
 	ts := batchtest.Targets("age", 1)
-	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "aged", Caller: caller, IdemKey: "k", Targets: ts, Limits: testLimits}); err != nil {
+	if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: "aged", Caller: caller, IdemKey: "k", Targets: ts, Limits: testLimits}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"}); err != nil || !ok {
 		t.Fatalf("Claim = %v, %v", ok, err)
 	}
-	if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "aged", Runner: "r", Target: batch.TargetFinish{
-		Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}}); err != nil {
+	if _, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: "aged", Runner: "r", Target: batchdriver.TargetFinish{
+		Idx: 0, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte(`{"content":"x"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	far := time.Now().Add(24 * time.Hour) // a caller's clock a day ahead
 	// An age of an hour: the lease is younger, by the database's clock.
-	if n, err := s.Sweep(ctx, batch.SweepParams{TTL: time.Hour}); err != nil || n != 0 {
+	if n, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour}); err != nil || n != 0 {
 		t.Fatalf("Sweep(age 1h) = %d, %v; want 0", n, err)
 	}
 	// The same age at a Now a day ahead: the lease is older.
-	if n, err := s.Sweep(ctx, batch.SweepParams{TTL: time.Hour, Now: nowAt(far)}); err != nil || n != 1 {
+	if n, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour, Now: nowAt(far)}); err != nil || n != 1 {
 		t.Fatalf("Sweep(age 1h at a day ahead) = %d, %v; want 1", n, err)
 	}
-	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "aged2", Caller: caller, IdemKey: "k3", Targets: ts, Limits: testLimits}); err != nil {
+	if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: "aged2", Caller: caller, IdemKey: "k3", Targets: ts, Limits: testLimits}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"}); err != nil || !ok {
 		t.Fatalf("Claim = %v, %v", ok, err)
 	}
-	if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "aged2", Runner: "r", Target: batch.TargetFinish{
-		Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}}); err != nil {
+	if _, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: "aged2", Runner: "r", Target: batchdriver.TargetFinish{
+		Idx: 0, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte(`{"content":"x"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	// An age of 10ms: the lease is older, by the database's clock.
-	if n, err := s.Sweep(ctx, batch.SweepParams{TTL: 10 * time.Millisecond}); err != nil || n != 1 {
+	if n, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: 10 * time.Millisecond}); err != nil || n != 1 {
 		t.Fatalf("Sweep(age 10ms) = %d, %v; want 1", n, err)
 	}
 
 	// The same for heartbeats: the claim's is the database's time.
-	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "held", Caller: caller, IdemKey: "k2", Targets: ts, Limits: testLimits}); err != nil {
+	if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: "held", Caller: caller, IdemKey: "k2", Targets: ts, Limits: testLimits}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"}); err != nil || !ok {
 		t.Fatalf("Claim = %v, %v", ok, err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n, err := s.Reap(ctx, batch.ReapParams{StaleAfter: time.Hour, Reason: "restart"}); err != nil || n != 0 {
+	if n, err := s.Reap(ctx, batchdriver.ReapParams{StaleAfter: time.Hour, Reason: "restart"}); err != nil || n != 0 {
 		t.Fatalf("Reap(age 1h) = %d, %v; want 0", n, err)
 	}
-	if n, err := s.Reap(ctx, batch.ReapParams{StaleAfter: 10 * time.Millisecond, Reason: "restart"}); err != nil || n != 1 {
+	if n, err := s.Reap(ctx, batchdriver.ReapParams{StaleAfter: 10 * time.Millisecond, Reason: "restart"}); err != nil || n != 1 {
 		t.Fatalf("Reap(age 10ms) = %d, %v; want 1", n, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func cluster(t *testing.T, n int) []*Store {
 }
 
 // node starts a runner on s, closed when the test ends.
-func node(t *testing.T, s batch.Store, cfg batch.Config) *batch.Runner {
+func node(t *testing.T, s batchdriver.Store, cfg batch.Config) *batch.Runner {
 	t.Helper()
 	cfg.Store = s
 	if cfg.Logger == nil {
@@ -39,14 +40,14 @@ func node(t *testing.T, s batch.Store, cfg batch.Config) *batch.Runner {
 }
 
 // acceptOnly is a node that accepts and reads jobs but never claims one.
-type acceptOnly struct{ batch.Store }
+type acceptOnly struct{ batchdriver.Store }
 
-func (acceptOnly) Claim(context.Context, batch.ClaimParams) (batch.Claimed, bool, error) {
-	return batch.Claimed{}, false, nil
+func (acceptOnly) Claim(context.Context, batchdriver.ClaimParams) (batchdriver.Claimed, bool, error) {
+	return batchdriver.Claimed{}, false, nil
 }
 
 func (a acceptOnly) Subscribe(fn func(string)) func() {
-	return a.Store.(batch.ChangeFeed).Subscribe(fn)
+	return a.Store.(batchdriver.ChangeFeed).Subscribe(fn)
 }
 
 // Issue 10, acceptance 2: 3 × 50 racing submits never exceed a cap and make
@@ -57,7 +58,7 @@ func TestCluster_RacingSubmits(t *testing.T) {
 	// race submits perNode goroutines per node at once; submit(g) gives the
 	// caller and list of goroutine g. It returns each new job by caller and
 	// every job id answered, and counts the errors.
-	race := func(t *testing.T, cfg batch.Config, submit func(g int) (batch.Caller, []batch.Target)) (created map[string][]string, answered map[string]bool, errs map[error]int) {
+	race := func(t *testing.T, cfg batch.Config, submit func(g int) (batchdriver.Caller, []batchdriver.Target)) (created map[string][]string, answered map[string]bool, errs map[error]int) {
 		t.Helper()
 		stores := cluster(t, nodes)
 		hold := batchtest.NewBlockingFetcher() // every job stays live
@@ -82,7 +83,7 @@ func TestCluster_RacingSubmits(t *testing.T) {
 				job, reused, err := runners[g%nodes].Submit(context.Background(), caller, ts)
 				mu.Lock()
 				defer mu.Unlock()
-				for _, want := range []error{batch.ErrBusy, batch.ErrCallerBusy} {
+				for _, want := range []error{batchdriver.ErrBusy, batchdriver.ErrCallerBusy} {
 					if errors.Is(err, want) {
 						errs[want]++
 						return
@@ -107,9 +108,9 @@ func TestCluster_RacingSubmits(t *testing.T) {
 		t.Parallel()
 		const lists = 5 // 30 racing submits of each, from all three nodes
 		created, answered, errs := race(t, batch.Config{JobsPerCaller: 10, JobsTotal: 100},
-			func(g int) (batch.Caller, []batch.Target) {
+			func(g int) (batchdriver.Caller, []batchdriver.Target) {
 				c := g % lists
-				return batch.Caller{Name: fmt.Sprintf("c%d", c)}, batchtest.Targets(fmt.Sprintf("same-%d", c), 3)
+				return batchdriver.Caller{Name: fmt.Sprintf("c%d", c)}, batchtest.Targets(fmt.Sprintf("same-%d", c), 3)
 			})
 		if len(errs) != 0 {
 			t.Errorf("errors %v, want none", errs)
@@ -127,8 +128,8 @@ func TestCluster_RacingSubmits(t *testing.T) {
 		t.Parallel()
 		const callers, perCaller, total = 15, 2, 10 // distinct lists: no reuse
 		created, _, errs := race(t, batch.Config{JobsPerCaller: perCaller, JobsTotal: total},
-			func(g int) (batch.Caller, []batch.Target) {
-				return batch.Caller{Name: fmt.Sprintf("c%d", g%callers)}, batchtest.Targets(fmt.Sprintf("list-%d", g), 1)
+			func(g int) (batchdriver.Caller, []batchdriver.Target) {
+				return batchdriver.Caller{Name: fmt.Sprintf("c%d", g%callers)}, batchtest.Targets(fmt.Sprintf("list-%d", g), 1)
 			})
 		n := 0
 		for c, ids := range created {
@@ -137,7 +138,7 @@ func TestCluster_RacingSubmits(t *testing.T) {
 				t.Errorf("caller %s has %d live jobs, cap %d", c, len(ids), perCaller)
 			}
 		}
-		if n != total || errs[batch.ErrBusy]+errs[batch.ErrCallerBusy] != nodes*perNode-total {
+		if n != total || errs[batchdriver.ErrBusy]+errs[batchdriver.ErrCallerBusy] != nodes*perNode-total {
 			t.Errorf("%d jobs created, errors %v; want exactly %d created, the other %d refused", n, errs, total, nodes*perNode-total)
 		}
 	})
@@ -146,16 +147,16 @@ func TestCluster_RacingSubmits(t *testing.T) {
 // recorder wraps a node's store and records when each drain write
 // committed, by job and target.
 type recorder struct {
-	batch.Store
+	batchdriver.Store
 	mu     sync.Mutex
 	stored map[string][]time.Time // job → commit time of each target, in idx order
 }
 
-func newRecorder(s batch.Store) *recorder {
+func newRecorder(s batchdriver.Store) *recorder {
 	return &recorder{Store: s, stored: map[string][]time.Time{}}
 }
 
-func (r *recorder) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (r *recorder) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	st, err := r.Store.FinishTarget(ctx, p)
 	if err == nil {
 		r.mu.Lock()
@@ -168,7 +169,9 @@ func (r *recorder) FinishTarget(ctx context.Context, p batch.FinishParams) (batc
 }
 
 // Subscribe passes the change feed through: a wrapper must not hide it.
-func (r *recorder) Subscribe(fn func(string)) func() { return r.Store.(batch.ChangeFeed).Subscribe(fn) }
+func (r *recorder) Subscribe(fn func(string)) func() {
+	return r.Store.(batchdriver.ChangeFeed).Subscribe(fn)
+}
 
 // fetchLog records every fetch's start and end.
 type fetchLog struct {
@@ -177,7 +180,7 @@ type fetchLog struct {
 }
 
 func (l *fetchLog) fetcher(node string, byNode map[string]string) batch.FetchFunc {
-	return func(ctx context.Context, _ batch.Caller, tg batch.Target) (batch.Result, error) {
+	return func(ctx context.Context, _ batchdriver.Caller, tg batchdriver.Target) (batch.Result, error) {
 		start := time.Now()
 		time.Sleep(2 * time.Millisecond)
 		l.mu.Lock()
@@ -205,8 +208,8 @@ func TestCluster_DrainedByOtherNodes(t *testing.T) {
 		listening(t, s, 0)
 	}
 	const jobs, targets = 12, 8
-	ids := map[string][]batch.Target{}
-	caller := batch.Caller{Name: "alice"}
+	ids := map[string][]batchdriver.Target{}
+	caller := batchdriver.Caller{Name: "alice"}
 	for j := range jobs {
 		ts := batchtest.Targets(fmt.Sprintf("job%d", j), targets)
 		job, _, err := a.Submit(t.Context(), caller, ts)
@@ -216,7 +219,7 @@ func TestCluster_DrainedByOtherNodes(t *testing.T) {
 		ids[job.ID] = ts
 	}
 	for id := range ids {
-		if info := batchtest.WaitFinished(t, a, caller, id, 30*time.Second); info.Status != batch.JobDone {
+		if info := batchtest.WaitFinished(t, a, caller, id, 30*time.Second); info.Status != batchdriver.JobDone {
 			t.Fatalf("job %s = %s, want done", id, info.Status)
 		}
 	}
@@ -264,7 +267,7 @@ func TestCluster_CancelThroughThirdNode(t *testing.T) {
 	a := node(t, acceptOnly{stores[0]}, batch.Config{})
 	node(t, stores[1], batch.Config{Fetch: f.Fetch, RunnerID: "node-b"})
 	c := node(t, acceptOnly{stores[2]}, batch.Config{})
-	caller := batch.Caller{Name: "alice"}
+	caller := batchdriver.Caller{Name: "alice"}
 	job, _, err := a.Submit(t.Context(), caller, batchtest.Targets("cancel", 3))
 	if err != nil {
 		t.Fatal(err)
@@ -280,16 +283,16 @@ func TestCluster_CancelThroughThirdNode(t *testing.T) {
 		if info, err = a.Status(t.Context(), caller, job.ID, batch.StatusOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if info.Targets[0].Status == batch.TargetDone || time.Now().After(deadline) {
+		if info.Targets[0].Status == batchdriver.TargetDone || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // a next target would start now, if it were going to
 	info, _ = a.Status(t.Context(), caller, job.ID, batch.StatusOptions{})
-	got := []batch.TargetStatus{info.Targets[0].Status, info.Targets[1].Status, info.Targets[2].Status}
-	want := []batch.TargetStatus{batch.TargetDone, batch.TargetPending, batch.TargetPending}
-	if info.Status != batch.JobCancelled || !slices.Equal(got, want) {
+	got := []batchdriver.TargetStatus{info.Targets[0].Status, info.Targets[1].Status, info.Targets[2].Status}
+	want := []batchdriver.TargetStatus{batchdriver.TargetDone, batchdriver.TargetPending, batchdriver.TargetPending}
+	if info.Status != batchdriver.JobCancelled || !slices.Equal(got, want) {
 		t.Fatalf("after the cancel through C: %s %v, want cancelled %v", info.Status, got, want)
 	}
 	if calls := f.Calls(); len(calls) != 1 {
@@ -305,9 +308,9 @@ func TestCluster_KilledNodeReapedByAnother(t *testing.T) {
 	t.Parallel()
 	stores := cluster(t, 1)
 	s := stores[0]
-	caller := batch.Caller{Name: "alice"}
+	caller := batchdriver.Caller{Name: "alice"}
 	ts := batchtest.Targets("crash", 3)
-	p := batch.CreateParams{ID: "crash-job", Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+	p := batchdriver.CreateParams{ID: "crash-job", Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
 		Targets: ts, Limits: testLimits}
 	if _, _, err := s.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
@@ -316,7 +319,7 @@ func TestCluster_KilledNodeReapedByAnother(t *testing.T) {
 	child.waitLine(t, "inflight", 30*time.Second) // target 0 stored, target 1 in flight
 	survivor := node(t, s, batch.Config{RunnerID: "survivor", HeartbeatInterval: batch.Duration(crashHeartbeat),
 		StaleAfter: batch.Duration(crashStale), SweepInterval: batch.Duration(crashSweep), Fetch: batchtest.FailingFetcher(batchtest.ErrScripted)})
-	if info, err := survivor.Status(t.Context(), caller, p.ID, batch.StatusOptions{}); err != nil || info.Status != batch.JobRunning {
+	if info, err := survivor.Status(t.Context(), caller, p.ID, batch.StatusOptions{}); err != nil || info.Status != batchdriver.JobRunning {
 		t.Fatalf("before the kill the job is %s (%v), want running on the child", info.Status, err)
 	}
 	if err := child.cmd.Process.Kill(); err != nil {
@@ -330,18 +333,18 @@ func TestCluster_KilledNodeReapedByAnother(t *testing.T) {
 		if info, err = survivor.Status(t.Context(), caller, p.ID, batch.StatusOptions{Results: true}); err != nil {
 			t.Fatal(err)
 		}
-		if info.Status != batch.JobRunning || time.Since(killed) > 30*time.Second {
+		if info.Status != batchdriver.JobRunning || time.Since(killed) > 30*time.Second {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	took := time.Since(killed)
 	t.Logf("the killed node's job was failed %v after the kill (StaleAfter %v, SweepInterval %v)", took, crashStale, crashSweep)
-	if info.Status != batch.JobFailed || info.Error != "restart" {
+	if info.Status != batchdriver.JobFailed || info.Error != "restart" {
 		t.Fatalf("job = %s (%q), want failed (restart)", info.Status, info.Error)
 	}
-	got := []batch.TargetStatus{info.Targets[0].Status, info.Targets[1].Status, info.Targets[2].Status}
-	if want := []batch.TargetStatus{batch.TargetDone, batch.TargetFailed, batch.TargetPending}; !slices.Equal(got, want) {
+	got := []batchdriver.TargetStatus{info.Targets[0].Status, info.Targets[1].Status, info.Targets[2].Status}
+	if want := []batchdriver.TargetStatus{batchdriver.TargetDone, batchdriver.TargetFailed, batchdriver.TargetPending}; !slices.Equal(got, want) {
 		t.Fatalf("targets %v, want %v", got, want)
 	}
 	if env, err := batch.DecodeEnvelope(info.Targets[0].Result); err != nil || env.Content != "kept" {

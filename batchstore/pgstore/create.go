@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Create implements [batch.Store.Create]. Reuse, the caps and the insert
@@ -33,28 +33,28 @@ import (
 // the transaction sets READ COMMITTED itself. SERIALIZABLE with retries
 // was measured against this and is several times slower under contention
 // (see BenchmarkCreateCaps and the package documentation).
-func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job, reused bool, err error) {
+func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
 	if len(p.Targets) == 0 {
-		return batch.Job{}, false, batch.ErrNoTargets // a job without a target could never be drained
+		return batchdriver.Job{}, false, batchdriver.ErrNoTargets // a job without a target could never be drained
 	}
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return batch.Job{}, false, s.wrap(ctx, "create job", err)
+		return batchdriver.Job{}, false, s.wrap(ctx, "create job", err)
 	}
 	urls, opts, err := encodeTargets(p.Targets)
 	if err != nil {
-		return batch.Job{}, false, fmt.Errorf("pgstore: create job: %w", err)
+		return batchdriver.Job{}, false, fmt.Errorf("pgstore: create job: %w", err)
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return batch.Job{}, false, s.wrap(ctx, "create job", err)
+		return batchdriver.Job{}, false, s.wrap(ctx, "create job", err)
 	}
 	defer conn.Release()
 	defer rollback(conn) // a no-op after the commit
 	job, reused, err = s.create(ctx, conn, p, urls, opts)
 	if err != nil {
-		return batch.Job{}, false, s.wrap(ctx, "create job", err)
+		return batchdriver.Job{}, false, s.wrap(ctx, "create job", err)
 	}
 	if !reused {
 		s.feed.changed("")
@@ -62,7 +62,7 @@ func (s *Store) Create(ctx context.Context, p batch.CreateParams) (job batch.Job
 	return job, reused, nil
 }
 
-func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreateParams, urls [][]byte, opts []string) (batch.Job, bool, error) {
+func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.CreateParams, urls [][]byte, opts []string) (batchdriver.Job, bool, error) {
 	now := s.now(p.Now)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
@@ -78,7 +78,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 	}
 	br := conn.SendBatch(ctx, b)
 	var (
-		job      batch.Job
+		job      batchdriver.Job
 		found    bool
 		live     int
 		hooks    int
@@ -115,19 +115,19 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		}
 	}
 	if err := errors.Join(firstErr, br.Close()); err != nil {
-		return batch.Job{}, false, err
+		return batchdriver.Job{}, false, err
 	}
 	if found {
 		if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
-			return batch.Job{}, false, err
+			return batchdriver.Job{}, false, err
 		}
 		return job, true, nil
 	}
 	if live >= p.Limits.JobsPerCaller {
-		return batch.Job{}, false, batch.ErrCallerBusy
+		return batchdriver.Job{}, false, batchdriver.ErrCallerBusy
 	}
 	if capHooks && hooks >= p.Limits.WebhooksPerCaller {
-		return batch.Job{}, false, batch.ErrWebhooksBusy
+		return batchdriver.Job{}, false, batchdriver.ErrWebhooksBusy
 	}
 
 	b = &pgx.Batch{}
@@ -151,16 +151,16 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 		firstErr = err
 	}
 	if err := errors.Join(firstErr, br.Close()); err != nil {
-		return batch.Job{}, false, err
+		return batchdriver.Job{}, false, err
 	}
 	if !inserted {
-		return batch.Job{}, false, batch.ErrBusy
+		return batchdriver.Job{}, false, batchdriver.ErrBusy
 	}
-	return batch.Job{
+	return batchdriver.Job{
 		ID:           p.ID,
 		Caller:       p.Caller,
 		IdemKey:      p.IdemKey,
-		Status:       batch.JobQueued,
+		Status:       batchdriver.JobQueued,
 		TargetsTotal: len(p.Targets),
 		CreatedAt:    job.CreatedAt.UTC(),
 		Lease:        job.Lease.UTC(),
@@ -172,7 +172,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batch.CreatePa
 }
 
 // retryIdx is the retry_idx of p: NULL for a job that is no retry.
-func retryIdx(p batch.CreateParams) []int32 {
+func retryIdx(p batchdriver.CreateParams) []int32 {
 	if p.RetryOf == "" {
 		return nil
 	}
@@ -185,12 +185,12 @@ func retryIdx(p batch.CreateParams) []int32 {
 
 // encodeTargets returns the stored forms of the targets: the URLs as
 // bytes, the options as JSON ("" for none).
-func encodeTargets(ts []batch.Target) (urls [][]byte, opts []string, err error) {
+func encodeTargets(ts []batchdriver.Target) (urls [][]byte, opts []string, err error) {
 	urls = make([][]byte, len(ts))
 	opts = make([]string, len(ts))
 	for i, t := range ts {
 		urls[i] = []byte(t.URL)
-		if t.Options == (batch.Options{}) {
+		if t.Options == (batchdriver.Options{}) {
 			continue
 		}
 		b, err := json.Marshal(t.Options)

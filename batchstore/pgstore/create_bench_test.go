@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -24,7 +25,7 @@ import (
 // deadlock, after a jittered back-off. It is here, not in the store,
 // because it lost (see BenchmarkCreateCaps). It returns how many times it
 // retried.
-func (s *Store) createSerializable(ctx context.Context, p batch.CreateParams) (reused bool, retries int, err error) {
+func (s *Store) createSerializable(ctx context.Context, p batchdriver.CreateParams) (reused bool, retries int, err error) {
 	urls, opts, err := encodeTargets(p.Targets)
 	if err != nil {
 		return false, 0, err
@@ -46,13 +47,13 @@ func (s *Store) createSerializable(ctx context.Context, p batch.CreateParams) (r
 				return err
 			}
 			if live >= p.Limits.JobsPerCaller {
-				return batch.ErrCallerBusy
+				return batchdriver.ErrCallerBusy
 			}
 			var created, lease time.Time
 			err = tx.QueryRow(ctx, s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
 				p.IdemKey, len(p.Targets), now, urls, opts, nil, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State).Scan(&created, &lease) // nil: no webhook
 			if errors.Is(err, pgx.ErrNoRows) {
-				return batch.ErrBusy
+				return batchdriver.ErrBusy
 			}
 			return err
 		})
@@ -110,9 +111,9 @@ func BenchmarkCreateCaps(b *testing.B) {
 					if n%10 == 0 {
 						list = n - callers // the same caller's list, submitted before
 					}
-					caller := batch.Caller{Name: fmt.Sprintf("c%d", list%callers)}
+					caller := batchdriver.Caller{Name: fmt.Sprintf("c%d", list%callers)}
 					ts := batchtest.Targets(fmt.Sprint("caps-", list), 4)
-					p := batch.CreateParams{ID: fmt.Sprint("job-", n), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+					p := batchdriver.CreateParams{ID: fmt.Sprint("job-", n), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
 						Targets: ts, Limits: testLimits}
 					t0 := time.Now()
 					var retries int
@@ -178,22 +179,22 @@ func TestCreateSerializable_KeepsCaps(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, Options{})
 	const racers = 40
-	lim := batch.Limits{JobsPerCaller: 2, JobsTotal: 5, TTL: time.Hour}
+	lim := batchdriver.Limits{JobsPerCaller: 2, JobsTotal: 5, TTL: time.Hour}
 	var wg sync.WaitGroup
 	var created atomic.Int64
 	start := make(chan struct{})
 	for i := range racers {
 		wg.Go(func() {
 			<-start
-			caller := batch.Caller{Name: fmt.Sprintf("c%d", i%4)}
+			caller := batchdriver.Caller{Name: fmt.Sprintf("c%d", i%4)}
 			ts := batchtest.Targets(fmt.Sprintf("list-%d", i%8), 1) // two racers per list
-			p := batch.CreateParams{ID: fmt.Sprint("job-", i), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+			p := batchdriver.CreateParams{ID: fmt.Sprint("job-", i), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
 				Targets: ts, Limits: lim}
 			reused, _, err := s.createSerializable(context.Background(), p)
 			switch {
 			case err == nil && !reused:
 				created.Add(1)
-			case err == nil, errors.Is(err, batch.ErrBusy), errors.Is(err, batch.ErrCallerBusy):
+			case err == nil, errors.Is(err, batchdriver.ErrBusy), errors.Is(err, batchdriver.ErrCallerBusy):
 			default:
 				t.Error(err)
 			}
@@ -214,7 +215,7 @@ func TestCreateSerializable_KeepsCaps(t *testing.T) {
 	}
 }
 
-func mustStats(t *testing.T, s *Store) batch.Stats {
+func mustStats(t *testing.T, s *Store) batchdriver.Stats {
 	t.Helper()
 	st, err := s.Stats(t.Context())
 	if err != nil {
@@ -247,7 +248,7 @@ func BenchmarkSubmit(b *testing.B) {
 							i := n.Add(1)
 							ts := batchtest.Targets(fmt.Sprint("submit-", i), 8)
 							t0 := time.Now()
-							if _, _, err := r.Submit(context.Background(), batch.Caller{Name: fmt.Sprint("c", i%16)}, ts); err != nil {
+							if _, _, err := r.Submit(context.Background(), batchdriver.Caller{Name: fmt.Sprint("c", i%16)}, ts); err != nil {
 								b.Error(err)
 								return
 							}

@@ -2,8 +2,8 @@
 // (daemons behind a load balancer) share one database, and any node
 // accepts, drains, reads and cancels any job, while the caps and
 // idempotency hold across the fleet. It is built on
-// github.com/jackc/pgx/v5 (pgxpool) and passes batchtest.TestStore,
-// batchtest.TestRunner and batchtest.TestStoreReopen, cluster cases
+// github.com/jackc/pgx/v5 (pgxpool) and passes batchdrivertest.TestStore,
+// batchdrivertest.TestRunner and batchdrivertest.TestStoreReopen, cluster cases
 // included: its [Store.Capabilities] say Shared.
 //
 //	store, err := pgstore.Open(ctx, "postgres://batch@db.internal/app", pgstore.Options{})

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // claimTries is how often Claim runs its statement when it found no job
@@ -22,40 +22,40 @@ const claimTries = 3
 // and the runner's heartbeat is recorded. FOR UPDATE SKIP LOCKED makes
 // concurrent claims, on any node, take different jobs without waiting for
 // each other.
-func (s *Store) Claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdriver.Claimed, ok bool, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return batch.Claimed{}, false, s.wrap(ctx, "claim job", err)
+		return batchdriver.Claimed{}, false, s.wrap(ctx, "claim job", err)
 	}
 	for try := 1; ; try++ {
 		c, ok, err = s.claim(ctx, p)
 		if err != nil {
-			return batch.Claimed{}, false, s.wrap(ctx, "claim job", err)
+			return batchdriver.Claimed{}, false, s.wrap(ctx, "claim job", err)
 		}
 		if ok {
 			s.feed.changed(c.Job.ID)
 			return c, true, nil
 		}
 		if try == claimTries {
-			return batch.Claimed{}, false, nil
+			return batchdriver.Claimed{}, false, nil
 		}
 		var queued bool
 		if err := s.pool.QueryRow(ctx, s.q.anyQueued).Scan(&queued); err != nil {
-			return batch.Claimed{}, false, s.wrap(ctx, "claim job", err)
+			return batchdriver.Claimed{}, false, s.wrap(ctx, "claim job", err)
 		}
 		if !queued {
-			return batch.Claimed{}, false, nil
+			return batchdriver.Claimed{}, false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return batch.Claimed{}, false, s.wrap(ctx, "claim job", context.Cause(ctx))
+			return batchdriver.Claimed{}, false, s.wrap(ctx, "claim job", context.Cause(ctx))
 		case <-time.After(time.Duration(try) * time.Millisecond):
 		}
 	}
 }
 
-func (s *Store) claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed, ok bool, err error) {
+func (s *Store) claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdriver.Claimed, ok bool, err error) {
 	rows, err := s.pool.Query(ctx, s.q.claim, p.Runner, s.now(p.Now))
 	if err != nil {
 		return c, false, err
@@ -73,9 +73,9 @@ func (s *Store) claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 			return c, false, err
 		}
 		// The statement read the targets before it started target 0.
-		rec.Status = batch.TargetPending
+		rec.Status = batchdriver.TargetPending
 		if rec.Idx == 0 {
-			rec.Status = batch.TargetRunning
+			rec.Status = batchdriver.TargetRunning
 		}
 		c.Job, c.Queued, ok = j.job(), queued, true
 		c.Targets = append(c.Targets, rec)
@@ -93,23 +93,23 @@ func (s *Store) claim(ctx context.Context, p batch.ClaimParams) (c batch.Claimed
 // the job and are HOT updates. The writes of jobs that drain at once share
 // one transaction and its commit (see group.go); each returns once the
 // commit that holds it has.
-func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	fin := p.Target
 	if !fin.Status.Finished() {
-		return batch.Step{}, fmt.Errorf("pgstore: finish target: status must be done or failed, got %q", fin.Status)
+		return batchdriver.Step{}, fmt.Errorf("pgstore: finish target: status must be done or failed, got %q", fin.Status)
 	}
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return batch.Step{}, s.wrap(ctx, "finish target", err)
+		return batchdriver.Step{}, s.wrap(ctx, "finish target", err)
 	}
 	okInc, failInc := 0, 1
-	if fin.Status == batch.TargetDone {
+	if fin.Status == batchdriver.TargetDone {
 		okInc, failInc = 1, 0
 	}
 	args := []any{p.JobID, p.Runner, fin.Idx, okInc, failInc,
 		int64(len(fin.Result) + len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
-		string(fin.Outcome), s.now(p.Now), batch.LeaseGrain, fin.Result}
+		string(fin.Outcome), s.now(p.Now), batchdriver.LeaseGrain, fin.Result}
 	return s.finishGrouped(&finishReq{ctx: ctx, p: p, args: args})
 }
 
@@ -117,18 +117,18 @@ func (s *Store) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.S
 // gone, one that p.Runner no longer holds, or a repeat of a write that was
 // applied (the runner still holds the job and the target is stored), which
 // gets the job's current step.
-func (s *Store) finishMissed(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (s *Store) finishMissed(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	var runner, status string
 	var inFlight int
 	var target *string
 	err := s.pool.QueryRow(ctx, s.q.finishMissed, p.JobID, p.Target.Idx).Scan(&runner, &inFlight, &status, &target)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return batch.Step{}, batch.ErrNotFound
+		return batchdriver.Step{}, batchdriver.ErrNotFound
 	case err != nil:
-		return batch.Step{}, err
-	case runner != p.Runner || target == nil || !batch.TargetStatus(*target).Finished():
-		return batch.Step{}, batch.ErrNotHeld
+		return batchdriver.Step{}, err
+	case runner != p.Runner || target == nil || !batchdriver.TargetStatus(*target).Finished():
+		return batchdriver.Step{}, batchdriver.ErrNotHeld
 	}
-	return batch.Step{Status: batch.JobStatus(status), Next: inFlight}, nil
+	return batchdriver.Step{Status: batchdriver.JobStatus(status), Next: inFlight}, nil
 }

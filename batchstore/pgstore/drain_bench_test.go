@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -115,7 +116,7 @@ func drainRound(b *testing.B, nodes int) time.Duration {
 	ctx := context.Background()
 	schema, drop := roundSchema(b)
 	defer drop()
-	fetch := func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
+	fetch := func(context.Context, batchdriver.Caller, batchdriver.Target) (batch.Result, error) {
 		return batch.Result{Content: drainContent}, nil
 	}
 	var runners []*batch.Runner
@@ -144,11 +145,11 @@ func drainRound(b *testing.B, nodes int) time.Duration {
 		}
 		return n
 	}
-	caller := batch.Caller{Name: "bench"}
+	caller := batchdriver.Caller{Name: "bench"}
 	b.StartTimer()
 	start := time.Now()
 	for j := range drainJobs {
-		ts := make([]batch.Target, drainTargets)
+		ts := make([]batchdriver.Target, drainTargets)
 		for i := range ts {
 			ts[i].URL = fmt.Sprintf("https://bench.example/%d/%d", j, i)
 		}

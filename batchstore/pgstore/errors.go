@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"net"
 	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Errors of the store itself. Conditions of the job model (no such job, a
@@ -29,8 +29,8 @@ var (
 // batchSentinels pass through unwrapped: the runner and the HTTP adapter
 // branch on them, and their text is already complete.
 var batchSentinels = []error{
-	batch.ErrNotFound, batch.ErrFinished, batch.ErrNotHeld, batch.ErrCallerBusy, batch.ErrBusy, batch.ErrNoTargets,
-	batch.ErrWebhooksBusy,
+	batchdriver.ErrNotFound, batchdriver.ErrFinished, batchdriver.ErrNotHeld, batchdriver.ErrCallerBusy, batchdriver.ErrBusy, batchdriver.ErrNoTargets,
+	batchdriver.ErrWebhooksBusy,
 }
 
 // wrapErr translates an error of operation op into the store's
@@ -50,10 +50,10 @@ func wrapErr(ctx context.Context, op string, err error, closed bool) error {
 	}
 	switch {
 	case errors.Is(err, ErrClosed):
-		return kindError{batch.ErrUnavailable, fmt.Errorf("%w (%s)", ErrClosed, op)}
+		return kindError{batchdriver.ErrUnavailable, fmt.Errorf("%w (%s)", ErrClosed, op)}
 	case closed && isPoolClosed(err):
 		// The store closed its pool under a call in flight.
-		return kindError{batch.ErrUnavailable, fmt.Errorf("%w (%s): %w", ErrClosed, op, err)}
+		return kindError{batchdriver.ErrUnavailable, fmt.Errorf("%w (%s): %w", ErrClosed, op, err)}
 	case errors.Is(err, ErrSchema):
 		return err
 	}
@@ -70,7 +70,7 @@ func wrapErr(ctx context.Context, op string, err error, closed bool) error {
 		return out // the caller gave up: nothing to try again
 	}
 	if unavailable(err) {
-		return kindError{batch.ErrUnavailable, out}
+		return kindError{batchdriver.ErrUnavailable, out}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"net/url"
 	"strings"
@@ -32,7 +33,7 @@ func TestWrapErr(t *testing.T) {
 	f := func(ctx context.Context, err error, closed bool, wantUnavailable bool, wantIs ...error) {
 		t.Helper()
 		got := wrapErr(ctx, "op", err, closed)
-		if u := errors.Is(got, batch.ErrUnavailable); u != wantUnavailable {
+		if u := errors.Is(got, batchdriver.ErrUnavailable); u != wantUnavailable {
 			t.Errorf("wrapErr(%v): unavailable %v, want %v (%v)", err, u, wantUnavailable, got)
 		}
 		for _, w := range append(wantIs, err) {
@@ -88,7 +89,7 @@ func TestWrapErr_ConnectTextClean(t *testing.T) {
 				t.Errorf("wrapErr(%q) = %q: it names %q", raw, got, secret)
 			}
 		}
-		if !errors.Is(got, batch.ErrUnavailable) {
+		if !errors.Is(got, batchdriver.ErrUnavailable) {
 			t.Errorf("wrapErr(%q) = %q: not unavailable", raw, got)
 		}
 	}
@@ -102,7 +103,7 @@ func TestWrapErr_ConnectTextClean(t *testing.T) {
 func TestOpen_Unreachable(t *testing.T) {
 	t.Parallel()
 	_, err := Open(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", Options{})
-	if !errors.Is(err, batch.ErrUnavailable) {
+	if !errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Fatalf("Open on a closed port = %v, want batch.ErrUnavailable", err)
 	}
 }
@@ -141,7 +142,7 @@ func TestErrors_TooManyConnections(t *testing.T) {
 	u.User = url.User(role)
 	_, err = Open(t.Context(), u.String(), Options{Schema: "unused"})
 	var pe *pgconn.PgError
-	if !errors.Is(err, batch.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "53300" {
+	if !errors.Is(err, batchdriver.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "53300" {
 		t.Fatalf("Open as a role at its connection limit = %v, want 53300 and batch.ErrUnavailable", err)
 	}
 }
@@ -165,9 +166,9 @@ func TestErrors_LockTimeout(t *testing.T) {
 	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM `+pgx.Identifier{schema}.Sanitize()+`.job WHERE id = 'locked' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "locked"})
+	err = s.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: "locked"})
 	var pe *pgconn.PgError
-	if !errors.Is(err, batch.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "55P03" {
+	if !errors.Is(err, batchdriver.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "55P03" {
 		t.Fatalf("Cancel of a locked job = %v, want 55P03 and batch.ErrUnavailable", err)
 	}
 	if strings.Contains(err.Error(), "example.test") {
@@ -199,7 +200,7 @@ func TestErrors_AdminShutdown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		ts := batchtest.Targets("shutdown", 1)
-		_, _, err := s.Create(context.Background(), batch.CreateParams{ID: "j", Caller: batch.Caller{Name: "alice"},
+		_, _, err := s.Create(context.Background(), batchdriver.CreateParams{ID: "j", Caller: batchdriver.Caller{Name: "alice"},
 			IdemKey: "k", Targets: ts, Limits: testLimits})
 		done <- err
 	}()
@@ -221,7 +222,7 @@ func TestErrors_AdminShutdown(t *testing.T) {
 	}
 	err = <-done
 	var pe *pgconn.PgError
-	if !errors.Is(err, batch.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "57P01" {
+	if !errors.Is(err, batchdriver.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "57P01" {
 		t.Fatalf("Create on a terminated backend = %v, want 57P01 and batch.ErrUnavailable", err)
 	}
 	tx.Rollback(t.Context())
@@ -240,8 +241,8 @@ func TestStore_Closed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	_, _, err := s.Claim(t.Context(), batch.ClaimParams{Runner: "r"})
-	if !errors.Is(err, ErrClosed) || !errors.Is(err, batch.ErrUnavailable) {
+	_, _, err := s.Claim(t.Context(), batchdriver.ClaimParams{Runner: "r"})
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Fatalf("Claim after Close = %v, want ErrClosed and batch.ErrUnavailable", err)
 	}
 	if _, err := s.Stats(t.Context()); !errors.Is(err, ErrClosed) {
@@ -259,24 +260,24 @@ func TestStore_BytesExact(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	url := "https://example.test/nul\x00and\xffbad"
 	ctxTrue := true
-	ts := []batch.Target{{URL: url, Options: batch.Options{Question: "q\x00?", Context: &ctxTrue}}, {URL: "https://example.test/2"}}
-	if _, _, err := s.Create(ctx, batch.CreateParams{ID: "j", Caller: batch.Caller{Name: "alice"}, IdemKey: "k",
+	ts := []batchdriver.Target{{URL: url, Options: batchdriver.Options{Question: "q\x00?", Context: &ctxTrue}}, {URL: "https://example.test/2"}}
+	if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: "j", Caller: batchdriver.Caller{Name: "alice"}, IdemKey: "k",
 		Targets: ts, Limits: testLimits, Now: nowAt(now)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r", Now: nowAt(now)}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r", Now: nowAt(now)}); err != nil || !ok {
 		t.Fatalf("Claim = %v, %v", ok, err)
 	}
-	fins := []batch.TargetFinish{
-		{Idx: 0, Status: batch.TargetFailed, Outcome: batch.OutcomeOther, Error: "up\x00stream \xfe\xff", Hint: "h\x00\xff"},
-		{Idx: 1, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte("{\"content\":\"\\u0000\"}\x00\xff")},
+	fins := []batchdriver.TargetFinish{
+		{Idx: 0, Status: batchdriver.TargetFailed, Outcome: batchdriver.OutcomeOther, Error: "up\x00stream \xfe\xff", Hint: "h\x00\xff"},
+		{Idx: 1, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte("{\"content\":\"\\u0000\"}\x00\xff")},
 	}
 	for _, fin := range fins {
-		if _, err := s.FinishTarget(ctx, batch.FinishParams{JobID: "j", Runner: "r", Target: fin, Now: nowAt(now)}); err != nil {
+		if _, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: "j", Runner: "r", Target: fin, Now: nowAt(now)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	j, got, err := s.Get(ctx, batch.GetParams{Caller: "alice", JobID: "j", Results: true})
+	j, got, err := s.Get(ctx, batchdriver.GetParams{Caller: "alice", JobID: "j", Results: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,12 +290,12 @@ func TestStore_BytesExact(t *testing.T) {
 	if want := int64(len(fins[0].Error) + len(fins[1].Result)); j.Bytes != want {
 		t.Errorf("job bytes = %d, want %d", j.Bytes, want)
 	}
-	_, _, err = s.Create(ctx, batch.CreateParams{ID: "bad-caller", Caller: batch.Caller{Name: "nul\x00caller"}, IdemKey: "k2",
+	_, _, err = s.Create(ctx, batchdriver.CreateParams{ID: "bad-caller", Caller: batchdriver.Caller{Name: "nul\x00caller"}, IdemKey: "k2",
 		Targets: ts, Limits: testLimits, Now: nowAt(now)})
 	if err == nil || strings.Contains(err.Error(), "example.test") || !strings.HasPrefix(err.Error(), "pgstore: create job: ") {
 		t.Fatalf("Create with a NUL in the caller = %v, want an error that names no target", err)
 	}
-	_, _, err = s.Create(ctx, batch.CreateParams{ID: "empty", Caller: batch.Caller{Name: "alice"}, IdemKey: "k3", Limits: testLimits, Now: nowAt(now)})
+	_, _, err = s.Create(ctx, batchdriver.CreateParams{ID: "empty", Caller: batchdriver.Caller{Name: "alice"}, IdemKey: "k3", Limits: testLimits, Now: nowAt(now)})
 	if !errors.Is(err, batch.ErrNoTargets) {
 		t.Fatalf("Create without targets = %v, want batch.ErrNoTargets", err)
 	}

@@ -2,9 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Evict implements [batch.Store.Evict]: while the store's bytes are above
@@ -28,7 +28,7 @@ import (
 // lease bump under way) are skipped; a caller whose jobs are all locked is
 // left out of the rest of the pass. A store under its budget costs one
 // read, and locks nothing.
-func (s *Store) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
+func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {

@@ -3,12 +3,11 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Three nodes release jobs of six callers (each release moves a counter
@@ -31,9 +30,9 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 			caller := fmt.Sprintf("ev%d", c)
 			for i := range perCaller {
 				id := fmt.Sprintf("%s-%d", caller, i)
-				_, _, err := s.Create(t.Context(), batch.CreateParams{
-					ID: id, Caller: batch.Caller{Name: caller}, IdemKey: id,
-					Targets: []batch.Target{{URL: "https://example.test/" + id + "/0"}, {URL: "https://example.test/" + id + "/1"}},
+				_, _, err := s.Create(t.Context(), batchdriver.CreateParams{
+					ID: id, Caller: batchdriver.Caller{Name: caller}, IdemKey: id,
+					Targets: []batchdriver.Target{{URL: "https://example.test/" + id + "/0"}, {URL: "https://example.test/" + id + "/1"}},
 					Limits:  testLimits,
 				})
 				if err != nil {
@@ -50,7 +49,7 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 		runner := fmt.Sprintf("node-%d", n)
 		wg.Go(func() {
 			for {
-				c, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runner})
+				c, ok, err := s.Claim(t.Context(), batchdriver.ClaimParams{Runner: runner})
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -59,9 +58,9 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 					return
 				}
 				for idx := range c.Job.TargetsTotal {
-					fin := batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
+					fin := batchdriver.TargetFinish{Idx: idx, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK,
 						Result: make([]byte, 100*(1+idx))}
-					if _, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin}); err != nil {
+					if _, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: c.Job.ID, Runner: runner, Target: fin}); err != nil {
 						t.Errorf("FinishTarget(%s, %d): %v", c.Job.ID, idx, err)
 						return
 					}
@@ -79,20 +78,20 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 					return
 				default:
 				}
-				k, err := s.Evict(t.Context(), batch.EvictParams{MaxBytes: 3000})
+				k, err := s.Evict(t.Context(), batchdriver.EvictParams{MaxBytes: 3000})
 				if err != nil {
 					t.Errorf("node %d: Evict: %v", n, err)
 					return
 				}
 				evicted.Add(int64(k))
-				if _, err := s.Sweep(t.Context(), batch.SweepParams{TTL: time.Hour}); err != nil {
+				if _, err := s.Sweep(t.Context(), batchdriver.SweepParams{TTL: time.Hour}); err != nil {
 					t.Errorf("node %d: Sweep: %v", n, err)
 					return
 				}
 				caller := fmt.Sprintf("ev%d", i%callers)
 				id := fmt.Sprintf("%s-%d", caller, i%perCaller)
-				err = s.Touch(t.Context(), batch.TouchParams{Caller: caller, JobID: id})
-				if err != nil && !errors.Is(err, batch.ErrNotFound) {
+				err = s.Touch(t.Context(), batchdriver.TouchParams{Caller: caller, JobID: id})
+				if err != nil && !errors.Is(err, batchdriver.ErrNotFound) {
 					t.Errorf("node %d: Touch: %v", n, err)
 					return
 				}
@@ -103,7 +102,7 @@ func TestCluster_EvictWhileReleasing(t *testing.T) {
 	close(done)
 	gc.Wait()
 	// One pass after the drain: the store ends within its budget.
-	if _, err := stores[0].Evict(t.Context(), batch.EvictParams{MaxBytes: 3000}); err != nil {
+	if _, err := stores[0].Evict(t.Context(), batchdriver.EvictParams{MaxBytes: 3000}); err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	st, err := stores[0].Stats(t.Context())

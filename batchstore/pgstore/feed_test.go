@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"runtime"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func expect(t *testing.T, got <-chan string, id string) {
 func create(t *testing.T, s *Store, id string) {
 	t.Helper()
 	ts := batchtest.Targets(id, 1)
-	_, _, err := s.Create(t.Context(), batch.CreateParams{ID: id, Caller: batch.Caller{Name: "alice"},
+	_, _, err := s.Create(t.Context(), batchdriver.CreateParams{ID: id, Caller: batchdriver.Caller{Name: "alice"},
 		IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", id, err)
@@ -79,20 +80,20 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 	listening(t, a, 0)
 	create(t, b, "from-b")
 	expect(t, got, "") // queued
-	if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "from-b"}); err != nil {
+	if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: "from-b"}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, got, "from-b")
 
 	create(t, a, "from-a")
 	expect(t, got, "")
-	if err := a.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "from-a"}); err != nil {
+	if err := a.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: "from-a"}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, got, "from-a")
 	// b's marker: whatever a sent has reached the listeners by now.
 	create(t, b, "marker")
-	if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: "marker"}); err != nil {
+	if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: "marker"}); err != nil {
 		t.Fatal(err)
 	}
 	for g := ""; g != "marker"; {
@@ -125,7 +126,7 @@ func TestFeed_ReconnectsAfterTerminate(t *testing.T) {
 		expect(t, got, "") // the catch-up wake-up
 		id := fmt.Sprintf("after-%d", round)
 		create(t, b, id)
-		if err := b.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: id}); err != nil {
+		if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: id}); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, got, id)
@@ -147,7 +148,7 @@ func TestFeed_WaitSurvivesListenerLoss(t *testing.T) {
 	const poll = 300 * time.Millisecond
 	a := node(t, acceptOnly{stores[0]}, batch.Config{PollInterval: batch.Duration(poll)})
 	node(t, stores[1], batch.Config{Fetch: f.Fetch})
-	caller := batch.Caller{Name: "alice"}
+	caller := batchdriver.Caller{Name: "alice"}
 	job, _, err := a.Submit(t.Context(), caller, batchtest.Targets("lost", 3))
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // gcBatch is how many jobs one sweep statement deletes at most, and
@@ -30,7 +30,7 @@ const (
 // callers' deltas wait to be folded: then it folds them, so that the log
 // of deltas holds at most a sweep interval's releases. Without a p.Now it
 // deletes the jobs whose lease is older than p.TTL by the database's clock.
-func (s *Store) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+func (s *Store) Sweep(ctx context.Context, p batchdriver.SweepParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
@@ -118,7 +118,7 @@ func (s *Store) foldIdle(ctx context.Context) error {
 // Heartbeat implements [batch.Store.Heartbeat]: one row per runner,
 // written in a statement of its own (so at the statement's time on the
 // database's clock), and never moved back.
-func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (s *Store) Heartbeat(ctx context.Context, p batchdriver.HeartbeatParams) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
 //
 // Without a p.Now, a heartbeat is stale when it is older than p.StaleAfter
 // by the database's clock.
-func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
@@ -229,7 +229,7 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 		if err := rows.Err(); err != nil || len(seqs) == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, idxs, []byte(p.Reason), string(batch.OutcomeOther))
+		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, idxs, []byte(p.Reason), string(batchdriver.OutcomeOther))
 		return err
 	})
 	if err != nil {
@@ -242,14 +242,14 @@ func (s *Store) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
 // Stats implements [batch.Store.Stats] in one statement: the live counts
 // from the partial index of live jobs (at most Limits.JobsTotal rows), and
 // the bytes as the counter plus the held jobs' bytes.
-func (s *Store) Stats(ctx context.Context) (st batch.Stats, err error) {
+func (s *Store) Stats(ctx context.Context) (st batchdriver.Stats, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return st, s.wrap(ctx, "stats", err)
 	}
 	if err := s.pool.QueryRow(ctx, s.q.stats).Scan(&st.Queued, &st.Running, &st.Bytes); err != nil {
-		return batch.Stats{}, s.wrap(ctx, "stats", err)
+		return batchdriver.Stats{}, s.wrap(ctx, "stats", err)
 	}
 	return st, nil
 }

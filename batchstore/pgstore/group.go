@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Group commit. Every drain write is one statement that commits on its
@@ -59,10 +59,10 @@ const maxGroup = 16
 // finishReq is one drain write waiting for, or in, a group.
 type finishReq struct {
 	ctx  context.Context
-	p    batch.FinishParams
+	p    batchdriver.FinishParams
 	args []any
 	// Set by the group's leader before done is closed.
-	step batch.Step
+	step batchdriver.Step
 	err  error
 	// lead tells the waiting caller that it leads the next group; done
 	// that its write's outcome is set.
@@ -86,7 +86,7 @@ func (c *committer) queued() int {
 // finishGrouped runs the drain write r in the next group and returns its
 // outcome once that group has committed, or r's context error if it ends
 // before r is taken into a group.
-func (s *Store) finishGrouped(r *finishReq) (batch.Step, error) {
+func (s *Store) finishGrouped(r *finishReq) (batchdriver.Step, error) {
 	c := &s.group
 	c.mu.Lock()
 	if c.flying < maxFlights {
@@ -110,7 +110,7 @@ func (s *Store) finishGrouped(r *finishReq) (batch.Step, error) {
 	if i := slices.Index(c.queue, r); i >= 0 { // not taken: give up the place
 		c.queue = slices.Delete(c.queue, i, i+1)
 		c.mu.Unlock()
-		return batch.Step{}, context.Cause(r.ctx)
+		return batchdriver.Step{}, context.Cause(r.ctx)
 	}
 	c.mu.Unlock()
 	// Taken into a group (or chosen to lead one): its outcome is coming,
@@ -213,7 +213,7 @@ func (s *Store) runGroup(group []*finishReq) {
 			s.finishFull(r)
 			continue
 		}
-		r.step = batch.Step{Status: batch.JobRunning, Next: next[i]}
+		r.step = batchdriver.Step{Status: batchdriver.JobRunning, Next: next[i]}
 		changed = append(changed, r.p.JobID)
 	}
 	s.feed.changed(changed...)
@@ -231,7 +231,7 @@ func (s *Store) finishAlone(r *finishReq) {
 		r.err = s.wrap(r.ctx, "finish target", err)
 	default:
 		s.feed.changed(r.p.JobID)
-		r.step = batch.Step{Status: batch.JobRunning, Next: next}
+		r.step = batchdriver.Step{Status: batchdriver.JobRunning, Next: next}
 	}
 }
 
@@ -249,6 +249,6 @@ func (s *Store) finishFull(r *finishReq) {
 		r.err = s.wrap(r.ctx, "finish target", err)
 	default:
 		s.feed.changed(r.p.JobID)
-		r.step = batch.Step{Status: batch.JobStatus(status), Next: next}
+		r.step = batchdriver.Step{Status: batchdriver.JobStatus(status), Next: next}
 	}
 }

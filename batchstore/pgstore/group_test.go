@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -32,11 +33,11 @@ func newGroupFixture(t *testing.T) *groupFixture {
 	ctx := t.Context()
 	for _, id := range []string{"blocker0", "blocker1", "a", "b"} {
 		ts := batchtest.Targets(id, 2)
-		if _, _, err := s.Create(ctx, batch.CreateParams{ID: id, Caller: batch.Caller{Name: "alice"},
+		if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: id, Caller: batchdriver.Caller{Name: "alice"},
 			IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits}); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "r"}); err != nil || !ok {
+		if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"}); err != nil || !ok {
 			t.Fatalf("Claim = %v, %v", ok, err)
 		}
 	}
@@ -98,7 +99,7 @@ func (f *groupFixture) waitLocked(t *testing.T, n int) {
 // finish is one FinishTarget of target 0 of job id, by runner, run in the
 // background.
 type finishCall struct {
-	step batch.Step
+	step batchdriver.Step
 	err  error
 	done chan struct{}
 }
@@ -107,8 +108,8 @@ func (f *groupFixture) finish(id, runner, hint string) *finishCall {
 	c := &finishCall{done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		c.step, c.err = f.s.FinishTarget(context.Background(), batch.FinishParams{JobID: id, Runner: runner,
-			Target: batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Hint: hint,
+		c.step, c.err = f.s.FinishTarget(context.Background(), batchdriver.FinishParams{JobID: id, Runner: runner,
+			Target: batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Hint: hint,
 				Result: []byte(`{"content":"` + id + `"}`)}})
 	}()
 	return c
@@ -150,9 +151,9 @@ func (f *groupFixture) grouped(t *testing.T, a, b func() *finishCall) (*finishCa
 }
 
 // target0 is target 0 of job id as the store shows it (what committed).
-func (f *groupFixture) target0(t *testing.T, id string) batch.TargetStatus {
+func (f *groupFixture) target0(t *testing.T, id string) batchdriver.TargetStatus {
 	t.Helper()
-	_, ts, err := f.s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: id})
+	_, ts, err := f.s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestGroup_AckAfterCommit(t *testing.T) {
 		t.Fatalf("b answered (%v, %v) while the transaction that holds its target is not committed", b.step, b.err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if got := f.target0(t, "b"); got != batch.TargetRunning {
+	if got := f.target0(t, "b"); got != batchdriver.TargetRunning {
 		t.Fatalf("b's target 0 reads %s before the commit; want running", got)
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
@@ -205,11 +206,11 @@ func TestGroup_AckAfterCommit(t *testing.T) {
 	<-a.done
 	<-b.done
 	for _, c := range []*finishCall{a, b} {
-		if c.err != nil || c.step != (batch.Step{Status: batch.JobRunning, Next: 1}) {
+		if c.err != nil || c.step != (batchdriver.Step{Status: batchdriver.JobRunning, Next: 1}) {
 			t.Fatalf("FinishTarget = %+v, %v; want running, next 1", c.step, c.err)
 		}
 	}
-	if got := f.target0(t, "b"); got != batch.TargetDone {
+	if got := f.target0(t, "b"); got != batchdriver.TargetDone {
 		t.Fatalf("b's target 0 reads %s after the commit; want done", got)
 	}
 }
@@ -222,16 +223,16 @@ func TestGroup_FencedWriteAlone(t *testing.T) {
 	a, b := f.grouped(t, func() *finishCall { return f.finish("a", "other", "") }, func() *finishCall { return f.finish("b", "r", "") })
 	<-a.done
 	<-b.done
-	if !errors.Is(a.err, batch.ErrNotHeld) {
+	if !errors.Is(a.err, batchdriver.ErrNotHeld) {
 		t.Fatalf("a (runner other) = %+v, %v; want ErrNotHeld", a.step, a.err)
 	}
 	if b.err != nil || b.step.Next != 1 {
 		t.Fatalf("b = %+v, %v; want next 1", b.step, b.err)
 	}
-	if got := f.target0(t, "a"); got != batch.TargetRunning {
+	if got := f.target0(t, "a"); got != batchdriver.TargetRunning {
 		t.Fatalf("a's target 0 reads %s; want running (unchanged)", got)
 	}
-	if got := f.target0(t, "b"); got != batch.TargetDone {
+	if got := f.target0(t, "b"); got != batchdriver.TargetDone {
 		t.Fatalf("b's target 0 reads %s; want done", got)
 	}
 }
@@ -254,26 +255,26 @@ func TestGroup_FailingWriteAlone(t *testing.T) {
 	a, b := f.grouped(t, func() *finishCall { return f.finish("a", "r", "refuse") }, func() *finishCall { return f.finish("b", "r", "") })
 	<-a.done
 	<-b.done
-	if a.err == nil || errors.Is(a.err, batch.ErrNotHeld) || errors.Is(a.err, batch.ErrNotFound) {
+	if a.err == nil || errors.Is(a.err, batchdriver.ErrNotHeld) || errors.Is(a.err, batchdriver.ErrNotFound) {
 		t.Fatalf("a (refused) = %+v, %v; want the server's error", a.step, a.err)
 	}
 	if b.err != nil || b.step.Next != 1 {
 		t.Fatalf("b = %+v, %v; want next 1", b.step, b.err)
 	}
-	if got := f.target0(t, "a"); got != batch.TargetRunning {
+	if got := f.target0(t, "a"); got != batchdriver.TargetRunning {
 		t.Fatalf("a's target 0 reads %s; want running (unchanged)", got)
 	}
-	job, ts, err := f.s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: "b"})
+	job, ts, err := f.s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts[0].Status != batch.TargetDone || job.TargetsDone != 1 {
+	if ts[0].Status != batchdriver.TargetDone || job.TargetsDone != 1 {
 		t.Fatalf("b: target 0 %s, %d targets done; want done, 1 (stored once)", ts[0].Status, job.TargetsDone)
 	}
 	// a's runner goes on: the same write without the refused hint is
 	// stored.
-	if step, err := f.s.FinishTarget(t.Context(), batch.FinishParams{JobID: "a", Runner: "r",
-		Target: batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"a"}`)}}); err != nil || step.Next != 1 {
+	if step, err := f.s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: "a", Runner: "r",
+		Target: batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte(`{"content":"a"}`)}}); err != nil || step.Next != 1 {
 		t.Fatalf("a again = %+v, %v; want next 1", step, err)
 	}
 }

@@ -2,14 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
-var _ batch.Inspector = (*Store)(nil)
+var _ batchdriver.Inspector = (*Store)(nil)
 
 // The operator console's reads ([batch.Inspector]), each on an index or a
 // table bounded by the live state (see TestStore_InspectPlans): the newest
@@ -83,7 +83,7 @@ func (s *Store) inspectSQL(q string) string {
 // transaction, so that its parts agree with each other, and in two round
 // trips: the independent reads go in one batch, then the callers' counters
 // and classes that the first answers call for in another.
-func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.Overview, err error) {
+func (s *Store) Overview(ctx context.Context, p batchdriver.OverviewParams) (ov batchdriver.Overview, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
@@ -96,7 +96,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 		abs, age = s.timeBound(p.Now, p.FailureWindow)
 	}
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		ov.Failures = map[batch.Outcome]int{}
+		ov.Failures = map[batchdriver.Outcome]int{}
 		bytes := map[string]int64{}
 		held := map[string]int64{}
 		var b pgx.Batch
@@ -109,7 +109,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 			var outcome string
 			var n int
 			_, err := pgx.ForEachRow(rows, []any{&outcome, &n}, func() error {
-				ov.Failures[batch.Outcome(outcome)] += n
+				ov.Failures[batchdriver.Outcome(outcome)] += n
 				return nil
 			})
 			return err
@@ -119,7 +119,7 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 			var hb time.Time
 			var micros int64
 			_, err := pgx.ForEachRow(rows, []any{&id, &hb, &micros}, func() error {
-				ov.Runners = append(ov.Runners, batch.RunnerBeat{ID: id, Heartbeat: hb.UTC(), Age: time.Duration(micros) * time.Microsecond})
+				ov.Runners = append(ov.Runners, batchdriver.RunnerBeat{ID: id, Heartbeat: hb.UTC(), Age: time.Duration(micros) * time.Microsecond})
 				return nil
 			})
 			return err
@@ -152,19 +152,19 @@ func (s *Store) Overview(ctx context.Context, p batch.OverviewParams) (ov batch.
 		return nil
 	})
 	if err != nil {
-		return batch.Overview{}, s.wrap(ctx, "overview", err)
+		return batchdriver.Overview{}, s.wrap(ctx, "overview", err)
 	}
 	return ov, nil
 }
 
 // queueJobs queues q, a query of jobCols with the limit as $1, into
 // *into; a limit below 1 queues nothing.
-func queueJobs(b *pgx.Batch, q string, limit int, into *[]batch.Job) {
+func queueJobs(b *pgx.Batch, q string, limit int, into *[]batchdriver.Job) {
 	if limit < 1 {
 		return
 	}
 	b.Queue(q, limit).Query(func(rows pgx.Rows) error {
-		jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batch.Job, error) { return scanJob(row) })
+		jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batchdriver.Job, error) { return scanJob(row) })
 		*into = jobs
 		return err
 	})
@@ -188,7 +188,7 @@ func collectBytes(rows pgx.Rows, m map[string]int64) error {
 // caller's class. Any other caller holds no more than the counter's
 // limit-th entry, and comes after it by name if it holds as much, so the
 // answer is exact.
-func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes, held map[string]int64) ([]batch.CallerBytes, error) {
+func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes, held map[string]int64) ([]batchdriver.CallerBytes, error) {
 	var missing []string
 	for name := range held {
 		if _, ok := bytes[name]; !ok {
@@ -207,7 +207,7 @@ func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes,
 	for name, b := range held {
 		bytes[name] += b
 	}
-	out := batch.TopCallers(bytes, limit)
+	out := batchdriver.TopCallers(bytes, limit)
 	if len(out) == 0 {
 		return nil, nil
 	}
@@ -236,15 +236,15 @@ func (s *Store) inspectCallers(ctx context.Context, tx pgx.Tx, limit int, bytes,
 
 // InspectJob implements [batch.Inspector]: [Store.Get] without the owner
 // and without results, in one statement.
-func (s *Store) InspectJob(ctx context.Context, jobID string) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) InspectJob(ctx context.Context, jobID string) (job batchdriver.Job, targets []batchdriver.TargetRecord, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return batch.Job{}, nil, s.wrap(ctx, "inspect job", err)
+		return batchdriver.Job{}, nil, s.wrap(ctx, "inspect job", err)
 	}
 	rows, err := s.pool.Query(ctx, s.inspectSQL(inspectTemplates.job), jobID)
 	if err != nil {
-		return batch.Job{}, nil, s.wrap(ctx, "inspect job", err)
+		return batchdriver.Job{}, nil, s.wrap(ctx, "inspect job", err)
 	}
 	defer rows.Close()
 	found := false
@@ -252,22 +252,22 @@ func (s *Store) InspectJob(ctx context.Context, jobID string) (job batch.Job, ta
 		var j jobRow
 		var t targetRow
 		if err := rows.Scan(append(j.dest(), t.dest(false)...)...); err != nil {
-			return batch.Job{}, nil, s.wrap(ctx, "inspect job", err)
+			return batchdriver.Job{}, nil, s.wrap(ctx, "inspect job", err)
 		}
 		job, found = j.job(), true
 		rec, ok, err := t.record()
 		if err != nil {
-			return batch.Job{}, nil, s.wrap(ctx, "inspect job", err)
+			return batchdriver.Job{}, nil, s.wrap(ctx, "inspect job", err)
 		}
 		if ok {
 			targets = append(targets, rec)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return batch.Job{}, nil, s.wrap(ctx, "inspect job", err)
+		return batchdriver.Job{}, nil, s.wrap(ctx, "inspect job", err)
 	}
 	if !found {
-		return batch.Job{}, nil, batch.ErrNotFound
+		return batchdriver.Job{}, nil, batchdriver.ErrNotFound
 	}
 	return job, targets, nil
 }

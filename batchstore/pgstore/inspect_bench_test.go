@@ -3,11 +3,11 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // seedInspect seeds n finished jobs (see seed), moves their finish times
@@ -55,9 +55,9 @@ func BenchmarkInspect(b *testing.B) {
 			b.Run("overview", func(b *testing.B) {
 				for b.Loop() {
 					now := time.Now()
-					ov, err := s.Overview(ctx, batch.OverviewParams{Recent: 50, Running: 50, Callers: 50,
+					ov, err := s.Overview(ctx, batchdriver.OverviewParams{Recent: 50, Running: 50, Callers: 50,
 						FailureWindow: time.Hour, Now: &now})
-					if err != nil || len(ov.Recent) != 50 || ov.Failures[batch.OutcomeTimeout] != 200 {
+					if err != nil || len(ov.Recent) != 50 || ov.Failures[batchdriver.OutcomeTimeout] != 200 {
 						b.Fatalf("overview: %d recent, failures %v, %v", len(ov.Recent), ov.Failures, err)
 					}
 				}

@@ -3,12 +3,12 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/internal/pgtest"
 	"go.uber.org/goleak"
 )
@@ -136,4 +136,4 @@ func (s *Store) checkCounters(ctx context.Context) error {
 }
 
 // testLimits never cap anything.
-var testLimits = batch.Limits{JobsPerCaller: 1 << 20, JobsTotal: 1 << 20, TTL: 24 * time.Hour}
+var testLimits = batchdriver.Limits{JobsPerCaller: 1 << 20, JobsTotal: 1 << 20, TTL: 24 * time.Hour}

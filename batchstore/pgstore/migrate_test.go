@@ -3,13 +3,13 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
 // Issue 10: nodes starting at once migrate one fresh schema once, and all
@@ -67,7 +67,7 @@ func TestMigrate_NewerSchemaRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(t.Context(), pgURL(t), Options{Schema: s.opts.Schema, MaxConns: 1})
-	if !errors.Is(err, ErrSchema) || errors.Is(err, batch.ErrUnavailable) {
+	if !errors.Is(err, ErrSchema) || errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Fatalf("Open on a newer schema = %v, want ErrSchema (and not unavailable)", err)
 	}
 }
@@ -122,7 +122,7 @@ func hostPool(t *testing.T) *pgxpool.Pool {
 // the pool open.
 func TestNew_Conformance(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStore(t, func(t *testing.T) batch.Store {
+	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store {
 		schema := newSchema(t)
 		s, err := New(t.Context(), hostPool(t), Options{Schema: schema})
 		if err != nil {

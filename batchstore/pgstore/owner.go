@@ -3,9 +3,9 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Owner-scoped calls: every statement names both the job id and the
@@ -16,7 +16,7 @@ import (
 // Cancel implements [batch.Store.Cancel]. It works from any node: the
 // runner that drains the job sees the cancel in its next drain write,
 // which stores the target in flight and releases the job.
-func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
+func (s *Store) Cancel(ctx context.Context, p batchdriver.CancelParams) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
@@ -32,28 +32,28 @@ func (s *Store) Cancel(ctx context.Context, p batch.CancelParams) error {
 		s.feed.changed(p.JobID)
 		return nil
 	case status == nil:
-		return batch.ErrNotFound
+		return batchdriver.ErrNotFound
 	default:
-		return batch.ErrFinished
+		return batchdriver.ErrFinished
 	}
 }
 
 // Get implements [batch.Store.Get]: the job and its targets in one
 // statement. Without results it never names the result column, whose
 // TOASTed bodies are then never read.
-func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targets []batch.TargetRecord, err error) {
+func (s *Store) Get(ctx context.Context, p batchdriver.GetParams) (job batchdriver.Job, targets []batchdriver.TargetRecord, err error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return batch.Job{}, nil, s.wrap(ctx, "get job", err)
+		return batchdriver.Job{}, nil, s.wrap(ctx, "get job", err)
 	}
 	if p.JobOnly {
 		job, err := scanJob(s.pool.QueryRow(ctx, s.q.getJob, p.JobID, p.Caller))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return batch.Job{}, nil, batch.ErrNotFound
+			return batchdriver.Job{}, nil, batchdriver.ErrNotFound
 		}
 		if err != nil {
-			return batch.Job{}, nil, s.wrap(ctx, "get job", err)
+			return batchdriver.Job{}, nil, s.wrap(ctx, "get job", err)
 		}
 		return job, nil, nil
 	}
@@ -63,7 +63,7 @@ func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targ
 	}
 	rows, err := s.pool.Query(ctx, q, p.JobID, p.Caller)
 	if err != nil {
-		return batch.Job{}, nil, s.wrap(ctx, "get job", err)
+		return batchdriver.Job{}, nil, s.wrap(ctx, "get job", err)
 	}
 	defer rows.Close()
 	found := false
@@ -71,55 +71,55 @@ func (s *Store) Get(ctx context.Context, p batch.GetParams) (job batch.Job, targ
 		var j jobRow
 		var t targetRow
 		if err := rows.Scan(append(j.dest(), t.dest(p.Results)...)...); err != nil {
-			return batch.Job{}, nil, s.wrap(ctx, "get job", err)
+			return batchdriver.Job{}, nil, s.wrap(ctx, "get job", err)
 		}
 		job, found = j.job(), true
 		rec, ok, err := t.record()
 		if err != nil {
-			return batch.Job{}, nil, s.wrap(ctx, "get job", err)
+			return batchdriver.Job{}, nil, s.wrap(ctx, "get job", err)
 		}
 		if ok {
 			targets = append(targets, rec)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return batch.Job{}, nil, s.wrap(ctx, "get job", err)
+		return batchdriver.Job{}, nil, s.wrap(ctx, "get job", err)
 	}
 	if !found {
-		return batch.Job{}, nil, batch.ErrNotFound
+		return batchdriver.Job{}, nil, batchdriver.ErrNotFound
 	}
 	return job, targets, nil
 }
 
 // GetTarget implements [batch.Store.GetTarget].
-func (s *Store) GetTarget(ctx context.Context, p batch.GetTargetParams) (batch.Job, batch.TargetRecord, error) {
+func (s *Store) GetTarget(ctx context.Context, p batchdriver.GetTargetParams) (batchdriver.Job, batchdriver.TargetRecord, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return batch.Job{}, batch.TargetRecord{}, s.wrap(ctx, "get target", err)
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, s.wrap(ctx, "get target", err)
 	}
 	var j jobRow
 	var t targetRow
 	err = s.pool.QueryRow(ctx, s.q.getTarget, p.JobID, p.Caller, p.Idx).Scan(append(j.dest(), t.dest(true)...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return batch.Job{}, batch.TargetRecord{}, batch.ErrNotFound
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, batchdriver.ErrNotFound
 	}
 	if err != nil {
-		return batch.Job{}, batch.TargetRecord{}, s.wrap(ctx, "get target", err)
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, s.wrap(ctx, "get target", err)
 	}
 	rec, ok, err := t.record()
 	if err != nil {
-		return batch.Job{}, batch.TargetRecord{}, s.wrap(ctx, "get target", err)
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, s.wrap(ctx, "get target", err)
 	}
 	if !ok {
-		return batch.Job{}, batch.TargetRecord{}, batch.ErrNotFound
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, batchdriver.ErrNotFound
 	}
 	return j.job(), rec, nil
 }
 
 // List implements [batch.Store.List]: newest by creation time, then by
 // insertion. A limit below 1 lists nothing.
-func (s *Store) List(ctx context.Context, p batch.ListParams) ([]batch.Job, error) {
+func (s *Store) List(ctx context.Context, p batchdriver.ListParams) ([]batchdriver.Job, error) {
 	if p.Limit < 1 {
 		return nil, nil
 	}
@@ -132,7 +132,7 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) ([]batch.Job, erro
 	if err != nil {
 		return nil, s.wrap(ctx, "list jobs", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batch.Job, error) { return scanJob(row) })
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batchdriver.Job, error) { return scanJob(row) })
 	if err != nil {
 		return nil, s.wrap(ctx, "list jobs", err)
 	}
@@ -143,18 +143,18 @@ func (s *Store) List(ctx context.Context, p batch.ListParams) ([]batch.Job, erro
 // when the lease would move by [batch.LeaseGrain] or more, so a client
 // polling every second writes about once a minute. It never moves a lease
 // back.
-func (s *Store) Touch(ctx context.Context, p batch.TouchParams) error {
+func (s *Store) Touch(ctx context.Context, p batchdriver.TouchParams) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return s.wrap(ctx, "touch job", err)
 	}
 	var n int
-	if err := s.pool.QueryRow(ctx, s.q.touch, p.JobID, p.Caller, s.now(p.Now), batch.LeaseGrain).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.touch, p.JobID, p.Caller, s.now(p.Now), batchdriver.LeaseGrain).Scan(&n); err != nil {
 		return s.wrap(ctx, "touch job", err)
 	}
 	if n == 0 {
-		return batch.ErrNotFound
+		return batchdriver.ErrNotFound
 	}
 	return nil
 }

@@ -3,9 +3,8 @@ package pgstore
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // scanner is a pgx.Row or pgx.Rows.
@@ -31,12 +30,12 @@ func (r *jobRow) dest() []any {
 		&r.traceParent, &r.traceState}
 }
 
-func (r *jobRow) job() batch.Job {
-	j := batch.Job{
+func (r *jobRow) job() batchdriver.Job {
+	j := batchdriver.Job{
 		ID:           r.id,
-		Caller:       batch.Caller{Name: r.caller, Class: r.class, Restricted: r.restricted},
+		Caller:       batchdriver.Caller{Name: r.caller, Class: r.class, Restricted: r.restricted},
 		IdemKey:      r.idem,
-		Status:       batch.JobStatus(r.status),
+		Status:       batchdriver.JobStatus(r.status),
 		Error:        r.errText,
 		TargetsTotal: r.total,
 		TargetsDone:  r.done,
@@ -46,7 +45,7 @@ func (r *jobRow) job() batch.Job {
 		Runner:       r.runner,
 		RetryOf:      r.retryOf,
 		WebhookURL:   r.webhook,
-		Trace:        batch.TraceContext{Parent: r.traceParent, State: r.traceState},
+		Trace:        batchdriver.TraceContext{Parent: r.traceParent, State: r.traceState},
 	}
 	if r.retryIdx != nil {
 		j.RetryIdx = make([]int, len(r.retryIdx))
@@ -61,7 +60,7 @@ func (r *jobRow) job() batch.Job {
 }
 
 // scanJob reads a row of jobCols alone.
-func scanJob(row scanner) (batch.Job, error) {
+func scanJob(row scanner) (batchdriver.Job, error) {
 	var r jobRow
 	err := row.Scan(r.dest()...)
 	return r.job(), err
@@ -85,17 +84,17 @@ func (r *targetRow) dest(withResult bool) []any {
 }
 
 // record returns the target, or ok false for a row without one.
-func (r *targetRow) record() (t batch.TargetRecord, ok bool, err error) {
+func (r *targetRow) record() (t batchdriver.TargetRecord, ok bool, err error) {
 	if r.idx == nil {
 		return t, false, nil
 	}
-	t = batch.TargetRecord{
+	t = batchdriver.TargetRecord{
 		Idx:     *r.idx,
-		Target:  batch.Target{URL: string(r.url)},
-		Status:  batch.TargetStatus(deref(r.status)),
+		Target:  batchdriver.Target{URL: string(r.url)},
+		Status:  batchdriver.TargetStatus(deref(r.status)),
 		Error:   string(r.errText),
 		Hint:    string(r.hint),
-		Outcome: batch.Outcome(deref(r.outco)),
+		Outcome: batchdriver.Outcome(deref(r.outco)),
 		Result:  r.result,
 	}
 	if opts := deref(r.options); opts != "" {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -28,15 +29,15 @@ func BenchmarkStoreSize(b *testing.B) {
 			}{
 				{"status", func(i int) error {
 					j := 1 + i%n // seeded job f<j> belongs to caller c<j % 1000>
-					_, _, err := s.Get(ctx, batch.GetParams{Caller: fmt.Sprint("c", j%1000), JobID: fmt.Sprint("f", j)})
+					_, _, err := s.Get(ctx, batchdriver.GetParams{Caller: fmt.Sprint("c", j%1000), JobID: fmt.Sprint("f", j)})
 					return err
 				}},
 				{"stats", func(int) error { _, err := s.Stats(ctx); return err }},
 				{"sweep-nothing-expired", func(int) error {
-					_, err := s.Sweep(ctx, batch.SweepParams{TTL: 1000 * time.Hour})
+					_, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: 1000 * time.Hour})
 					return err
 				}},
-				{"evict-under-budget", func(int) error { _, err := s.Evict(ctx, batch.EvictParams{MaxBytes: 1 << 40}); return err }},
+				{"evict-under-budget", func(int) error { _, err := s.Evict(ctx, batchdriver.EvictParams{MaxBytes: 1 << 40}); return err }},
 				// One job over the budget (a Stats read, then the pass that
 				// picks the caller holding the most and deletes its oldest job).
 				{"evict-one", func(int) error {
@@ -44,31 +45,31 @@ func BenchmarkStoreSize(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					if n, err := s.Evict(ctx, batch.EvictParams{MaxBytes: st.Bytes - 1}); err != nil || n != 1 {
+					if n, err := s.Evict(ctx, batchdriver.EvictParams{MaxBytes: st.Bytes - 1}); err != nil || n != 1 {
 						return fmt.Errorf("evict = %d, %w; want 1", n, err)
 					}
 					return nil
 				}},
 				{"reap-nothing-stale", func(int) error {
-					_, err := s.Reap(ctx, batch.ReapParams{StaleAfter: time.Hour, Reason: "restart"})
+					_, err := s.Reap(ctx, batchdriver.ReapParams{StaleAfter: time.Hour, Reason: "restart"})
 					return err
 				}},
 				{"submit-claim-drain", func(i int) error {
 					ts := batchtest.Targets(fmt.Sprint("size-", i), 2)
 					id := fmt.Sprint("bench-", i)
-					caller := batch.Caller{Name: fmt.Sprint("c", i%1000)}
-					_, _, err := s.Create(ctx, batch.CreateParams{ID: id, Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+					caller := batchdriver.Caller{Name: fmt.Sprint("c", i%1000)}
+					_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: id, Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
 						Targets: ts, Limits: testLimits})
 					if err != nil {
 						return err
 					}
-					c, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: "bench"})
+					c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "bench"})
 					if err != nil || !ok {
 						return fmt.Errorf("claim: %v, %w", ok, err)
 					}
 					for next := c.Next; next >= 0; {
-						st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: "bench",
-							Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte(`{"content":"x"}`)}})
+						st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: "bench",
+							Target: batchdriver.TargetFinish{Idx: next, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte(`{"content":"x"}`)}})
 						if err != nil {
 							return err
 						}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"hash/fnv"
 	"log/slog"
 	"regexp"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // Defaults for [Options].
@@ -98,8 +98,8 @@ type Store struct {
 }
 
 var (
-	_ batch.Store      = (*Store)(nil)
-	_ batch.ChangeFeed = (*Store)(nil)
+	_ batchdriver.Store      = (*Store)(nil)
+	_ batchdriver.ChangeFeed = (*Store)(nil)
 )
 
 // Open connects to the database at url (a PostgreSQL URL or key=value
@@ -194,7 +194,9 @@ func (s *Store) Close() error {
 // Capabilities implements [batch.Store.Capabilities]: the store is Shared.
 // Several runners, on several nodes, drain it at once; a starting runner
 // fails only its own and stale runners' jobs.
-func (s *Store) Capabilities() batch.Capabilities { return batch.Capabilities{Shared: true} }
+func (s *Store) Capabilities() batchdriver.Capabilities {
+	return batchdriver.Capabilities{Shared: true}
+}
 
 // bound gives ctx the store's default deadline if it has none.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -2,12 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
 // The conformance suites run in the store's default mode: every call they
@@ -16,12 +16,12 @@ import (
 // Now, on the database's clock.
 func TestStore_Conformance(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStore(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
 }
 
 func TestStore_Reopen(t *testing.T) {
 	t.Parallel()
-	batchtest.TestStoreReopen(t, func(t *testing.T) (batch.Store, func() batch.Store) {
+	batchdrivertest.TestStoreReopen(t, func(t *testing.T) (batchdriver.Store, func() batchdriver.Store) {
 		opts := Options{Schema: newSchema(t), MaxConns: testMaxConns}
 		open := func() *Store {
 			s, err := Open(context.Background(), pgURL(t), opts)
@@ -32,7 +32,7 @@ func TestStore_Reopen(t *testing.T) {
 		}
 		s := open()
 		t.Cleanup(func() { s.Close() })
-		return s, func() batch.Store {
+		return s, func() batchdriver.Store {
 			s.Close()
 			s = open()
 			return s
@@ -41,9 +41,9 @@ func TestStore_Reopen(t *testing.T) {
 }
 
 // The runner's behaviour, cluster cases included, drained through this
-// store. Not parallel: see batchtest.TestRunner.
+// store. Not parallel: see batchdrivertest.TestRunner.
 func TestRunner(t *testing.T) {
-	batchtest.TestRunner(t, func(t *testing.T) batch.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestRunner(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
 }
 
 func TestOpen_Options(t *testing.T) {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"slices"
 	"testing"
@@ -36,7 +37,7 @@ func measureWake(tb testing.TB, n int) []time.Duration {
 	batchtest.NewRunner(tb, batch.Config{Store: rec, Fetch: f.Fetch, PollInterval: batch.Duration(time.Hour), TargetsPerJob: n, Logger: quiet})
 	listening(tb, sa, 0) // neither runner polls: only the feed wakes them
 	listening(tb, sb, 0)
-	caller := batch.Caller{Name: "alice"}
+	caller := batchdriver.Caller{Name: "alice"}
 	job, _, err := a.Submit(context.Background(), caller, batchtest.Targets("wake", n))
 	if err != nil {
 		tb.Fatal(err)

@@ -3,10 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // The webhook outbox (see migrations/003): a row trigger on job writes a
@@ -23,7 +23,7 @@ import (
 // and the per-caller cap holds across nodes; a claim is one short
 // statement, taken when a node's pool has a free slot. On the database's
 // clock, due times and ages are the database's.
-func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksParams) ([]batchdriver.WebhookDelivery, error) {
 	if p.Limit < 1 {
 		return nil, nil
 	}
@@ -50,7 +50,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 			firstErr = err
 		}
 	}
-	var ds []batch.WebhookDelivery
+	var ds []batchdriver.WebhookDelivery
 	rows, err := br.Query()
 	if err == nil {
 		ds, err = pgx.CollectRows(rows, scanHook)
@@ -68,13 +68,13 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) 
 }
 
 // scanHook reads a row of hookClaim.
-func scanHook(row pgx.CollectableRow) (batch.WebhookDelivery, error) {
-	var d batch.WebhookDelivery
+func scanHook(row pgx.CollectableRow) (batchdriver.WebhookDelivery, error) {
+	var d batchdriver.WebhookDelivery
 	var status string
 	var ageMicros int64
 	err := row.Scan(&d.JobID, &d.URL, &status, &d.Error, &d.TargetsTotal, &d.TargetsOK, &d.TargetsFailed,
 		&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros, &d.Caller)
-	d.Status, d.Age = batch.JobStatus(status), time.Duration(ageMicros)*time.Microsecond
+	d.Status, d.Age = batchdriver.JobStatus(status), time.Duration(ageMicros)*time.Microsecond
 	d.CreatedAt, d.FinishedAt, d.Lease = d.CreatedAt.UTC(), d.FinishedAt.UTC(), d.Lease.UTC()
 	return d, err
 }
@@ -84,7 +84,7 @@ func (s *Store) hookKey() int64 { return lockKey(s.opts.Schema, "webhook claims"
 
 // FinishWebhook implements [batch.Store.FinishWebhook] in one statement,
 // fenced by the claim's runner and attempt.
-func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+func (s *Store) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhookParams) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
@@ -99,7 +99,7 @@ func (s *Store) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) 
 		return s.wrap(ctx, "finish webhook", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return batch.ErrNotHeld
+		return batchdriver.ErrNotHeld
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync"
 	"testing"
 	"time"
@@ -18,19 +19,19 @@ import (
 func TestWebhook_DatabaseClock(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, Options{})
-	p := batch.CreateParams{
-		ID: "hook-clock", Caller: batch.Caller{Name: "alice"}, IdemKey: "k", Targets: batchtest.Targets("clock", 1),
+	p := batchdriver.CreateParams{
+		ID: "hook-clock", Caller: batchdriver.Caller{Name: "alice"}, IdemKey: "k", Targets: batchtest.Targets("clock", 1),
 		WebhookURL: "https://hooks.example/clock", Limits: testLimits,
 	}
 	if _, _, err := s.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID}); err != nil {
+	if err := s.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: p.ID}); err != nil {
 		t.Fatal(err)
 	}
-	claim := func(now *time.Time) []batch.WebhookDelivery {
+	claim := func(now *time.Time) []batchdriver.WebhookDelivery {
 		t.Helper()
-		ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Hour, Now: now})
+		ds, err := s.ClaimWebhooks(t.Context(), batchdriver.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Hour, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestWebhook_DatabaseClock(t *testing.T) {
 	if ds := claim(nowAt(time.Now().Add(48 * time.Hour))); len(ds) != 1 || ds[0].Attempt != 2 {
 		t.Fatalf("claim at a Now two days ahead = %+v, want the event's second attempt", ds)
 	}
-	fin := batch.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 2, Retry: true}
+	fin := batchdriver.FinishWebhookParams{JobID: p.ID, Runner: "r", Attempt: 2, Retry: true}
 	if err := s.FinishWebhook(t.Context(), fin); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestCluster_WebhooksDeliveredOnce(t *testing.T) {
 		}))
 	}
 	const jobs = 30
-	caller := batch.Caller{Name: "alice"}
+	caller := batchdriver.Caller{Name: "alice"}
 	var ids []string
 	for i := range jobs {
 		job, _, err := runners[i%3].SubmitWith(t.Context(), caller, batchtest.Targets(fmt.Sprint("c", i), 1),

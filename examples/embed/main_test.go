@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"net"
 	"net/http"
@@ -270,7 +271,7 @@ func TestEmbed_BlackBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	job, _, err := store.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: slow.JobID, JobOnly: true})
+	job, _, err := store.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: slow.JobID, JobOnly: true})
 	if err != nil || job.Status != batch.JobFailed || job.Error != "restart" {
 		t.Errorf("the job in flight at SIGTERM: %s (%q), %v; want failed as restart", job.Status, job.Error, err)
 	}

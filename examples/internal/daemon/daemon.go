@@ -17,6 +17,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"net"
 	"net/http"
@@ -89,7 +90,7 @@ type Config struct {
 
 // closingStore is a store the daemon opened, and closes.
 type closingStore interface {
-	batch.Store
+	batchdriver.Store
 	Close() error
 }
 
@@ -300,7 +301,7 @@ func NewSecret() (string, error) {
 }
 
 // mountConsole mounts the operator console when cfg has an admin key.
-func mountConsole(mux *http.ServeMux, cfg Config, store batch.Store, route func(string, http.Handler) http.Handler) error {
+func mountConsole(mux *http.ServeMux, cfg Config, store batchdriver.Store, route func(string, http.Handler) http.Handler) error {
 	if cfg.AdminKey == "" {
 		return nil
 	}
@@ -309,7 +310,7 @@ func mountConsole(mux *http.ServeMux, cfg Config, store batch.Store, route func(
 			return fmt.Errorf("daemon: the admin key is caller %q's key: the console needs a key of its own", k.Name)
 		}
 	}
-	in, ok := store.(batch.Inspector)
+	in, ok := store.(batchdriver.Inspector)
 	if !ok {
 		return errors.New("daemon: the store has no batch.Inspector: no console")
 	}

@@ -1,12 +1,11 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 	"testing"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // The conformance suites' entry points and their one registry. Every case
@@ -32,7 +31,7 @@ import (
 // Now of a fake clock) and Inspect (the operator's reads of
 // [batch.Inspector], skipped by a store without it). Cases that only a Shared
 // store must pass (see [batch.Capabilities]) are skipped for the others.
-func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
+func TestStore(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 	t.Helper()
 	storeSuite.run(t, func(t *testing.T, c storeCase) { c(t, newStore(t)) })
 }
@@ -45,7 +44,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) batch.Store) {
 // test that is not parallel: Drain/CloseMidDrainLeaksNothing counts the
 // runner goroutines of the whole process, so it must run while no other
 // test's runner is alive (it runs before the other cases start).
-func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
+func TestRunner(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 	t.Helper()
 	runnerSuite.run(t, func(t *testing.T, c storeCase) { c(t, newStore(t)) })
 }
@@ -54,7 +53,7 @@ func TestRunner(t *testing.T, newStore func(t *testing.T) batch.Store) {
 // webhook events, with their claims (Webhook/WebhookSurvivesReopen).
 // newStore returns a new, empty store and a function that closes it and
 // opens it again on the same data (a store kept in memory returns itself).
-func TestStoreReopen(t *testing.T, newStore func(t *testing.T) (s batch.Store, reopen func() batch.Store)) {
+func TestStoreReopen(t *testing.T, newStore func(t *testing.T) (s batchdriver.Store, reopen func() batchdriver.Store)) {
 	t.Helper()
 	reopenSuite.run(t, func(t *testing.T, c reopenCase) { c(t, newStore) })
 }
@@ -62,8 +61,8 @@ func TestStoreReopen(t *testing.T, newStore func(t *testing.T) (s batch.Store, r
 // A storeCase runs on a new store; a reopenCase makes its own, to reopen
 // it.
 type (
-	storeCase  = func(t *testing.T, s batch.Store)
-	reopenCase = func(t *testing.T, newStore func(t *testing.T) (s batch.Store, reopen func() batch.Store))
+	storeCase  = func(t *testing.T, s batchdriver.Store)
+	reopenCase = func(t *testing.T, newStore func(t *testing.T) (s batchdriver.Store, reopen func() batchdriver.Store))
 )
 
 var storeSuite = newSuite[storeCase]().

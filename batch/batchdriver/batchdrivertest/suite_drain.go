@@ -1,8 +1,9 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"reflect"
 	"sync"
 	"testing"
@@ -12,7 +13,7 @@ import (
 )
 
 // drainCases: the claim, one write per target, and the runner fence.
-var drainCases = map[string]func(*testing.T, batch.Store){
+var drainCases = map[string]func(*testing.T, batchdriver.Store){
 	"ClaimExclusiveUnderRace":     storeClaimExclusive,
 	"ClaimOldestFirst":            storeClaimOrder,
 	"ClaimStartsFirstTarget":      storeClaimStarts,
@@ -23,8 +24,8 @@ var drainCases = map[string]func(*testing.T, batch.Store){
 	"FinishTargetValidatesStatus": storeFinishValidates,
 }
 
-func storeClaimOrder(t *testing.T, s batch.Store) {
-	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: nowAt(t0)}); err != nil || ok {
+func storeClaimOrder(t *testing.T, s batchdriver.Store) {
+	if _, ok, err := s.Claim(t.Context(), batchdriver.ClaimParams{Runner: runnerA, Now: nowAt(t0)}); err != nil || ok {
 		t.Fatalf("Claim on empty store = %v, %v; want nothing, no error", ok, err)
 	}
 	later := jobSpec("b", "x", 2, t0.Add(time.Second))
@@ -50,13 +51,13 @@ func storeClaimOrder(t *testing.T, s batch.Store) {
 	if c := claimJob(t, s, runnerB, tie2.ID, t0.Add(time.Minute)); c.Queued != 0 {
 		t.Errorf("last claim saw %d still queued, want 0", c.Queued)
 	}
-	if _, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runnerA, Now: nowAt(t0)}); err != nil || ok {
+	if _, ok, err := s.Claim(t.Context(), batchdriver.ClaimParams{Runner: runnerA, Now: nowAt(t0)}); err != nil || ok {
 		t.Fatalf("claim of an empty queue = %v, %v; want nothing", ok, err)
 	}
 }
 
 // storeClaimStarts: the claim itself starts target 0; no other target runs.
-func storeClaimStarts(t *testing.T, s batch.Store) {
+func storeClaimStarts(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 3, t0)
 	mustCreate(t, s, p)
 	c := claimJob(t, s, runnerA, p.ID, t0)
@@ -73,7 +74,7 @@ func storeClaimStarts(t *testing.T, s batch.Store) {
 
 // storeClaimExclusive: many runners claiming at once get each job exactly
 // once, and every job is claimed.
-func storeClaimExclusive(t *testing.T, s batch.Store) {
+func storeClaimExclusive(t *testing.T, s batchdriver.Store) {
 	const jobs, claimers = 40, 8
 	want := map[string]bool{}
 	for i := range jobs {
@@ -90,7 +91,7 @@ func storeClaimExclusive(t *testing.T, s batch.Store) {
 		wg.Go(func() {
 			<-start
 			for {
-				c, ok, err := s.Claim(context.Background(), batch.ClaimParams{Runner: runner, Now: nowAt(t0)})
+				c, ok, err := s.Claim(context.Background(), batchdriver.ClaimParams{Runner: runner, Now: nowAt(t0)})
 				if err != nil {
 					t.Errorf("%s: Claim: %v", runner, err)
 					return
@@ -127,13 +128,13 @@ func storeClaimExclusive(t *testing.T, s batch.Store) {
 
 // storeFinishStartsNext: storing target i starts target i+1 in the same
 // write, and counts, bytes and lease move exactly once.
-func storeFinishStartsNext(t *testing.T, s batch.Store) {
+func storeFinishStartsNext(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 3, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
 	now := t0.Add(10 * time.Minute)
 	fin := okFinish(0, "hello")
-	if st := finish(t, s, runnerA, p.ID, fin, now); st != (batch.Step{Status: batch.JobRunning, Next: 1}) {
+	if st := finish(t, s, runnerA, p.ID, fin, now); st != (batchdriver.Step{Status: batch.JobRunning, Next: 1}) {
 		t.Fatalf("step after target 0 = %+v, want running with next 1", st)
 	}
 	j, ts := getJob(t, s, "alice", p.ID)
@@ -159,8 +160,8 @@ func storeFinishStartsNext(t *testing.T, s batch.Store) {
 
 // storeFinishFinal: the write that stores the last target gives the job its
 // final status from all its targets and releases it.
-func storeFinishFinal(t *testing.T, s batch.Store) {
-	f := func(name string, fins []batch.TargetFinish, want batch.JobStatus) {
+func storeFinishFinal(t *testing.T, s batchdriver.Store) {
+	f := func(name string, fins []batchdriver.TargetFinish, want batch.JobStatus) {
 		t.Helper()
 		p := jobSpec(name, "k", len(fins), t0)
 		mustCreate(t, s, p)
@@ -172,7 +173,7 @@ func storeFinishFinal(t *testing.T, s batch.Store) {
 				at = end
 			}
 			st := finish(t, s, runnerA, p.ID, fin, at)
-			if last := i == len(fins)-1; last && st != (batch.Step{Status: want, Next: -1}) {
+			if last := i == len(fins)-1; last && st != (batchdriver.Step{Status: want, Next: -1}) {
 				t.Fatalf("%s: last step = %+v, want %s with no next", name, st, want)
 			} else if !last && st.Next != i+1 {
 				t.Fatalf("%s: step %d = %+v", name, i, st)
@@ -183,9 +184,9 @@ func storeFinishFinal(t *testing.T, s batch.Store) {
 			t.Errorf("%s: job = %+v", name, job)
 		}
 	}
-	f("done", []batch.TargetFinish{okFinish(0, "a"), okFinish(1, "b")}, batch.JobDone)
-	f("partial", []batch.TargetFinish{okFinish(0, "a"), failFinish(1, "x")}, batch.JobPartial)
-	f("failed", []batch.TargetFinish{failFinish(0, "x"), failFinish(1, "y")}, batch.JobFailed)
+	f("done", []batchdriver.TargetFinish{okFinish(0, "a"), okFinish(1, "b")}, batch.JobDone)
+	f("partial", []batchdriver.TargetFinish{okFinish(0, "a"), failFinish(1, "x")}, batch.JobPartial)
+	f("failed", []batchdriver.TargetFinish{failFinish(0, "x"), failFinish(1, "y")}, batch.JobFailed)
 	if st := mustStats(t, s); st.Running != 0 || st.Queued != 0 {
 		t.Errorf("stats = %+v, want nothing live", st)
 	}
@@ -193,7 +194,7 @@ func storeFinishFinal(t *testing.T, s batch.Store) {
 
 // storeFinishRepeat: a write repeated after it was applied changes nothing
 // and answers the job's current step.
-func storeFinishRepeat(t *testing.T, s batch.Store) {
+func storeFinishRepeat(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 2, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
@@ -209,20 +210,20 @@ func storeFinishRepeat(t *testing.T, s batch.Store) {
 	}
 	wantStatuses(t, "after a repeat", ts, batch.TargetDone, batch.TargetRunning)
 	// A write for a target not started yet is refused.
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA, Target: okFinish(5, "x"), Now: nowAt(t0)})
-	wantErr(t, "finish of an idx outside the job", err, batch.ErrNotHeld)
-	_, err = s.FinishTarget(t.Context(), batch.FinishParams{JobID: "no-such-job", Runner: runnerA, Target: okFinish(0, "x"), Now: nowAt(t0)})
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: p.ID, Runner: runnerA, Target: okFinish(5, "x"), Now: nowAt(t0)})
+	wantErr(t, "finish of an idx outside the job", err, batchdriver.ErrNotHeld)
+	_, err = s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: "no-such-job", Runner: runnerA, Target: okFinish(0, "x"), Now: nowAt(t0)})
 	wantErr(t, "finish of an unknown job", err, batch.ErrNotFound)
 }
 
 // storeFinishFenced: only the runner that holds the job may write to it.
-func storeFinishFenced(t *testing.T, s batch.Store) {
+func storeFinishFenced(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 2, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
 	before, beforeTs := getJob(t, s, "alice", p.ID)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(0, "intruder"), Now: nowAt(t0.Add(time.Hour))})
-	wantErr(t, "finish by a runner that does not hold the job", err, batch.ErrNotHeld)
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(0, "intruder"), Now: nowAt(t0.Add(time.Hour))})
+	wantErr(t, "finish by a runner that does not hold the job", err, batchdriver.ErrNotHeld)
 	after, afterTs := getJob(t, s, "alice", p.ID)
 	if !reflect.DeepEqual(after, before) || statuses(afterTs)[0] != statuses(beforeTs)[0] || afterTs[0].Result != nil {
 		t.Fatalf("a refused write changed the job: %+v → %+v, %+v", before, after, afterTs[0])
@@ -230,16 +231,16 @@ func storeFinishFenced(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0)
 	finish(t, s, runnerA, p.ID, okFinish(1, "b"), t0)
 	// Finished: released, so no runner holds it any more.
-	_, err = s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(1, "late"), Now: nowAt(t0)})
-	wantErr(t, "finish of a released job by another runner", err, batch.ErrNotHeld)
+	_, err = s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: p.ID, Runner: runnerB, Target: okFinish(1, "late"), Now: nowAt(t0)})
+	wantErr(t, "finish of a released job by another runner", err, batchdriver.ErrNotHeld)
 }
 
-func storeFinishValidates(t *testing.T, s batch.Store) {
+func storeFinishValidates(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 1, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA,
-		Target: batch.TargetFinish{Idx: 0, Status: batch.TargetRunning}, Now: nowAt(t0)})
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: p.ID, Runner: runnerA,
+		Target: batchdriver.TargetFinish{Idx: 0, Status: batch.TargetRunning}, Now: nowAt(t0)})
 	if err == nil {
 		t.Fatal("FinishTarget with status running succeeded")
 	}

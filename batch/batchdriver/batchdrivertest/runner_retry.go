@@ -1,8 +1,10 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +16,7 @@ import (
 )
 
 // The runner cases of [batch.Runner.Retry].
-var runnerRetryCases = map[string]func(*testing.T, batch.Store){
+var runnerRetryCases = map[string]func(*testing.T, batchdriver.Store){
 	"RetryCapsApply":           runnerRetryCaps,
 	"RetryCancelledJob":        runnerRetryCancelled,
 	"RetryPartialFailures":     runnerRetryPartial,
@@ -79,17 +81,17 @@ func wantLineage(t *testing.T, info batch.JobInfo, of string, orig []batch.Targe
 // runnerRetryPartial: a partial job's failed targets, and only those, make
 // the new job, in idx order and with their options; the old job is left as
 // it was, and a plain job has no lineage.
-func runnerRetryPartial(t *testing.T, s batch.Store) {
-	ts := Targets("rp", 4)
+func runnerRetryPartial(t *testing.T, s batchdriver.Store) {
+	ts := batchtest.Targets("rp", 4)
 	ctx := true
 	ts[1].Options = batch.Options{Mode: batch.ModeClean, Question: "why?", Context: &ctx, Recover: true}
 	fail := batch.NewFetchError(batch.OutcomeUpstream5xx, "", errors.New("upstream: status 502"))
 	log := &fetchLog{}
-	r := NewRunner(t, batch.Config{Store: s, Fetch: log.wrap(ScriptFetcher(map[string]Step{
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: log.wrap(batchtest.ScriptFetcher(map[string]batchtest.Step{
 		ts[1].URL: {Err: fail}, ts[3].URL: {Err: fail},
 	}))})
 	id := mustSubmit(t, r, alice, ts)
-	old := WaitFinished(t, r, alice, id, waitLong)
+	old := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if old.Status != batch.JobPartial || old.RetryOf != "" || old.Targets[0].RetryOfIdx != nil {
 		t.Fatalf("first job = %s, RetryOf %q, RetryOfIdx %v", old.Status, old.RetryOf, old.Targets[0].RetryOfIdx)
 	}
@@ -98,7 +100,7 @@ func runnerRetryPartial(t *testing.T, s batch.Store) {
 	if job.ID == id || job.Status != batch.JobQueued || job.TargetsTotal != 2 || job.RetryOf != id {
 		t.Fatalf("retry = %+v", job)
 	}
-	info := WaitFinished(t, r, alice, job.ID, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, job.ID, waitLong)
 	wantLineage(t, info, id, ts, 1, 3)
 	if info.Status != batch.JobFailed { // the script fails them again
 		t.Errorf("retry ended %s, want failed", info.Status)
@@ -119,15 +121,15 @@ func sameTarget(a, b batch.Target) bool {
 
 // runnerRetryCancelled: a cancelled job's retry takes the targets that never
 // finished; the one in flight at the cancel finished and is not retried.
-func runnerRetryCancelled(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+func runnerRetryCancelled(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
 	t.Cleanup(func() {
 		for range 4 {
 			f.Release()
 		}
 	})
-	ts := Targets("rc", 3)
+	ts := batchtest.Targets("rc", 3)
 	id := mustSubmit(t, r, alice, ts)
 	<-f.Started
 	if err := r.Cancel(t.Context(), alice, id); err != nil {
@@ -152,7 +154,7 @@ func runnerRetryCancelled(t *testing.T, s batch.Store) {
 	f.Release()
 	<-f.Started
 	f.Release()
-	info := WaitFinished(t, r, alice, job.ID, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, job.ID, waitLong)
 	wantLineage(t, info, id, ts, 1, 2)
 	if info.Status != batch.JobDone {
 		t.Errorf("retry ended %s, want done", info.Status)
@@ -161,36 +163,36 @@ func runnerRetryCancelled(t *testing.T, s batch.Store) {
 
 // runnerRetryRestarted: a job failed by a restart is retried from the
 // target that was in flight, with the ones after it.
-func runnerRetryRestarted(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
+func runnerRetryRestarted(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
 	r := startRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	ts := Targets("rr", 3)
+	ts := batchtest.Targets("rr", 3)
 	id := mustSubmit(t, r, alice, ts)
 	<-f.Started
 	f.Release() // target 0 completes
 	<-f.Started // target 1 in flight
 	closeRunner(t, r)
-	r2 := NewRunner(t, batch.Config{Store: s})
+	r2 := batchtest.NewRunner(t, batch.Config{Store: s})
 	old := status(t, r2, alice, id)
 	if old.Status != batch.JobFailed || old.Error != "restart" {
 		t.Fatalf("after Close: %s (%q), want failed (restart)", old.Status, old.Error)
 	}
 	job := mustRetry(t, r2, alice, id)
-	info := WaitFinished(t, r2, alice, job.ID, waitLong)
+	info := batchtest.WaitFinished(t, r2, alice, job.ID, waitLong)
 	wantLineage(t, info, id, ts, 1, 2)
 }
 
 // runnerRetryIdempotent: a second retry of the same job while the first
 // retry lives is that retry; a plain submit of the same list is not.
-func runnerRetryIdempotent(t *testing.T, s batch.Store) {
-	ts := Targets("ri", 2)
+func runnerRetryIdempotent(t *testing.T, s batchdriver.Store) {
+	ts := batchtest.Targets("ri", 2)
 	// Once hold is set, fetches wait for release: the second retry stays
 	// live while it is retried again.
 	var hold atomic.Bool
 	release := make(chan struct{}, 1) // a token that a fetch takes, now or later
 	t.Cleanup(func() { close(release) })
-	script := ScriptFetcher(map[string]Step{ts[0].URL: {Err: ErrScripted}})
-	r := NewRunner(t, batch.Config{Store: s, Fetch: func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
+	script := batchtest.ScriptFetcher(map[string]batchtest.Step{ts[0].URL: {Err: batchtest.ErrScripted}})
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
 		if hold.Load() {
 			select {
 			case <-release:
@@ -200,9 +202,9 @@ func runnerRetryIdempotent(t *testing.T, s batch.Store) {
 		return script(ctx, c, tg)
 	}})
 	id := mustSubmit(t, r, alice, ts)
-	WaitFinished(t, r, alice, id, waitLong)
+	batchtest.WaitFinished(t, r, alice, id, waitLong)
 	first := mustRetry(t, r, alice, id)
-	WaitFinished(t, r, alice, first.ID, waitLong) // failed: a failed job is not reused
+	batchtest.WaitFinished(t, r, alice, first.ID, waitLong) // failed: a failed job is not reused
 	hold.Store(true)
 	second, reused, err := r.Retry(t.Context(), alice, id)
 	if err != nil || reused || second.ID == first.ID {
@@ -214,7 +216,7 @@ func runnerRetryIdempotent(t *testing.T, s batch.Store) {
 	}
 	hold.Store(false)
 	release <- struct{}{} // if the fetch started before hold was cleared
-	WaitFinished(t, r, alice, second.ID, waitLong)
+	batchtest.WaitFinished(t, r, alice, second.ID, waitLong)
 	plain, reused, err := r.Submit(t.Context(), alice, ts[:1])
 	if err != nil || reused || plain.ID == second.ID || plain.RetryOf != "" {
 		t.Fatalf("a plain submit of the retried list = %s reused %v, %v; want a new plain job", plain.ID, reused, err)
@@ -223,11 +225,11 @@ func runnerRetryIdempotent(t *testing.T, s batch.Store) {
 
 // runnerRetryRefusals: a live job, a job with nothing left to retry and
 // another caller's job are refused, and create nothing.
-func runnerRetryRefusals(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+func runnerRetryRefusals(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
 	t.Cleanup(func() { f.Release() })
-	live := mustSubmit(t, r, alice, Targets("rl", 1))
+	live := mustSubmit(t, r, alice, batchtest.Targets("rl", 1))
 	<-f.Started
 	_, _, err := r.Retry(t.Context(), alice, live)
 	wantErr(t, "retry of a running job", err, batch.ErrLive)
@@ -236,7 +238,7 @@ func runnerRetryRefusals(t *testing.T, s batch.Store) {
 	_, _, err = r.Retry(t.Context(), alice, "no-such-job")
 	wantErr(t, "retry of an unknown job", err, batch.ErrNotFound)
 	f.Release()
-	if info := WaitFinished(t, r, alice, live, waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, r, alice, live, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("job ended %s", info.Status)
 	}
 	_, _, err = r.Retry(t.Context(), alice, live)
@@ -248,21 +250,21 @@ func runnerRetryRefusals(t *testing.T, s batch.Store) {
 }
 
 // runnerRetryCaps: a retry counts against the caps as a submit does.
-func runnerRetryCaps(t *testing.T, s batch.Store) {
+func runnerRetryCaps(t *testing.T, s batchdriver.Store) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
-	r := NewRunner(t, batch.Config{Store: s, JobsPerCaller: 1, Fetch: func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
+	r := batchtest.NewRunner(t, batch.Config{Store: s, JobsPerCaller: 1, Fetch: func(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
 		if strings.Contains(tg.URL, "hold") {
 			select {
 			case <-hold:
 			case <-ctx.Done():
 			}
 		}
-		return batch.Result{}, ErrScripted
+		return batch.Result{}, batchtest.ErrScripted
 	}})
-	id := mustSubmit(t, r, alice, Targets("cap", 1))
-	WaitFinished(t, r, alice, id, waitLong)
-	mustSubmit(t, r, alice, Targets("hold", 1))
+	id := mustSubmit(t, r, alice, batchtest.Targets("cap", 1))
+	batchtest.WaitFinished(t, r, alice, id, waitLong)
+	mustSubmit(t, r, alice, batchtest.Targets("hold", 1))
 	_, _, err := r.Retry(t.Context(), alice, id)
 	wantErr(t, "retry with the caller at its cap", err, batch.ErrCallerBusy)
 }

@@ -1,9 +1,10 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"sync"
 	"testing"
@@ -13,7 +14,7 @@ import (
 )
 
 // submitCases: create, idempotent reuse and the caps, alone and racing.
-var submitCases = map[string]func(*testing.T, batch.Store){
+var submitCases = map[string]func(*testing.T, batchdriver.Store){
 	"CapsAfterReuse":            storeCapsAfterReuse,
 	"CapsPerCallerAndTotal":     storeCaps,
 	"ConcurrentCallersCapped":   storeConcurrentCallers,
@@ -28,14 +29,14 @@ var submitCases = map[string]func(*testing.T, batch.Store){
 
 // storeRetryLineage: a retry's RetryOf and RetryIdx are stored as given
 // and read back by every read of the job; a plain job has neither.
-func storeRetryLineage(t *testing.T, s batch.Store) {
+func storeRetryLineage(t *testing.T, s batchdriver.Store) {
 	plain := mustCreate(t, s, jobSpec("alice", "plain", 2, t0))
 	p := jobSpec("alice", "retry", 3, t0.Add(time.Second))
 	p.RetryOf, p.RetryIdx = plain.ID, []int{1, 4, 17}
 	if j := mustCreate(t, s, p); j.RetryOf != plain.ID || !slices.Equal(j.RetryIdx, p.RetryIdx) {
 		t.Fatalf("created retry = %+v, want RetryOf %s and RetryIdx %v", j, plain.ID, p.RetryIdx)
 	}
-	check := func(what string, j batch.Job, wantOf string, wantIdx []int) {
+	check := func(what string, j batchdriver.Job, wantOf string, wantIdx []int) {
 		t.Helper()
 		if j.RetryOf != wantOf || !slices.Equal(j.RetryIdx, wantIdx) {
 			t.Errorf("%s: RetryOf %q RetryIdx %v, want %q %v", what, j.RetryOf, j.RetryIdx, wantOf, wantIdx)
@@ -45,12 +46,12 @@ func storeRetryLineage(t *testing.T, s batch.Store) {
 	check("Get", j, plain.ID, p.RetryIdx)
 	j, _ = getJob(t, s, "alice", plain.ID)
 	check("Get of the plain job", j, "", nil)
-	j, _, err := s.GetTarget(t.Context(), batch.GetTargetParams{Caller: "alice", JobID: p.ID, Idx: 2})
+	j, _, err := s.GetTarget(t.Context(), batchdriver.GetTargetParams{Caller: "alice", JobID: p.ID, Idx: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("GetTarget", j, plain.ID, p.RetryIdx)
-	jobs, err := s.List(t.Context(), batch.ListParams{Caller: "alice", Limit: 10})
+	jobs, err := s.List(t.Context(), batchdriver.ListParams{Caller: "alice", Limit: 10})
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("List = %d jobs, %v", len(jobs), err)
 	}
@@ -73,7 +74,7 @@ func storeRetryLineage(t *testing.T, s batch.Store) {
 // back by every read of the job, the claim included (the drain continues
 // it, on whichever runner); a job without one reads the zero value, and a
 // reuse keeps the first submit's.
-func storeTraceContext(t *testing.T, s batch.Store) {
+func storeTraceContext(t *testing.T, s batchdriver.Store) {
 	tc := batch.TraceContext{
 		Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 		State:  "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
@@ -84,7 +85,7 @@ func storeTraceContext(t *testing.T, s batch.Store) {
 	if j := mustCreate(t, s, p); j.Trace != tc {
 		t.Fatalf("created job's Trace = %+v, want %+v", j.Trace, tc)
 	}
-	check := func(what string, j batch.Job, want batch.TraceContext) {
+	check := func(what string, j batchdriver.Job, want batch.TraceContext) {
 		t.Helper()
 		if j.Trace != want {
 			t.Errorf("%s: Trace %+v, want %+v", what, j.Trace, want)
@@ -94,12 +95,12 @@ func storeTraceContext(t *testing.T, s batch.Store) {
 	check("Get", j, tc)
 	j, _ = getJob(t, s, "alice", plain.ID)
 	check("Get of the plain job", j, batch.TraceContext{})
-	j, _, err := s.GetTarget(t.Context(), batch.GetTargetParams{Caller: "alice", JobID: p.ID, Idx: 1})
+	j, _, err := s.GetTarget(t.Context(), batchdriver.GetTargetParams{Caller: "alice", JobID: p.ID, Idx: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("GetTarget", j, tc)
-	jobs, err := s.List(t.Context(), batch.ListParams{Caller: "alice", Limit: 10})
+	jobs, err := s.List(t.Context(), batchdriver.ListParams{Caller: "alice", Limit: 10})
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("List = %d jobs, %v", len(jobs), err)
 	}
@@ -121,13 +122,13 @@ func storeTraceContext(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeRoundTrip(t *testing.T, s batch.Store) {
+func storeRoundTrip(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 3, t0)
 	j := mustCreate(t, s, p)
 	if j.ID != p.ID || j.Status != batch.JobQueued || j.TargetsTotal != 3 || j.TargetsDone != 0 || j.Runner != "" {
 		t.Fatalf("created job = %+v", j)
 	}
-	got, ts, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: p.ID})
+	got, ts, err := s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: p.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func storeRoundTrip(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeReuseWithinLease(t *testing.T, s batch.Store) {
+func storeReuseWithinLease(t *testing.T, s batchdriver.Store) {
 	lim := suiteLimits
 	lim.TTL = time.Hour
 	p := withLimits(jobSpec("alice", "a", 2, t0), lim)
@@ -189,7 +190,7 @@ func storeReuseWithinLease(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeReuseScoped(t *testing.T, s batch.Store) {
+func storeReuseScoped(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 1, t0)
 	mustCreate(t, s, p)
 	bob := p
@@ -200,24 +201,24 @@ func storeReuseScoped(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeNoReuseAfterCancel(t *testing.T, s batch.Store) {
+func storeNoReuseAfterCancel(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 1, t0)
 	mustCreate(t, s, p)
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: "alice", JobID: p.ID, Now: nowAt(t0)}); err != nil {
+	if err := s.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: p.ID, Now: nowAt(t0)}); err != nil {
 		t.Fatal(err)
 	}
 	retry := p
 	retry.ID = "retry-after-cancel"
 	mustCreate(t, s, retry)
-	if n, err := s.Reap(t.Context(), batch.ReapParams{AllLive: true, Reason: "restart", Now: nowAt(t0)}); err != nil || n != 1 {
+	if n, err := s.Reap(t.Context(), batchdriver.ReapParams{AllLive: true, Reason: "restart", Now: nowAt(t0)}); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1", n, err)
 	}
 	retry.ID = "retry-after-restart"
 	mustCreate(t, s, retry)
 }
 
-func storeCaps(t *testing.T, s batch.Store) {
-	lim := batch.Limits{JobsPerCaller: 2, JobsTotal: 3, TTL: time.Hour}
+func storeCaps(t *testing.T, s batchdriver.Store) {
+	lim := batchdriver.Limits{JobsPerCaller: 2, JobsTotal: 3, TTL: time.Hour}
 	mustCreate(t, s, withLimits(jobSpec("alice", "1", 1, t0), lim))
 	mustCreate(t, s, withLimits(jobSpec("alice", "2", 1, t0.Add(1)), lim))
 	_, _, err := s.Create(t.Context(), withLimits(jobSpec("alice", "3", 1, t0.Add(2)), lim))
@@ -229,14 +230,14 @@ func storeCaps(t *testing.T, s batch.Store) {
 	c := mustClaim(t, s, runnerA, t0.Add(5))
 	_, _, err = s.Create(t.Context(), withLimits(jobSpec("carol", "1", 1, t0.Add(5)), lim))
 	wantErr(t, "with one of three running", err, batch.ErrBusy)
-	if err := s.Cancel(t.Context(), batch.CancelParams{Caller: c.Job.Caller.Name, JobID: c.Job.ID, Now: nowAt(t0.Add(5))}); err != nil {
+	if err := s.Cancel(t.Context(), batchdriver.CancelParams{Caller: c.Job.Caller.Name, JobID: c.Job.ID, Now: nowAt(t0.Add(5))}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, withLimits(jobSpec("carol", "1", 1, t0.Add(6)), lim))
 }
 
-func storeCapsAfterReuse(t *testing.T, s batch.Store) {
-	lim := batch.Limits{JobsPerCaller: 1, JobsTotal: 1, TTL: time.Hour}
+func storeCapsAfterReuse(t *testing.T, s batchdriver.Store) {
+	lim := batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 1, TTL: time.Hour}
 	p := withLimits(jobSpec("alice", "1", 1, t0), lim)
 	mustCreate(t, s, p)
 	again := p
@@ -247,7 +248,7 @@ func storeCapsAfterReuse(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeConcurrentIdentical(t *testing.T, s batch.Store) {
+func storeConcurrentIdentical(t *testing.T, s batchdriver.Store) {
 	const rounds = 200
 	for round := range rounds {
 		p := jobSpec(fmt.Sprintf("caller%d", round), "same", 2, t0)
@@ -282,8 +283,8 @@ func storeConcurrentIdentical(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeConcurrentCallers(t *testing.T, s batch.Store) {
-	lim := batch.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour}
+func storeConcurrentCallers(t *testing.T, s batchdriver.Store) {
+	lim := batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour}
 	const callers = 50
 	var wg sync.WaitGroup
 	var mu sync.Mutex

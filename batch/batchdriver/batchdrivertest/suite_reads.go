@@ -1,7 +1,8 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"reflect"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 )
 
 // readCases: owner-scoped reads, the list and the lease touch.
-var readCases = map[string]func(*testing.T, batch.Store){
+var readCases = map[string]func(*testing.T, batchdriver.Store){
 	"GetJobOnly":       storeGetJobOnly,
 	"GetTargetBounds":  storeGetTargetBounds,
 	"ListNewestFirst":  storeList,
@@ -18,23 +19,23 @@ var readCases = map[string]func(*testing.T, batch.Store){
 	"TouchSlidesLease": storeTouch,
 }
 
-func storeOwnerScope(t *testing.T, s batch.Store) {
+func storeOwnerScope(t *testing.T, s batchdriver.Store) {
 	id := runJob(t, s, "alice", "a", 10, t0)
 	ctx := t.Context()
-	_, _, err := s.Get(ctx, batch.GetParams{Caller: "mallory", JobID: id, Results: true})
+	_, _, err := s.Get(ctx, batchdriver.GetParams{Caller: "mallory", JobID: id, Results: true})
 	wantErr(t, "Get by another caller", err, batch.ErrNotFound)
-	_, _, err = s.GetTarget(ctx, batch.GetTargetParams{Caller: "mallory", JobID: id})
+	_, _, err = s.GetTarget(ctx, batchdriver.GetTargetParams{Caller: "mallory", JobID: id})
 	wantErr(t, "GetTarget by another caller", err, batch.ErrNotFound)
-	err = s.Touch(ctx, batch.TouchParams{Caller: "mallory", JobID: id, Now: nowAt(t0.Add(time.Hour))})
+	err = s.Touch(ctx, batchdriver.TouchParams{Caller: "mallory", JobID: id, Now: nowAt(t0.Add(time.Hour))})
 	wantErr(t, "Touch by another caller", err, batch.ErrNotFound)
-	err = s.Cancel(ctx, batch.CancelParams{Caller: "mallory", JobID: id, Now: nowAt(t0)})
+	err = s.Cancel(ctx, batchdriver.CancelParams{Caller: "mallory", JobID: id, Now: nowAt(t0)})
 	wantErr(t, "Cancel by another caller", err, batch.ErrNotFound)
-	if jobs, err := s.List(ctx, batch.ListParams{Caller: "mallory", Limit: 100}); err != nil || len(jobs) != 0 {
+	if jobs, err := s.List(ctx, batchdriver.ListParams{Caller: "mallory", Limit: 100}); err != nil || len(jobs) != 0 {
 		t.Errorf("List by another caller = %v, %v; want none", jobs, err)
 	}
 	live := jobSpec("alice", "live", 1, t0)
 	mustCreate(t, s, live)
-	err = s.Cancel(ctx, batch.CancelParams{Caller: "mallory", JobID: live.ID, Now: nowAt(t0)})
+	err = s.Cancel(ctx, batchdriver.CancelParams{Caller: "mallory", JobID: live.ID, Now: nowAt(t0)})
 	wantErr(t, "Cancel of a live job by another caller", err, batch.ErrNotFound)
 	if j, _ := getJob(t, s, "alice", live.ID); j.Status != batch.JobQueued {
 		t.Errorf("after a foreign cancel the job is %s, want queued", j.Status)
@@ -44,28 +45,28 @@ func storeOwnerScope(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeGetTargetBounds(t *testing.T, s batch.Store) {
+func storeGetTargetBounds(t *testing.T, s batchdriver.Store) {
 	id := runJob(t, s, "alice", "a", 5, t0)
-	j, tr, err := s.GetTarget(t.Context(), batch.GetTargetParams{Caller: "alice", JobID: id})
+	j, tr, err := s.GetTarget(t.Context(), batchdriver.GetTargetParams{Caller: "alice", JobID: id})
 	if err != nil || j.ID != id || string(tr.Result) != "xxxxx" || tr.Status != batch.TargetDone {
 		t.Fatalf("GetTarget = %+v, %+v, %v", j, tr, err)
 	}
 	for _, idx := range []int{-1, 1, 1000} {
-		_, _, err := s.GetTarget(t.Context(), batch.GetTargetParams{Caller: "alice", JobID: id, Idx: idx})
+		_, _, err := s.GetTarget(t.Context(), batchdriver.GetTargetParams{Caller: "alice", JobID: id, Idx: idx})
 		wantErr(t, fmt.Sprintf("GetTarget idx %d", idx), err, batch.ErrNotFound)
 	}
-	_, ts, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: id})
+	_, ts, err := s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: id})
 	if err != nil || ts[0].Result != nil {
 		t.Fatalf("Get without results loaded result %q, err %v", ts[0].Result, err)
 	}
 }
 
-func storeList(t *testing.T, s batch.Store) {
+func storeList(t *testing.T, s batchdriver.Store) {
 	for i := range 5 {
 		mustCreate(t, s, jobSpec("alice", fmt.Sprint(i), 1, t0.Add(time.Duration(i)*time.Second)))
 	}
 	mustCreate(t, s, jobSpec("bob", "0", 1, t0))
-	jobs, err := s.List(t.Context(), batch.ListParams{Caller: "alice", Limit: 3})
+	jobs, err := s.List(t.Context(), batchdriver.ListParams{Caller: "alice", Limit: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,17 +78,17 @@ func storeList(t *testing.T, s batch.Store) {
 			t.Errorf("jobs[%d] created %v by %s, want %v by alice", i, j.CreatedAt, j.Caller.Name, want)
 		}
 	}
-	if jobs, err := s.List(t.Context(), batch.ListParams{Caller: "alice", Limit: 0}); err != nil || len(jobs) != 0 {
+	if jobs, err := s.List(t.Context(), batchdriver.ListParams{Caller: "alice", Limit: 0}); err != nil || len(jobs) != 0 {
 		t.Errorf("List with limit 0 = %d jobs, %v; want none", len(jobs), err)
 	}
 }
 
-func storeTouch(t *testing.T, s batch.Store) {
+func storeTouch(t *testing.T, s batchdriver.Store) {
 	id := runJob(t, s, "alice", "a", 1, t0)
-	later := t0.Add(2 * batch.LeaseGrain)
+	later := t0.Add(2 * batchdriver.LeaseGrain)
 	touch := func(at time.Time) {
 		t.Helper()
-		if err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: id, Now: nowAt(at)}); err != nil {
+		if err := s.Touch(t.Context(), batchdriver.TouchParams{Caller: "alice", JobID: id, Now: nowAt(at)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,21 +102,21 @@ func storeTouch(t *testing.T, s batch.Store) {
 	if j, _ := getJob(t, s, "alice", id); j.Lease.Before(later) {
 		t.Errorf("lease moved back to %v", j.Lease)
 	}
-	err := s.Touch(t.Context(), batch.TouchParams{Caller: "alice", JobID: "nope", Now: nowAt(later)})
+	err := s.Touch(t.Context(), batchdriver.TouchParams{Caller: "alice", JobID: "nope", Now: nowAt(later)})
 	wantErr(t, "Touch of unknown job", err, batch.ErrNotFound)
 }
 
 // storeGetJobOnly: the job-only read answers the same job as a full read,
 // without targets, for a job held mid-drain as for a finished one.
-func storeGetJobOnly(t *testing.T, s batch.Store) {
+func storeGetJobOnly(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 3, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
-	finish(t, s, runnerA, p.ID, okFinish(0, "zero"), t0.Add(2*batch.LeaseGrain))
+	finish(t, s, runnerA, p.ID, okFinish(0, "zero"), t0.Add(2*batchdriver.LeaseGrain))
 	check := func(what string) {
 		t.Helper()
 		full, _ := getJob(t, s, "alice", p.ID)
-		j, ts, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: p.ID, JobOnly: true})
+		j, ts, err := s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: p.ID, JobOnly: true})
 		if err != nil || ts != nil || !reflect.DeepEqual(j, full) {
 			t.Fatalf("%s: job-only read = %+v, %d targets, %v; want %+v and none", what, j, len(ts), err, full)
 		}
@@ -124,6 +125,6 @@ func storeGetJobOnly(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, p.ID, failFinish(1, "x"), t0)
 	finish(t, s, runnerA, p.ID, okFinish(2, "two"), t0)
 	check("finished")
-	_, _, err := s.Get(t.Context(), batch.GetParams{Caller: "mallory", JobID: p.ID, JobOnly: true})
+	_, _, err := s.Get(t.Context(), batchdriver.GetParams{Caller: "mallory", JobID: p.ID, JobOnly: true})
 	wantErr(t, "job-only read by another caller", err, batch.ErrNotFound)
 }

@@ -1,8 +1,9 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // eviction takes from the caller that holds the most bytes first, so one
 // caller's writes evict its own results before anyone else's; live bytes
 // count, and a small caller is spared.
-var shareCases = map[string]func(*testing.T, batch.Store){
+var shareCases = map[string]func(*testing.T, batchdriver.Store){
 	"EvictShareCountsLive":        storeEvictShareCountsLive,
 	"EvictShareLargestFirst":      storeEvictShareLargestFirst,
 	"EvictShareSparesSmallCaller": storeEvictShareSparesSmallCaller,
@@ -21,10 +22,10 @@ var shareCases = map[string]func(*testing.T, batch.Store){
 
 // wantKept checks which of a caller's jobs are still stored: kept[i] for
 // ids[i].
-func wantKept(t *testing.T, s batch.Store, caller string, ids []string, kept ...bool) {
+func wantKept(t *testing.T, s batchdriver.Store, caller string, ids []string, kept ...bool) {
 	t.Helper()
 	for i, id := range ids {
-		_, _, err := s.Get(t.Context(), batch.GetParams{Caller: caller, JobID: id, JobOnly: true})
+		_, _, err := s.Get(t.Context(), batchdriver.GetParams{Caller: caller, JobID: id, JobOnly: true})
 		if err != nil && !errors.Is(err, batch.ErrNotFound) {
 			t.Fatalf("Get(%s): %v", id, err)
 		}
@@ -38,7 +39,7 @@ func wantKept(t *testing.T, s batch.Store, caller string, ids []string, kept ...
 // oldest lease of the store, stays readable byte for byte while caller B
 // writes three times the budget and a sweep runs after each of B's jobs;
 // B loses its own oldest jobs, and the total stays exact.
-func storeEvictShareSparesSmallCaller(t *testing.T, s batch.Store) {
+func storeEvictShareSparesSmallCaller(t *testing.T, s batchdriver.Store) {
 	const budget, size = 1000, 100
 	a := runJob(t, s, "alice", "a", 2*size, t0)
 	var bs []string
@@ -68,7 +69,7 @@ func storeEvictShareSparesSmallCaller(t *testing.T, s batch.Store) {
 // caller holding the most bytes, equal holders in name order; a touched
 // job's lease moves it behind its caller's other jobs; the smallest caller
 // keeps everything.
-func storeEvictShareLargestFirst(t *testing.T, s batch.Store) {
+func storeEvictShareLargestFirst(t *testing.T, s batchdriver.Store) {
 	// Leases: carol's the oldest, then alice's, then bob's; 100 bytes a job.
 	carol := runJob(t, s, "carol", "0", 100, t0)
 	var alice, bob []string
@@ -79,7 +80,7 @@ func storeEvictShareLargestFirst(t *testing.T, s batch.Store) {
 		bob = append(bob, runJob(t, s, "bob", fmt.Sprint(i), 100, t0.Add(time.Duration(10+i)*time.Minute)))
 	}
 	// An owner read of bob's oldest job moves its lease past his others.
-	if err := s.Touch(t.Context(), batch.TouchParams{Caller: "bob", JobID: bob[0], Now: nowAt(t0.Add(time.Hour))}); err != nil {
+	if err := s.Touch(t.Context(), batchdriver.TouchParams{Caller: "bob", JobID: bob[0], Now: nowAt(t0.Add(time.Hour))}); err != nil {
 		t.Fatalf("Touch: %v", err)
 	}
 	// 900 bytes over a budget of 600: bob 500 → 400 → 300, then alice and
@@ -98,13 +99,13 @@ func storeEvictShareLargestFirst(t *testing.T, s batch.Store) {
 // storeEvictShareCountsLive: a caller's live bytes count toward what it
 // holds, though a live job is never evicted; once only a live job is left
 // of the largest caller, eviction falls back to the next one.
-func storeEvictShareCountsLive(t *testing.T, s batch.Store) {
+func storeEvictShareCountsLive(t *testing.T, s batchdriver.Store) {
 	a := runJob(t, s, "alice", "a", 300, t0)
 	b := runJob(t, s, "bob", "b", 100, t0.Add(time.Minute))
 	live := jobSpec("bob", "live", 2, t0.Add(2*time.Minute))
 	mustCreate(t, s, live)
 	claimJob(t, s, runnerA, live.ID, t0.Add(2*time.Minute))
-	finish(t, s, runnerA, live.ID, batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
+	finish(t, s, runnerA, live.ID, batchdriver.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
 		Result: make([]byte, 400)}, t0.Add(2*time.Minute))
 	if st := mustStats(t, s); st.Bytes != 800 {
 		t.Fatalf("bytes = %d, want 800", st.Bytes)

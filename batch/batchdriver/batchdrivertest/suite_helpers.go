@@ -1,8 +1,10 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +13,7 @@ import (
 )
 
 // requireShared skips a cluster case on a store that serves one process.
-func requireShared(t *testing.T, s batch.Store) {
+func requireShared(t *testing.T, s batchdriver.Store) {
 	t.Helper()
 	if !s.Capabilities().Shared {
 		t.Skip("a cluster case: the store serves one process (Capabilities.Shared is false)")
@@ -22,7 +24,7 @@ func requireShared(t *testing.T, s batch.Store) {
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // suiteLimits are generous caps, so that tests not about caps never hit one.
-var suiteLimits = batch.Limits{JobsPerCaller: 100, JobsTotal: 1000, TTL: 24 * time.Hour}
+var suiteLimits = batchdriver.Limits{JobsPerCaller: 100, JobsTotal: 1000, TTL: 24 * time.Hour}
 
 // The runner ids the store cases drain with.
 const (
@@ -31,32 +33,32 @@ const (
 )
 
 // jobSpec builds a job for caller with n targets, created at now.
-func jobSpec(caller, key string, n int, now time.Time) batch.CreateParams {
+func jobSpec(caller, key string, n int, now time.Time) batchdriver.CreateParams {
 	ctx := true
-	ts := Targets(caller+"-"+key, n)
+	ts := batchtest.Targets(caller+"-"+key, n)
 	if n > 0 {
 		ts[0].Mode = batch.ModeClean
 		ts[0].Question = "what?"
 		ts[0].Context = &ctx
 		ts[0].Recover = true
 	}
-	return batch.CreateParams{
-		ID:      fmt.Sprintf("%s-%s-%d", caller, key, now.UnixNano()),
-		Caller:  batch.Caller{Name: caller, Class: "class-" + caller, Restricted: caller == "restricted"},
-		IdemKey: batch.IdemKey(caller, ts),
+	return batchdriver.CreateParams{
+		ID:                fmt.Sprintf("%s-%s-%d", caller, key, now.UnixNano()),
+		Caller:            batch.Caller{Name: caller, Class: "class-" + caller, Restricted: caller == "restricted"},
+		IdemKey:           batch.IdemKey(caller, ts),
 		Targets: ts,
-		Limits:  suiteLimits,
-		Now:     nowAt(now),
+		Limits:            suiteLimits,
+		Now:               nowAt(now),
 	}
 }
 
 // withLimits returns p with other limits.
-func withLimits(p batch.CreateParams, lim batch.Limits) batch.CreateParams {
+func withLimits(p batchdriver.CreateParams, lim batchdriver.Limits) batchdriver.CreateParams {
 	p.Limits = lim
 	return p
 }
 
-func mustCreate(t *testing.T, s batch.Store, p batch.CreateParams) batch.Job {
+func mustCreate(t *testing.T, s batchdriver.Store, p batchdriver.CreateParams) batchdriver.Job {
 	t.Helper()
 	j, reused, err := s.Create(t.Context(), p)
 	if err != nil {
@@ -70,9 +72,9 @@ func mustCreate(t *testing.T, s batch.Store, p batch.CreateParams) batch.Job {
 
 // mustClaim claims the oldest queued job for runner, failing if there is
 // none.
-func mustClaim(t *testing.T, s batch.Store, runner string, now time.Time) batch.Claimed {
+func mustClaim(t *testing.T, s batchdriver.Store, runner string, now time.Time) batchdriver.Claimed {
 	t.Helper()
-	c, ok, err := s.Claim(t.Context(), batch.ClaimParams{Runner: runner, Now: nowAt(now)})
+	c, ok, err := s.Claim(t.Context(), batchdriver.ClaimParams{Runner: runner, Now: nowAt(now)})
 	if err != nil || !ok {
 		t.Fatalf("Claim(%s) = %v, %v; want a job", runner, ok, err)
 	}
@@ -80,7 +82,7 @@ func mustClaim(t *testing.T, s batch.Store, runner string, now time.Time) batch.
 }
 
 // claimJob claims for runner and checks that it got the job id.
-func claimJob(t *testing.T, s batch.Store, runner, id string, now time.Time) batch.Claimed {
+func claimJob(t *testing.T, s batchdriver.Store, runner, id string, now time.Time) batchdriver.Claimed {
 	t.Helper()
 	c := mustClaim(t, s, runner, now)
 	if c.Job.ID != id {
@@ -90,28 +92,28 @@ func claimJob(t *testing.T, s batch.Store, runner, id string, now time.Time) bat
 }
 
 // finish stores the outcome of a held job's target in flight.
-func finish(t *testing.T, s batch.Store, runner, id string, fin batch.TargetFinish, now time.Time) batch.Step {
+func finish(t *testing.T, s batchdriver.Store, runner, id string, fin batchdriver.TargetFinish, now time.Time) batchdriver.Step {
 	t.Helper()
-	st, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: id, Runner: runner, Target: fin, Now: nowAt(now)})
+	st, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: id, Runner: runner, Target: fin, Now: nowAt(now)})
 	if err != nil {
 		t.Fatalf("FinishTarget(%s, %d): %v", id, fin.Idx, err)
 	}
 	return st
 }
 
-func okFinish(idx int, body string) batch.TargetFinish {
-	return batch.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
+func okFinish(idx int, body string) batchdriver.TargetFinish {
+	return batchdriver.TargetFinish{Idx: idx, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
 		Result: []byte(`{"content":"` + body + `"}`)}
 }
 
-func failFinish(idx int, msg string) batch.TargetFinish {
-	return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeBlocked,
+func failFinish(idx int, msg string) batchdriver.TargetFinish {
+	return batchdriver.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: batch.OutcomeBlocked,
 		Error: msg, Hint: "browser"}
 }
 
 // runJob creates a one-target job, claims it and finishes it ok with a body
 // of size bytes. It returns the job id.
-func runJob(t *testing.T, s batch.Store, caller, key string, size int, now time.Time) string {
+func runJob(t *testing.T, s batchdriver.Store, caller, key string, size int, now time.Time) string {
 	t.Helper()
 	p := jobSpec(caller, key, 1, now)
 	mustCreate(t, s, p)
@@ -120,7 +122,7 @@ func runJob(t *testing.T, s batch.Store, caller, key string, size int, now time.
 	for i := range body {
 		body[i] = 'x'
 	}
-	st := finish(t, s, runnerA, p.ID, batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: body}, now)
+	st := finish(t, s, runnerA, p.ID, batchdriver.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: body}, now)
 	if st.Next != -1 || st.Status != batch.JobDone {
 		t.Fatalf("finishing the only target = %+v, want done with no next", st)
 	}
@@ -134,16 +136,16 @@ func wantErr(t *testing.T, what string, err, want error) {
 	}
 }
 
-func getJob(t *testing.T, s batch.Store, caller, id string) (batch.Job, []batch.TargetRecord) {
+func getJob(t *testing.T, s batchdriver.Store, caller, id string) (batchdriver.Job, []batchdriver.TargetRecord) {
 	t.Helper()
-	j, ts, err := s.Get(t.Context(), batch.GetParams{Caller: caller, JobID: id, Results: true})
+	j, ts, err := s.Get(t.Context(), batchdriver.GetParams{Caller: caller, JobID: id, Results: true})
 	if err != nil {
 		t.Fatalf("Get(%s): %v", id, err)
 	}
 	return j, ts
 }
 
-func statuses(ts []batch.TargetRecord) []batch.TargetStatus {
+func statuses(ts []batchdriver.TargetRecord) []batch.TargetStatus {
 	var out []batch.TargetStatus
 	for _, t := range ts {
 		out = append(out, t.Status)
@@ -151,14 +153,14 @@ func statuses(ts []batch.TargetRecord) []batch.TargetStatus {
 	return out
 }
 
-func wantStatuses(t *testing.T, what string, ts []batch.TargetRecord, want ...batch.TargetStatus) {
+func wantStatuses(t *testing.T, what string, ts []batchdriver.TargetRecord, want ...batch.TargetStatus) {
 	t.Helper()
 	if got := statuses(ts); !slices.Equal(got, want) {
 		t.Fatalf("%s: targets %v, want %v", what, got, want)
 	}
 }
 
-func mustStats(t *testing.T, s batch.Store) batch.Stats {
+func mustStats(t *testing.T, s batchdriver.Store) batchdriver.Stats {
 	t.Helper()
 	st, err := s.Stats(t.Context())
 	if err != nil {

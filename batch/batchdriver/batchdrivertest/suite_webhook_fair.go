@@ -1,7 +1,8 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // caller than the claim's PerCaller allows (its events under an unexpired
 // claim counted, whoever claimed them), and Create refuses a webhook to a
 // caller at its cap of pending events.
-var webhookFairCases = map[string]func(*testing.T, batch.Store){
+var webhookFairCases = map[string]func(*testing.T, batchdriver.Store){
 	"WebhookClaimPerCallerCap":      storeWebhookPerCallerCap,
 	"WebhookClaimPerCallerRacing":   storeWebhookPerCallerRacing,
 	"WebhookClaimRoundRobin":        storeWebhookRoundRobin,
@@ -24,7 +25,7 @@ var webhookFairCases = map[string]func(*testing.T, batch.Store){
 // queueHooks creates n jobs of caller with a webhook, created (and so
 // due) a second apart from start, and cancels each one, which writes its
 // event at once. It returns their ids, oldest first.
-func queueHooks(t *testing.T, s batch.Store, caller string, n int, start time.Time) []string {
+func queueHooks(t *testing.T, s batchdriver.Store, caller string, n int, start time.Time) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range n {
@@ -39,22 +40,22 @@ func queueHooks(t *testing.T, s batch.Store, caller string, n int, start time.Ti
 
 // claimFair claims for runner with a per-caller cap, and returns the
 // events by caller.
-func claimFair(t *testing.T, s batch.Store, runner string, limit, perCaller int, now time.Time) map[string][]batch.WebhookDelivery {
+func claimFair(t *testing.T, s batchdriver.Store, runner string, limit, perCaller int, now time.Time) map[string][]batchdriver.WebhookDelivery {
 	t.Helper()
-	ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{
+	ds, err := s.ClaimWebhooks(t.Context(), batchdriver.ClaimWebhooksParams{
 		Runner: runner, Limit: limit, PerCaller: perCaller, Lease: hookLease, Now: nowAt(now),
 	})
 	if err != nil {
 		t.Fatalf("ClaimWebhooks(%s): %v", runner, err)
 	}
-	by := map[string][]batch.WebhookDelivery{}
+	by := map[string][]batchdriver.WebhookDelivery{}
 	for _, d := range ds {
 		by[d.Caller] = append(by[d.Caller], d)
 	}
 	return by
 }
 
-func countOf(by map[string][]batch.WebhookDelivery) map[string]int {
+func countOf(by map[string][]batchdriver.WebhookDelivery) map[string]int {
 	out := map[string]int{}
 	for c, ds := range by {
 		out[c] = len(ds)
@@ -65,7 +66,7 @@ func countOf(by map[string][]batch.WebhookDelivery) map[string]int {
 // storeWebhookRoundRobin: a caller with many older events does not push
 // back another caller's one newer event; each caller's events come oldest
 // first; the events carry their caller.
-func storeWebhookRoundRobin(t *testing.T, s batch.Store) {
+func storeWebhookRoundRobin(t *testing.T, s batchdriver.Store) {
 	alice := queueHooks(t, s, "alice", 5, t0)
 	bob := queueHooks(t, s, "bob", 1, t0.Add(time.Minute))
 	carol := queueHooks(t, s, "carol", 2, t0.Add(2*time.Minute))
@@ -93,7 +94,7 @@ func storeWebhookRoundRobin(t *testing.T, s batch.Store) {
 // storeWebhookPerCallerCap: a claim leaves out a caller's events beyond
 // PerCaller, counting those another runner holds; a delivered event, a
 // released retry or a passed lease makes room again.
-func storeWebhookPerCallerCap(t *testing.T, s batch.Store) {
+func storeWebhookPerCallerCap(t *testing.T, s batchdriver.Store) {
 	queueHooks(t, s, "alice", 5, t0)
 	queueHooks(t, s, "bob", 3, t0.Add(time.Minute))
 	now := t0.Add(time.Hour)
@@ -106,8 +107,8 @@ func storeWebhookPerCallerCap(t *testing.T, s batch.Store) {
 	}
 	// One of alice's is delivered, one of bob's is to be retried later.
 	a, b := by["alice"][0], by["bob"][0]
-	finishHook(t, s, batch.FinishWebhookParams{JobID: a.JobID, Runner: runnerA, Attempt: a.Attempt, Now: nowAt(now)})
-	finishHook(t, s, batch.FinishWebhookParams{JobID: b.JobID, Runner: runnerA, Attempt: b.Attempt, Retry: true, RetryIn: time.Hour, Now: nowAt(now)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: a.JobID, Runner: runnerA, Attempt: a.Attempt, Now: nowAt(now)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: b.JobID, Runner: runnerA, Attempt: b.Attempt, Retry: true, RetryIn: time.Hour, Now: nowAt(now)})
 	if got := countOf(claimFair(t, s, runnerB, 100, 2, now)); got["alice"] != 1 || got["bob"] != 1 || len(got) != 2 {
 		t.Fatalf("after a delivery and a retry: claimed %v, want one more of each", got)
 	}
@@ -124,14 +125,14 @@ func storeWebhookPerCallerCap(t *testing.T, s batch.Store) {
 
 // storeWebhookPerCallerRacing: racing claims of several runners together
 // never exceed a caller's cap.
-func storeWebhookPerCallerRacing(t *testing.T, s batch.Store) {
+func storeWebhookPerCallerRacing(t *testing.T, s batchdriver.Store) {
 	queueHooks(t, s, "alice", 6, t0)
 	queueHooks(t, s, "bob", 6, t0.Add(time.Minute))
 	now := t0.Add(time.Hour)
 	const perCaller = 2
 	total := map[string]int{}
-	for _, d := range raceClaims(t, s, 8, func(i int) batch.ClaimWebhooksParams {
-		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%3, PerCaller: perCaller, Lease: hookLease, Now: nowAt(now)}
+	for _, d := range raceClaims(t, s, 8, func(i int) batchdriver.ClaimWebhooksParams {
+		return batchdriver.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%3, PerCaller: perCaller, Lease: hookLease, Now: nowAt(now)}
 	}) {
 		total[d.Caller]++
 	}
@@ -151,10 +152,10 @@ func storeWebhookPerCallerRacing(t *testing.T, s batch.Store) {
 // storeWebhookPendingCap: Create refuses a webhook to a caller whose jobs
 // with a webhook and pending events reach the cap, and nothing else: a job
 // without a webhook, another caller's, a reuse. A delivery makes room.
-func storeWebhookPendingCap(t *testing.T, s batch.Store) {
+func storeWebhookPendingCap(t *testing.T, s batchdriver.Store) {
 	lim := suiteLimits
 	lim.WebhooksPerCaller = 2
-	capped := func(p batch.CreateParams) batch.CreateParams { return withLimits(p, lim) }
+	capped := func(p batchdriver.CreateParams) batchdriver.CreateParams { return withLimits(p, lim) }
 	live := capped(hookSpec("alice", "live", 1, t0))
 	mustCreate(t, s, live)
 	queued := capped(hookSpec("alice", "queued", 1, t0.Add(time.Second)))
@@ -172,7 +173,7 @@ func storeWebhookPendingCap(t *testing.T, s batch.Store) {
 	}
 	// alice's queued job's event is delivered: room for one.
 	now := t0.Add(time.Minute)
-	var ev batch.WebhookDelivery
+	var ev batchdriver.WebhookDelivery
 	for _, d := range claimHooks(t, s, runnerA, 100, now) {
 		if d.JobID == queued.ID {
 			ev = d
@@ -181,7 +182,7 @@ func storeWebhookPendingCap(t *testing.T, s batch.Store) {
 	if ev.JobID == "" || ev.Caller != "alice" {
 		t.Fatalf("the cancelled job's event was not claimed with its caller: %+v", ev)
 	}
-	finishHook(t, s, batch.FinishWebhookParams{JobID: ev.JobID, Runner: runnerA, Attempt: ev.Attempt, Now: nowAt(now)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: ev.JobID, Runner: runnerA, Attempt: ev.Attempt, Now: nowAt(now)})
 	over.Now = nowAt(now)
 	mustCreate(t, s, over)
 	_, _, err = s.Create(t.Context(), capped(hookSpec("alice", "over2", 1, now.Add(time.Second))))
@@ -191,7 +192,7 @@ func storeWebhookPendingCap(t *testing.T, s batch.Store) {
 // storeWebhookPendingCapJobEnd: a job with a webhook counts from its
 // create to its event's end, with no gap: while it runs, once cancelled
 // with its target in flight, once finished.
-func storeWebhookPendingCapJobEnd(t *testing.T, s batch.Store) {
+func storeWebhookPendingCapJobEnd(t *testing.T, s batchdriver.Store) {
 	lim := suiteLimits
 	lim.WebhooksPerCaller = 1
 	p := withLimits(hookSpec("alice", "end", 2, t0), lim)
@@ -209,6 +210,6 @@ func storeWebhookPendingCapJobEnd(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0.Add(4*time.Second))
 	refused("finished, its event pending", t0.Add(5*time.Second))
 	d := oneHook(t, s, runnerA, p.ID, t0.Add(6*time.Second))
-	finishHook(t, s, batch.FinishWebhookParams{JobID: d.JobID, Runner: runnerA, Attempt: d.Attempt, Now: nowAt(t0.Add(6 * time.Second))})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: d.JobID, Runner: runnerA, Attempt: d.Attempt, Now: nowAt(t0.Add(6 * time.Second))})
 	mustCreate(t, s, withLimits(hookSpec("alice", "next", 1, t0.Add(7*time.Second)), lim))
 }

@@ -1,6 +1,7 @@
-package batchtest
+package batchdrivertest
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"reflect"
 	"testing"
 	"time"
@@ -11,14 +12,14 @@ import (
 // livenessCases: heartbeats and the reaper. Which jobs a runner's Start
 // reaps depends on the store's capabilities; what Reap does with the
 // jobs it selects does not.
-var livenessCases = map[string]func(*testing.T, batch.Store){
+var livenessCases = map[string]func(*testing.T, batchdriver.Store){
 	"HeartbeatNeverMovesBack": storeHeartbeatMonotonic,
 	"ReapAllLive":             storeReapAllLive,
 	"ReapByRunner":            storeReapByRunner,
 	"ReapStaleRunners":        storeReapStale,
 }
 
-func reap(t *testing.T, s batch.Store, p batch.ReapParams) int {
+func reap(t *testing.T, s batchdriver.Store, p batchdriver.ReapParams) int {
 	t.Helper()
 	if p.Reason == "" {
 		p.Reason = "restart"
@@ -30,16 +31,16 @@ func reap(t *testing.T, s batch.Store, p batch.ReapParams) int {
 	return n
 }
 
-func heartbeat(t *testing.T, s batch.Store, runner string, at time.Time) {
+func heartbeat(t *testing.T, s batchdriver.Store, runner string, at time.Time) {
 	t.Helper()
-	if err := s.Heartbeat(t.Context(), batch.HeartbeatParams{Runner: runner, Now: nowAt(at)}); err != nil {
+	if err := s.Heartbeat(t.Context(), batchdriver.HeartbeatParams{Runner: runner, Now: nowAt(at)}); err != nil {
 		t.Fatalf("Heartbeat(%s): %v", runner, err)
 	}
 }
 
 // heldJob creates a job of n targets, claims it for runner and finishes
 // its first done targets ok, so that target done is in flight.
-func heldJob(t *testing.T, s batch.Store, runner, caller string, n, done int, now time.Time) string {
+func heldJob(t *testing.T, s batchdriver.Store, runner, caller string, n, done int, now time.Time) string {
 	t.Helper()
 	p := jobSpec(caller, "held", n, now)
 	mustCreate(t, s, p)
@@ -53,7 +54,7 @@ func heldJob(t *testing.T, s batch.Store, runner, caller string, n, done int, no
 // wantReaped checks a job failed by a reap: its finished targets intact,
 // its target in flight (idx inFlight) failed with the reason, the rest
 // pending, and the job released.
-func wantReaped(t *testing.T, s batch.Store, caller, id string, status batch.JobStatus, inFlight int) {
+func wantReaped(t *testing.T, s batchdriver.Store, caller, id string, status batch.JobStatus, inFlight int) {
 	t.Helper()
 	j, ts := getJob(t, s, caller, id)
 	if j.Status != status || j.Runner != "" || j.TargetsDone != inFlight+1 {
@@ -82,7 +83,7 @@ func wantReaped(t *testing.T, s batch.Store, caller, id string, status batch.Job
 
 // wantUntouched checks that a refused write or a reap elsewhere left a job
 // exactly as it was.
-func wantUntouched(t *testing.T, s batch.Store, caller, id string, before batch.Job, beforeTs []batch.TargetRecord) {
+func wantUntouched(t *testing.T, s batchdriver.Store, caller, id string, before batchdriver.Job, beforeTs []batchdriver.TargetRecord) {
 	t.Helper()
 	j, ts := getJob(t, s, caller, id)
 	if !reflect.DeepEqual(j, before) {
@@ -97,7 +98,7 @@ func wantUntouched(t *testing.T, s batch.Store, caller, id string, before batch.
 
 // storeReapAllLive: the start of a runner on a store that serves one
 // process fails every live job and every target in flight.
-func storeReapAllLive(t *testing.T, s batch.Store) {
+func storeReapAllLive(t *testing.T, s batchdriver.Store) {
 	done := runJob(t, s, "alice", "done", 10, t0)
 	running := heldJob(t, s, runnerA, "carol", 3, 1, t0)
 	queued := jobSpec("bob", "q", 2, t0.Add(time.Second))
@@ -107,7 +108,7 @@ func storeReapAllLive(t *testing.T, s batch.Store) {
 	cancel(t, s, "dave", cancelled, t0)
 	before := mustStats(t, s)
 	now := t0.Add(time.Hour)
-	if n := reap(t, s, batch.ReapParams{AllLive: true, Now: nowAt(now)}); n != 2 {
+	if n := reap(t, s, batchdriver.ReapParams{AllLive: true, Now: nowAt(now)}); n != 2 {
 		t.Fatalf("Reap(AllLive) = %d, want 2", n)
 	}
 	wantReaped(t, s, "carol", running, batch.JobFailed, 1)
@@ -125,14 +126,14 @@ func storeReapAllLive(t *testing.T, s batch.Store) {
 		t.Errorf("stats after = %+v, before = %+v", after, before)
 	}
 	// The reaped runners' writes are refused.
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: running, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(now)})
-	wantErr(t, "a write to a reaped job", err, batch.ErrNotHeld)
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: running, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(now)})
+	wantErr(t, "a write to a reaped job", err, batchdriver.ErrNotHeld)
 }
 
 // storeReapByRunner: a restarting or closing runner fails only the jobs it
 // holds; other runners' jobs and queued jobs are left alone, and the reaped
 // runner's next write changes nothing.
-func storeReapByRunner(t *testing.T, s batch.Store) {
+func storeReapByRunner(t *testing.T, s batchdriver.Store) {
 	mine := heldJob(t, s, runnerA, "alice", 3, 1, t0)
 	mineCancelled := heldJob(t, s, runnerA, "erin", 2, 0, t0.Add(time.Second))
 	cancel(t, s, "erin", mineCancelled, t0)
@@ -141,7 +142,7 @@ func storeReapByRunner(t *testing.T, s batch.Store) {
 	mustCreate(t, s, queued)
 	theirJob, theirTs := getJob(t, s, "bob", theirs)
 	queuedJob, queuedTs := getJob(t, s, "carol", queued.ID)
-	if n := reap(t, s, batch.ReapParams{Runner: runnerA, Now: nowAt(t0.Add(time.Hour))}); n != 1 {
+	if n := reap(t, s, batchdriver.ReapParams{Runner: runnerA, Now: nowAt(t0.Add(time.Hour))}); n != 1 {
 		t.Fatalf("Reap(runner a) = %d, want 1", n)
 	}
 	wantReaped(t, s, "alice", mine, batch.JobFailed, 1)
@@ -150,8 +151,8 @@ func storeReapByRunner(t *testing.T, s batch.Store) {
 	wantUntouched(t, s, "carol", queued.ID, queuedJob, queuedTs)
 
 	reaped, reapedTs := getJob(t, s, "alice", mine)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: mine, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(t0.Add(2 * time.Hour))})
-	wantErr(t, "the reaped runner's next write", err, batch.ErrNotHeld)
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: mine, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(t0.Add(2 * time.Hour))})
+	wantErr(t, "the reaped runner's next write", err, batchdriver.ErrNotHeld)
 	wantUntouched(t, s, "alice", mine, reaped, reapedTs)
 	// Runner b drains on.
 	if st := finish(t, s, runnerB, theirs, okFinish(0, "b"), t0); st.Next != 1 {
@@ -161,26 +162,26 @@ func storeReapByRunner(t *testing.T, s batch.Store) {
 
 // storeReapStale: the jobs of a runner whose heartbeat is older than the
 // bound are failed; those of a runner that beat since are not.
-func storeReapStale(t *testing.T, s batch.Store) {
+func storeReapStale(t *testing.T, s batchdriver.Store) {
 	dead := heldJob(t, s, runnerA, "alice", 3, 1, t0) // the claim is a's last heartbeat
 	alive := heldJob(t, s, runnerB, "bob", 2, 0, t0)
 	heartbeat(t, s, runnerB, t0.Add(10*time.Minute))
 	queued := jobSpec("carol", "q", 1, t0)
 	mustCreate(t, s, queued)
-	if n := reap(t, s, batch.ReapParams{StaleAfter: time.Minute, Now: nowAt(t0.Add(time.Minute))}); n != 0 {
+	if n := reap(t, s, batchdriver.ReapParams{StaleAfter: time.Minute, Now: nowAt(t0.Add(time.Minute))}); n != 0 {
 		t.Fatalf("Reap before anyone is stale = %d, want 0", n)
 	}
 	aliveJob, aliveTs := getJob(t, s, "bob", alive)
 	queuedJob, queuedTs := getJob(t, s, "carol", queued.ID)
-	if n := reap(t, s, batch.ReapParams{StaleAfter: 6 * time.Minute, Now: nowAt(t0.Add(11 * time.Minute))}); n != 1 {
+	if n := reap(t, s, batchdriver.ReapParams{StaleAfter: 6 * time.Minute, Now: nowAt(t0.Add(11 * time.Minute))}); n != 1 {
 		t.Fatalf("Reap(stale before t0+5m) = %d, want 1", n)
 	}
 	wantReaped(t, s, "alice", dead, batch.JobFailed, 1)
 	wantUntouched(t, s, "bob", alive, aliveJob, aliveTs)
 	wantUntouched(t, s, "carol", queued.ID, queuedJob, queuedTs)
 	reaped, reapedTs := getJob(t, s, "alice", dead)
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: dead, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(t0.Add(12 * time.Minute))})
-	wantErr(t, "the stale runner's next write", err, batch.ErrNotHeld)
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: dead, Runner: runnerA, Target: okFinish(1, "late"), Now: nowAt(t0.Add(12 * time.Minute))})
+	wantErr(t, "the stale runner's next write", err, batchdriver.ErrNotHeld)
 	wantUntouched(t, s, "alice", dead, reaped, reapedTs)
 	if st := mustStats(t, s); st.Running != 1 || st.Queued != 1 {
 		t.Errorf("stats = %+v, want b's job running and c's queued", st)
@@ -189,11 +190,11 @@ func storeReapStale(t *testing.T, s batch.Store) {
 
 // storeHeartbeatMonotonic: a heartbeat written late with an older time does
 // not make a live runner look stale.
-func storeHeartbeatMonotonic(t *testing.T, s batch.Store) {
+func storeHeartbeatMonotonic(t *testing.T, s batchdriver.Store) {
 	id := heldJob(t, s, runnerA, "alice", 2, 0, t0)
 	heartbeat(t, s, runnerA, t0.Add(10*time.Minute))
 	heartbeat(t, s, runnerA, t0.Add(time.Minute))
-	if n := reap(t, s, batch.ReapParams{StaleAfter: 6 * time.Minute, Now: nowAt(t0.Add(11 * time.Minute))}); n != 0 {
+	if n := reap(t, s, batchdriver.ReapParams{StaleAfter: 6 * time.Minute, Now: nowAt(t0.Add(11 * time.Minute))}); n != 0 {
 		t.Fatalf("Reap = %d: an older heartbeat moved runner a's back", n)
 	}
 	if j, _ := getJob(t, s, "alice", id); j.Status != batch.JobRunning || j.Runner != runnerA {

@@ -1,6 +1,7 @@
-package batchtest
+package batchdrivertest
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 // clock note on [batch.CreateParams]), and one with a Now is at that
 // instant, on the same store. The store's clock is unknown to the suite:
 // the cases compare the times the store writes with each other only.
-var clockCases = map[string]func(*testing.T, batch.Store){
+var clockCases = map[string]func(*testing.T, batchdriver.Store){
 	"NilNowIsTheStoreClock": storeNilNow,
 	"NilNowWebhooks":        storeNilNowWebhooks,
 }
@@ -19,7 +20,7 @@ var clockCases = map[string]func(*testing.T, batch.Store){
 // storeNilNow: a job created, reused, claimed, finished and swept without
 // a Now gets the times of one clock, in order; bounds are ages on that
 // clock; a Now given later is taken against them.
-func storeNilNow(t *testing.T, s batch.Store) {
+func storeNilNow(t *testing.T, s batchdriver.Store) {
 	ctx := t.Context()
 	p := jobSpec("alice", "nil", 1, t0)
 	p.Now = nil
@@ -32,16 +33,16 @@ func storeNilNow(t *testing.T, s batch.Store) {
 	if got, reused, err := s.Create(ctx, again); err != nil || !reused || got.ID != j.ID {
 		t.Fatalf("resubmit without a Now = %s, %v, %v; want %s reused within the TTL", got.ID, reused, err, j.ID)
 	}
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: runnerA}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: runnerA}); err != nil || !ok {
 		t.Fatalf("Claim without a Now = %v, %v; want the job", ok, err)
 	}
-	if err := s.Heartbeat(ctx, batch.HeartbeatParams{Runner: runnerA}); err != nil {
+	if err := s.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: runnerA}); err != nil {
 		t.Fatalf("Heartbeat without a Now: %v", err)
 	}
-	if n := reap(t, s, batch.ReapParams{StaleAfter: time.Hour}); n != 0 {
+	if n := reap(t, s, batchdriver.ReapParams{StaleAfter: time.Hour}); n != 0 {
 		t.Fatalf("Reap(stale after 1h) without a Now = %d; the heartbeat just written is stale", n)
 	}
-	st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: j.ID, Runner: runnerA, Target: okFinish(0, "x")})
+	st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: j.ID, Runner: runnerA, Target: okFinish(0, "x")})
 	if err != nil || st.Status != batch.JobDone {
 		t.Fatalf("FinishTarget without a Now = %+v, %v; want done", st, err)
 	}
@@ -50,16 +51,16 @@ func storeNilNow(t *testing.T, s batch.Store) {
 		t.Fatalf("job = created %v, finished %v, lease %v; want the finish after the create, on one clock",
 			done.CreatedAt, done.FinishedAt, done.Lease)
 	}
-	if err := s.Touch(ctx, batch.TouchParams{Caller: "alice", JobID: j.ID}); err != nil {
+	if err := s.Touch(ctx, batchdriver.TouchParams{Caller: "alice", JobID: j.ID}); err != nil {
 		t.Fatalf("Touch without a Now: %v", err)
 	}
-	if n, err := s.Sweep(ctx, batch.SweepParams{TTL: time.Hour}); err != nil || n != 0 {
+	if n, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour}); err != nil || n != 0 {
 		t.Fatalf("Sweep(TTL 1h) without a Now = %d, %v; want the fresh job kept", n, err)
 	}
 	// A Now two hours after the lease, on the store's clock: a TTL of an
 	// hour has passed.
 	later := done.Lease.Add(2 * time.Hour)
-	if n, err := s.Sweep(ctx, batch.SweepParams{TTL: time.Hour, Now: nowAt(later)}); err != nil || n != 1 {
+	if n, err := s.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour, Now: nowAt(later)}); err != nil || n != 1 {
 		t.Fatalf("Sweep(TTL 1h) at the lease + 2h = %d, %v; want the job swept", n, err)
 	}
 
@@ -67,10 +68,10 @@ func storeNilNow(t *testing.T, s batch.Store) {
 	held := jobSpec("bob", "held", 2, t0)
 	held.Now = nil
 	hj := mustCreate(t, s, held)
-	if _, ok, err := s.Claim(ctx, batch.ClaimParams{Runner: runnerB}); err != nil || !ok {
+	if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: runnerB}); err != nil || !ok {
 		t.Fatalf("Claim without a Now = %v, %v; want the job", ok, err)
 	}
-	if n := reap(t, s, batch.ReapParams{StaleAfter: time.Hour, Now: nowAt(hj.CreatedAt.Add(3 * time.Hour))}); n != 1 {
+	if n := reap(t, s, batchdriver.ReapParams{StaleAfter: time.Hour, Now: nowAt(hj.CreatedAt.Add(3 * time.Hour))}); n != 1 {
 		t.Fatalf("Reap(stale after 1h) at the create + 3h = %d; want the job of the silent runner", n)
 	}
 	wantReaped(t, s, "bob", hj.ID, batch.JobFailed, 0)
@@ -79,17 +80,17 @@ func storeNilNow(t *testing.T, s batch.Store) {
 // storeNilNowWebhooks: an event written and claimed without a Now is due
 // at once and then leased on the store's clock; a Now past the lease takes
 // it over.
-func storeNilNowWebhooks(t *testing.T, s batch.Store) {
+func storeNilNowWebhooks(t *testing.T, s batchdriver.Store) {
 	ctx := t.Context()
 	p := hookSpec("alice", "nil", 1, t0)
 	p.Now = nil
 	mustCreate(t, s, p)
-	if err := s.Cancel(ctx, batch.CancelParams{Caller: "alice", JobID: p.ID}); err != nil {
+	if err := s.Cancel(ctx, batchdriver.CancelParams{Caller: "alice", JobID: p.ID}); err != nil {
 		t.Fatalf("Cancel without a Now: %v", err)
 	}
-	claim := func(now *time.Time) []batch.WebhookDelivery {
+	claim := func(now *time.Time) []batchdriver.WebhookDelivery {
 		t.Helper()
-		ds, err := s.ClaimWebhooks(ctx, batch.ClaimWebhooksParams{Runner: runnerA, Limit: 10, Lease: time.Hour, Now: now})
+		ds, err := s.ClaimWebhooks(ctx, batchdriver.ClaimWebhooksParams{Runner: runnerA, Limit: 10, Lease: time.Hour, Now: now})
 		if err != nil {
 			t.Fatalf("ClaimWebhooks: %v", err)
 		}
@@ -105,7 +106,7 @@ func storeNilNowWebhooks(t *testing.T, s batch.Store) {
 	if ds := claim(nowAt(ds[0].FinishedAt.Add(2 * time.Hour))); len(ds) != 1 || ds[0].Attempt != 2 {
 		t.Fatalf("claim at the finish + 2h = %+v; want the event taken over, its second attempt", ds)
 	}
-	err := s.FinishWebhook(ctx, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 2})
+	err := s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 2})
 	if err != nil {
 		t.Fatalf("FinishWebhook without a Now: %v", err)
 	}

@@ -1,9 +1,10 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 // retentionCases: the TTL sweep, the byte budget (shared per caller, see
 // suite_share.go) and the counters.
-var retentionCases = map[string]func(*testing.T, batch.Store){
+var retentionCases = map[string]func(*testing.T, batchdriver.Store){
 	"EvictConcurrentNoOverEviction": storeEvictConcurrent,
 	"EvictOldestLeaseFirst":         storeEvict,
 	"StatsCounts":                   storeStats,
@@ -23,25 +24,25 @@ var retentionCases = map[string]func(*testing.T, batch.Store){
 
 // sweep sweeps at now with a TTL of ttl: finished jobs whose lease is before
 // now minus ttl go.
-func sweep(t *testing.T, s batch.Store, now time.Time, ttl time.Duration) int {
+func sweep(t *testing.T, s batchdriver.Store, now time.Time, ttl time.Duration) int {
 	t.Helper()
-	n, err := s.Sweep(t.Context(), batch.SweepParams{TTL: ttl, Now: nowAt(now)})
+	n, err := s.Sweep(t.Context(), batchdriver.SweepParams{TTL: ttl, Now: nowAt(now)})
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
 	return n
 }
 
-func evict(t *testing.T, s batch.Store, maxBytes int64) int {
+func evict(t *testing.T, s batchdriver.Store, maxBytes int64) int {
 	t.Helper()
-	n, err := s.Evict(t.Context(), batch.EvictParams{MaxBytes: maxBytes})
+	n, err := s.Evict(t.Context(), batchdriver.EvictParams{MaxBytes: maxBytes})
 	if err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	return n
 }
 
-func storeSweep(t *testing.T, s batch.Store) {
+func storeSweep(t *testing.T, s batchdriver.Store) {
 	old := runJob(t, s, "alice", "old", 100, t0)
 	fresh := runJob(t, s, "alice", "fresh", 100, t0.Add(2*time.Hour))
 	live := jobSpec("alice", "live", 1, t0.Add(-time.Hour)) // older lease, but live
@@ -49,7 +50,7 @@ func storeSweep(t *testing.T, s batch.Store) {
 	if n := sweep(t, s, t0.Add(2*time.Hour), time.Hour); n != 1 {
 		t.Fatalf("Sweep = %d, want 1", n)
 	}
-	_, _, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: old})
+	_, _, err := s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: old})
 	wantErr(t, "Get of a swept job", err, batch.ErrNotFound)
 	getJob(t, s, "alice", fresh)
 	getJob(t, s, "alice", live.ID)
@@ -64,7 +65,7 @@ func storeSweep(t *testing.T, s batch.Store) {
 
 // storeSweepHeld: a cancelled job whose target is still in flight is not
 // swept or evicted until its runner stored that target.
-func storeSweepHeld(t *testing.T, s batch.Store) {
+func storeSweepHeld(t *testing.T, s batchdriver.Store) {
 	p := jobSpec("alice", "a", 2, t0)
 	mustCreate(t, s, p)
 	claimJob(t, s, runnerA, p.ID, t0)
@@ -85,7 +86,7 @@ func storeSweepHeld(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeEvict(t *testing.T, s batch.Store) {
+func storeEvict(t *testing.T, s batchdriver.Store) {
 	var ids []string
 	for i := range 4 { // leases t0, t0+1m, t0+2m, t0+3m; 100 bytes each
 		ids = append(ids, runJob(t, s, "alice", fmt.Sprint(i), 100, t0.Add(time.Duration(i)*time.Minute)))
@@ -105,7 +106,7 @@ func storeEvict(t *testing.T, s batch.Store) {
 		t.Fatalf("Evict(250) = %d, want 2", n)
 	}
 	for i, id := range ids {
-		_, _, err := s.Get(t.Context(), batch.GetParams{Caller: "alice", JobID: id})
+		_, _, err := s.Get(t.Context(), batchdriver.GetParams{Caller: "alice", JobID: id})
 		if gone := errors.Is(err, batch.ErrNotFound); gone != (i < 2) {
 			t.Errorf("job %d gone = %v, want %v", i, gone, i < 2)
 		}
@@ -126,7 +127,7 @@ func storeEvict(t *testing.T, s batch.Store) {
 
 // storeEvictConcurrent: evictions racing (one per node, say) together
 // delete no more jobs than one eviction alone would.
-func storeEvictConcurrent(t *testing.T, s batch.Store) {
+func storeEvictConcurrent(t *testing.T, s batchdriver.Store) {
 	const jobs = 20
 	for i := range jobs {
 		runJob(t, s, fmt.Sprintf("c%d", i), "k", 100, t0.Add(time.Duration(i)*time.Minute))
@@ -139,7 +140,7 @@ func storeEvictConcurrent(t *testing.T, s batch.Store) {
 	for range 4 {
 		wg.Go(func() {
 			<-start
-			n, err := s.Evict(context.Background(), batch.EvictParams{MaxBytes: 1450})
+			n, err := s.Evict(context.Background(), batchdriver.EvictParams{MaxBytes: 1450})
 			if err != nil {
 				t.Errorf("Evict: %v", err)
 			}
@@ -155,7 +156,7 @@ func storeEvictConcurrent(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeStats(t *testing.T, s batch.Store) {
+func storeStats(t *testing.T, s batchdriver.Store) {
 	mustCreate(t, s, jobSpec("a", "1", 1, t0))
 	mustCreate(t, s, jobSpec("b", "1", 1, t0.Add(1)))
 	mustCreate(t, s, jobSpec("c", "1", 2, t0.Add(2)))

@@ -1,9 +1,11 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -17,7 +19,7 @@ import (
 // than StaleAfter, then comes back. The cases run in real time, their
 // runners without a Config.Now, so that the store judges staleness on its
 // own clock (a shared store's database's).
-var runnerOutageCases = map[string]func(*testing.T, batch.Store){
+var runnerOutageCases = map[string]func(*testing.T, batchdriver.Store){
 	"OutageIsNotStaleness":        runnerOutageOwnJob,
 	"ClusterOutageIsNotStaleness": runnerClusterOutage,
 	"OutageResumesDrainAtOnce":    runnerOutageResume,
@@ -32,7 +34,7 @@ var errStopped = fmt.Errorf("database stopped: %w", batch.ErrUnavailable)
 // default an error marked [batch.ErrUnavailable]). Use one per runner to
 // let runners see the store come back at different moments.
 type Unreachable struct {
-	batch.Store
+	batchdriver.Store
 	Down atomic.Bool
 	Err  error
 }
@@ -47,105 +49,105 @@ func (u *Unreachable) fail() error {
 	return nil
 }
 
-func (u *Unreachable) Create(ctx context.Context, p batch.CreateParams) (batch.Job, bool, error) {
+func (u *Unreachable) Create(ctx context.Context, p batchdriver.CreateParams) (batchdriver.Job, bool, error) {
 	if err := u.fail(); err != nil {
-		return batch.Job{}, false, err
+		return batchdriver.Job{}, false, err
 	}
 	return u.Store.Create(ctx, p)
 }
 
-func (u *Unreachable) Claim(ctx context.Context, p batch.ClaimParams) (batch.Claimed, bool, error) {
+func (u *Unreachable) Claim(ctx context.Context, p batchdriver.ClaimParams) (batchdriver.Claimed, bool, error) {
 	if err := u.fail(); err != nil {
-		return batch.Claimed{}, false, err
+		return batchdriver.Claimed{}, false, err
 	}
 	return u.Store.Claim(ctx, p)
 }
 
-func (u *Unreachable) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (u *Unreachable) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	if err := u.fail(); err != nil {
-		return batch.Step{}, err
+		return batchdriver.Step{}, err
 	}
 	return u.Store.FinishTarget(ctx, p)
 }
 
-func (u *Unreachable) Cancel(ctx context.Context, p batch.CancelParams) error {
+func (u *Unreachable) Cancel(ctx context.Context, p batchdriver.CancelParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
 	return u.Store.Cancel(ctx, p)
 }
 
-func (u *Unreachable) Get(ctx context.Context, p batch.GetParams) (batch.Job, []batch.TargetRecord, error) {
+func (u *Unreachable) Get(ctx context.Context, p batchdriver.GetParams) (batchdriver.Job, []batchdriver.TargetRecord, error) {
 	if err := u.fail(); err != nil {
-		return batch.Job{}, nil, err
+		return batchdriver.Job{}, nil, err
 	}
 	return u.Store.Get(ctx, p)
 }
 
-func (u *Unreachable) GetTarget(ctx context.Context, p batch.GetTargetParams) (batch.Job, batch.TargetRecord, error) {
+func (u *Unreachable) GetTarget(ctx context.Context, p batchdriver.GetTargetParams) (batchdriver.Job, batchdriver.TargetRecord, error) {
 	if err := u.fail(); err != nil {
-		return batch.Job{}, batch.TargetRecord{}, err
+		return batchdriver.Job{}, batchdriver.TargetRecord{}, err
 	}
 	return u.Store.GetTarget(ctx, p)
 }
 
-func (u *Unreachable) List(ctx context.Context, p batch.ListParams) ([]batch.Job, error) {
+func (u *Unreachable) List(ctx context.Context, p batchdriver.ListParams) ([]batchdriver.Job, error) {
 	if err := u.fail(); err != nil {
 		return nil, err
 	}
 	return u.Store.List(ctx, p)
 }
 
-func (u *Unreachable) Touch(ctx context.Context, p batch.TouchParams) error {
+func (u *Unreachable) Touch(ctx context.Context, p batchdriver.TouchParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
 	return u.Store.Touch(ctx, p)
 }
 
-func (u *Unreachable) Sweep(ctx context.Context, p batch.SweepParams) (int, error) {
+func (u *Unreachable) Sweep(ctx context.Context, p batchdriver.SweepParams) (int, error) {
 	if err := u.fail(); err != nil {
 		return 0, err
 	}
 	return u.Store.Sweep(ctx, p)
 }
 
-func (u *Unreachable) Evict(ctx context.Context, p batch.EvictParams) (int, error) {
+func (u *Unreachable) Evict(ctx context.Context, p batchdriver.EvictParams) (int, error) {
 	if err := u.fail(); err != nil {
 		return 0, err
 	}
 	return u.Store.Evict(ctx, p)
 }
 
-func (u *Unreachable) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (u *Unreachable) Heartbeat(ctx context.Context, p batchdriver.HeartbeatParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
 	return u.Store.Heartbeat(ctx, p)
 }
 
-func (u *Unreachable) Reap(ctx context.Context, p batch.ReapParams) (int, error) {
+func (u *Unreachable) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error) {
 	if err := u.fail(); err != nil {
 		return 0, err
 	}
 	return u.Store.Reap(ctx, p)
 }
 
-func (u *Unreachable) Stats(ctx context.Context) (batch.Stats, error) {
+func (u *Unreachable) Stats(ctx context.Context) (batchdriver.Stats, error) {
 	if err := u.fail(); err != nil {
-		return batch.Stats{}, err
+		return batchdriver.Stats{}, err
 	}
 	return u.Store.Stats(ctx)
 }
 
-func (u *Unreachable) ClaimWebhooks(ctx context.Context, p batch.ClaimWebhooksParams) ([]batch.WebhookDelivery, error) {
+func (u *Unreachable) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksParams) ([]batchdriver.WebhookDelivery, error) {
 	if err := u.fail(); err != nil {
 		return nil, err
 	}
 	return u.Store.ClaimWebhooks(ctx, p)
 }
 
-func (u *Unreachable) FinishWebhook(ctx context.Context, p batch.FinishWebhookParams) error {
+func (u *Unreachable) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhookParams) error {
 	if err := u.fail(); err != nil {
 		return err
 	}
@@ -159,13 +161,13 @@ const (
 	outageFor   = 3 * outageStale / 2 // longer than StaleAfter
 )
 
-func outageConfig(s batch.Store, f batch.FetchFunc, id string) batch.Config {
+func outageConfig(s batchdriver.Store, f batch.FetchFunc, id string) batch.Config {
 	return batch.Config{Store: s, Fetch: f, RunnerID: id, Workers: 1,
 		HeartbeatInterval: batch.Duration(outageBeat), StaleAfter: batch.Duration(outageStale),
 		SweepInterval: batch.Duration(outageBeat), PollInterval: batch.Duration(outageBeat)}
 }
 
-func waitStarted(t *testing.T, f *BlockingFetcher, what string) {
+func waitStarted(t *testing.T, f *batchtest.BlockingFetcher, what string) {
 	t.Helper()
 	select {
 	case <-f.Started:
@@ -178,14 +180,14 @@ func waitStarted(t *testing.T, f *BlockingFetcher, what string) {
 // StaleAfter does not take itself for stale when the store returns: a
 // collection pass right then (before its next heartbeat lands) fails
 // nothing, and the job it drains finishes done.
-func runnerOutageOwnJob(t *testing.T, s batch.Store) {
+func runnerOutageOwnJob(t *testing.T, s batchdriver.Store) {
 	u := &Unreachable{Store: s}
-	f := NewBlockingFetcher()
+	f := batchtest.NewBlockingFetcher()
 	t.Cleanup(func() { f.Release() })
 	cfg := outageConfig(u, f.Fetch, "node-a")
 	cfg.SweepInterval = batch.Duration(time.Hour) // the test collects itself
 	r := startRunner(t, cfg)
-	id := mustSubmit(t, r, alice, Targets("outage-own", 2))
+	id := mustSubmit(t, r, alice, batchtest.Targets("outage-own", 2))
 	waitStarted(t, f, "the first target")
 	u.Down.Store(true)
 	time.Sleep(outageFor)
@@ -200,7 +202,7 @@ func runnerOutageOwnJob(t *testing.T, s batch.Store) {
 	f.Release()
 	waitStarted(t, f, "the second target")
 	f.Release()
-	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("the runner's own job after the outage = %s (%q), want done", info.Status, info.Error)
 	}
 }
@@ -210,10 +212,10 @@ func runnerOutageOwnJob(t *testing.T, s batch.Store) {
 // first), the live runner's job is not failed, while that of a runner that
 // died meanwhile is, within StaleAfter plus one HeartbeatInterval of the
 // reaper's last failed call.
-func runnerClusterOutage(t *testing.T, s batch.Store) {
+func runnerClusterOutage(t *testing.T, s batchdriver.Store) {
 	requireShared(t, s)
 	ua, ub, uc := &Unreachable{Store: s}, &Unreachable{Store: s}, &Unreachable{Store: s}
-	fa, fc := NewBlockingFetcher(), NewBlockingFetcher()
+	fa, fc := batchtest.NewBlockingFetcher(), batchtest.NewBlockingFetcher()
 	t.Cleanup(func() {
 		for range 2 {
 			fa.Release()
@@ -221,13 +223,13 @@ func runnerClusterOutage(t *testing.T, s batch.Store) {
 		}
 	})
 	a := startRunner(t, outageConfig(ua, fa.Fetch, "node-a")) // live throughout
-	live := mustSubmit(t, a, alice, Targets("outage-live", 2))
+	live := mustSubmit(t, a, alice, batchtest.Targets("outage-live", 2))
 	waitStarted(t, fa, "the live runner's target")
 	c := startRunner(t, outageConfig(deafStore{uc}, fc.Fetch, "node-c")) // dead: beats no more
-	dead := mustSubmit(t, c, bob, Targets("outage-dead", 2))
+	dead := mustSubmit(t, c, bob, batchtest.Targets("outage-dead", 2))
 	waitStarted(t, fc, "the dead runner's target")
-	b := startRunner(t, outageConfig(ub, FailingFetcher(ErrScripted), "node-b")) // the reaper
-	time.Sleep(2 * outageBeat)                                                   // a few beats while the store answers
+	b := startRunner(t, outageConfig(ub, batchtest.FailingFetcher(batchtest.ErrScripted), "node-b")) // the reaper
+	time.Sleep(2 * outageBeat)                                                                       // a few beats while the store answers
 
 	for _, u := range []*Unreachable{ua, ub, uc} {
 		u.Down.Store(true)
@@ -262,7 +264,7 @@ func runnerClusterOutage(t *testing.T, s batch.Store) {
 	fa.Release()
 	waitStarted(t, fa, "the live runner's second target")
 	fa.Release()
-	if info := WaitFinished(t, a, alice, live, waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, a, alice, live, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("the live runner's job = %s (%q), want done", info.Status, info.Error)
 	}
 }
@@ -270,14 +272,14 @@ func runnerClusterOutage(t *testing.T, s batch.Store) {
 // runnerOutageResume: a target's write that fails while the store is
 // unreachable is retried, and the drain goes on soon after the store
 // answers again, however long the outage was.
-func runnerOutageResume(t *testing.T, s batch.Store) {
+func runnerOutageResume(t *testing.T, s batchdriver.Store) {
 	u := &Unreachable{Store: s}
-	f := NewBlockingFetcher()
+	f := batchtest.NewBlockingFetcher()
 	t.Cleanup(func() { f.Release() })
 	cfg := outageConfig(u, f.Fetch, "node-a")
 	cfg.SweepInterval = batch.Duration(time.Hour)
 	r := startRunner(t, cfg)
-	id := mustSubmit(t, r, alice, Targets("outage-resume", 2))
+	id := mustSubmit(t, r, alice, batchtest.Targets("outage-resume", 2))
 	waitStarted(t, f, "the first target")
 	const outage = 3200 * time.Millisecond // a back-off doubling from 100ms would wait until 3.1s, then 6.3s
 	u.Down.Store(true)
@@ -292,7 +294,7 @@ func runnerOutageResume(t *testing.T, s batch.Store) {
 		t.Errorf("the drain resumed %s after the store answered again; want well under 2s", resumed.Round(time.Millisecond))
 	}
 	f.Release()
-	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("job after the outage = %s (%q), want done", info.Status, info.Error)
 	}
 }
@@ -308,15 +310,15 @@ var DriverSecrets = []string{"batchuser", "batchdb", "192.0.2.7", ":6543", "db.i
 // runnerOutageLog: an outage is logged twice, at WARN, as it starts and as
 // it ends (with its length), naming the error's class; the calls that fail
 // meanwhile are DEBUG lines; no line carries the driver's text.
-func runnerOutageLog(t *testing.T, s batch.Store) {
+func runnerOutageLog(t *testing.T, s batchdriver.Store) {
 	u := &Unreachable{Store: s, Err: ErrDriver}
-	var logs Buffer
-	f := NewBlockingFetcher()
+	var logs batchtest.Buffer
+	f := batchtest.NewBlockingFetcher()
 	t.Cleanup(func() { f.Release() })
 	cfg := outageConfig(u, f.Fetch, "node-a")
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := startRunner(t, cfg)
-	id := mustSubmit(t, r, alice, Targets("outage-log", 2))
+	id := mustSubmit(t, r, alice, batchtest.Targets("outage-log", 2))
 	waitStarted(t, f, "the first target")
 	u.Down.Store(true)
 	f.Release() // its write fails during the outage and is retried
@@ -324,7 +326,7 @@ func runnerOutageLog(t *testing.T, s batch.Store) {
 	u.Down.Store(false)
 	waitStarted(t, f, "the second target")
 	f.Release()
-	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("job after the outage = %s (%q), want done", info.Status, info.Error)
 	}
 	closeRunner(t, r)

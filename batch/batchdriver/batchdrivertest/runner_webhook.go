@@ -1,9 +1,11 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +17,7 @@ import (
 // runnerWebhookCases: the runner decides when a webhook event is due and
 // delivers it through Config.Deliver, at least once, retried with back-off
 // for a bounded time.
-var runnerWebhookCases = map[string]func(*testing.T, batch.Store){
+var runnerWebhookCases = map[string]func(*testing.T, batchdriver.Store){
 	"WebhookCloseMidDelivery":   runnerWebhookCloseMidDelivery,
 	"WebhookDroppedAfterBound":  runnerWebhookDropped,
 	"WebhookOncePerFinishedJob": runnerWebhookOnce,
@@ -104,7 +106,7 @@ func holdFetcher(started chan<- struct{}, release <-chan struct{}) batch.FetchFu
 	return func(ctx context.Context, _ batch.Caller, tg batch.Target) (batch.Result, error) {
 		switch {
 		case strings.Contains(tg.URL, "/fail/"):
-			return batch.Result{}, ErrScripted
+			return batch.Result{}, batchtest.ErrScripted
 		case strings.Contains(tg.URL, "/hold/"):
 			started <- struct{}{}
 			select {
@@ -126,15 +128,15 @@ func metricValue(t *testing.T, r *batch.Runner, name string) uint64 {
 // failed, cancelled while queued, cancelled while running) gets its event
 // exactly once, with its final status and counts; a job without one gets
 // none.
-func runnerWebhookOnce(t *testing.T, s batch.Store) {
+func runnerWebhookOnce(t *testing.T, s batchdriver.Store) {
 	hooks := newHookRecorder(nil)
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	r := NewRunner(t, batch.Config{
+	r := batchtest.NewRunner(t, batch.Config{
 		Store: s, Fetch: holdFetcher(started, release), Deliver: hooks.Deliver, Workers: 1,
 		JobsPerCaller: 10, JobsTotal: 10, PollInterval: batch.Duration(10 * time.Millisecond),
 	})
 	running := submitHook(t, r, alice, []batch.Target{{URL: "https://example.test/hold/0"}, {URL: "https://example.test/ok/1"}}, hookURL("running"))
-	queued := submitHook(t, r, alice, Targets("queued", 2), hookURL("queued"))
+	queued := submitHook(t, r, alice, batchtest.Targets("queued", 2), hookURL("queued"))
 	<-started // the running job's target 0 is in flight
 	if err := r.Cancel(t.Context(), alice, queued); err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func runnerWebhookOnce(t *testing.T, s batch.Store) {
 		ok, fails int
 		total     int
 	}{running: {batch.JobCancelled, 1, 0, 2}, queued: {batch.JobCancelled, 0, 0, 2}}
-	done := submitHook(t, r, alice, Targets("done", 2), hookURL("done"))
+	done := submitHook(t, r, alice, batchtest.Targets("done", 2), hookURL("done"))
 	want[done] = struct {
 		status    batch.JobStatus
 		ok, fails int
@@ -166,11 +168,11 @@ func runnerWebhookOnce(t *testing.T, s batch.Store) {
 		ok, fails int
 		total     int
 	}{batch.JobFailed, 0, 1, 1}
-	plain := mustSubmit(t, r, alice, Targets("plain", 1))
+	plain := mustSubmit(t, r, alice, batchtest.Targets("plain", 1))
 
 	ids := []string{running, queued, done, partial, failed}
 	hooks.waitDelivered(t, ids...)
-	WaitFinished(t, r, alice, plain, waitLong)
+	batchtest.WaitFinished(t, r, alice, plain, waitLong)
 	time.Sleep(50 * time.Millisecond) // five polls: time for a wrong second delivery
 	attempts, delivered := hooks.all()
 	if len(attempts) != len(ids) {
@@ -202,7 +204,7 @@ func runnerWebhookOnce(t *testing.T, s batch.Store) {
 
 // runnerWebhookRetried: a receiver that fails twice gets the event on the
 // third attempt, with the same id each time.
-func runnerWebhookRetried(t *testing.T, s batch.Store) {
+func runnerWebhookRetried(t *testing.T, s batchdriver.Store) {
 	var mu sync.Mutex
 	calls := 0
 	hooks := newHookRecorder(func(batch.WebhookEvent) error {
@@ -213,10 +215,10 @@ func runnerWebhookRetried(t *testing.T, s batch.Store) {
 		}
 		return nil
 	})
-	r := NewRunner(t, batch.Config{
+	r := batchtest.NewRunner(t, batch.Config{
 		Store: s, Deliver: hooks.Deliver, WebhookBackoff: batch.Duration(time.Millisecond), PollInterval: batch.Duration(10 * time.Millisecond),
 	})
-	id := submitHook(t, r, alice, Targets("retry", 1), hookURL("retry"))
+	id := submitHook(t, r, alice, batchtest.Targets("retry", 1), hookURL("retry"))
 	hooks.waitDelivered(t, id)
 	attempts, delivered := hooks.all()
 	if len(attempts) != 3 || delivered[id] != 1 {
@@ -252,14 +254,14 @@ func (c *tickingClock) Now() time.Time {
 // runnerWebhookDropped: a receiver that never takes the event is retried
 // while Config.WebhookRetryFor allows, then the event is dropped and
 // counted, and never attempted again.
-func runnerWebhookDropped(t *testing.T, s batch.Store) {
+func runnerWebhookDropped(t *testing.T, s batchdriver.Store) {
 	clock := &tickingClock{now: t0}
 	hooks := newHookRecorder(func(batch.WebhookEvent) error { return errors.New("receiver down") })
-	r := NewRunner(t, batch.Config{
+	r := batchtest.NewRunner(t, batch.Config{
 		Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond),
 		WebhookBackoff: batch.Duration(time.Second), WebhookRetryFor: batch.Duration(time.Minute),
 	})
-	submitHook(t, r, alice, Targets("dropped", 1), hookURL("dropped"))
+	submitHook(t, r, alice, batchtest.Targets("dropped", 1), hookURL("dropped"))
 	deadline := time.Now().Add(waitLong)
 	for metricValue(t, r, `batch_webhooks_total{outcome="dropped"}`) == 0 {
 		if time.Now().After(deadline) {
@@ -288,14 +290,14 @@ func runnerWebhookDropped(t *testing.T, s batch.Store) {
 
 // runnerWebhookRestart: a job that a dead process left running is failed
 // by the next runner's start, and its event delivered.
-func runnerWebhookRestart(t *testing.T, s batch.Store) {
-	clock := NewClock()
+func runnerWebhookRestart(t *testing.T, s batchdriver.Store) {
+	clock := batchtest.NewClock()
 	dead := clock.Now().Add(-time.Hour)
 	p := hookSpec("alice", "restart", 2, dead)
 	mustCreate(t, s, p)
 	claimJob(t, s, "dead-process", p.ID, dead)
 	hooks := newHookRecorder(nil)
-	r := NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)})
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, Now: clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)})
 	if s.Capabilities().Shared { // the dead process is reaped as stale: StaleAfter after the start
 		clock.Advance(batch.DefaultStaleAfter)
 		if _, err := r.Collect(t.Context()); err != nil {
@@ -311,15 +313,15 @@ func runnerWebhookRestart(t *testing.T, s batch.Store) {
 
 // runnerWebhookCloseMidDelivery: an attempt in flight when its runner
 // closes is cut short, and the next runner on the store delivers it at once.
-func runnerWebhookCloseMidDelivery(t *testing.T, s batch.Store) {
+func runnerWebhookCloseMidDelivery(t *testing.T, s batchdriver.Store) {
 	started := make(chan struct{}, 1)
 	block := func(ctx context.Context, ev batch.WebhookEvent) error {
 		started <- struct{}{}
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}
-	first := startRunner(t, batch.Config{Store: s, Fetch: StaticFetcher("ok"), Deliver: block, PollInterval: batch.Duration(10 * time.Millisecond), RunnerID: "first"})
-	id := submitHook(t, first, alice, Targets("close", 1), hookURL("close"))
+	first := startRunner(t, batch.Config{Store: s, Fetch: batchtest.StaticFetcher("ok"), Deliver: block, PollInterval: batch.Duration(10 * time.Millisecond), RunnerID: "first"})
+	id := submitHook(t, first, alice, batchtest.Targets("close", 1), hookURL("close"))
 	select {
 	case <-started:
 	case <-time.After(waitLong):
@@ -327,7 +329,7 @@ func runnerWebhookCloseMidDelivery(t *testing.T, s batch.Store) {
 	}
 	closeRunner(t, first)
 	hooks := newHookRecorder(nil)
-	NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, PollInterval: batch.Duration(10 * time.Millisecond), RunnerID: "second"})
+	batchtest.NewRunner(t, batch.Config{Store: s, Deliver: hooks.Deliver, PollInterval: batch.Duration(10 * time.Millisecond), RunnerID: "second"})
 	hooks.waitDelivered(t, id)
 	if attempts, _ := hooks.all(); attempts[0].Attempt != 2 {
 		t.Errorf("the second runner's attempt is number %d, want 2", attempts[0].Attempt)
@@ -336,28 +338,28 @@ func runnerWebhookCloseMidDelivery(t *testing.T, s batch.Store) {
 
 // runnerWebhookSubmit: a webhook needs Config.Deliver and an http(s) URL;
 // it is part of the idempotency key; its owner sees it, nobody else.
-func runnerWebhookSubmit(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
+func runnerWebhookSubmit(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
 	t.Cleanup(func() {
 		for range 8 {
 			f.Release()
 		}
 	})
-	plain := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	_, _, err := plain.SubmitWith(t.Context(), alice, Targets("w", 1), batch.SubmitOptions{WebhookURL: hookURL("w")})
+	plain := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	_, _, err := plain.SubmitWith(t.Context(), alice, batchtest.Targets("w", 1), batch.SubmitOptions{WebhookURL: hookURL("w")})
 	wantErr(t, "a webhook without Deliver", err, batch.ErrWebhooksDisabled)
 	closeRunner(t, plain)
 
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, Deliver: newHookRecorder(nil).Deliver, JobsPerCaller: 5, JobsTotal: 5})
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, Deliver: newHookRecorder(nil).Deliver, JobsPerCaller: 5, JobsTotal: 5})
 	for _, bad := range []string{"hooks.example/x", "ftp://hooks.example/", "https://", "/relative", "https://a\x7f.example/",
 		"https://hooks.example/\xff", "https://hooks.example/" + strings.Repeat("x", batch.MaxWebhookURLBytes)} {
-		_, _, err := r.SubmitWith(t.Context(), alice, Targets("w", 1), batch.SubmitOptions{WebhookURL: bad})
+		_, _, err := r.SubmitWith(t.Context(), alice, batchtest.Targets("w", 1), batch.SubmitOptions{WebhookURL: bad})
 		wantErr(t, fmt.Sprintf("webhook %q", bad), err, batch.ErrInvalidWebhook)
 		if strings.Contains(err.Error(), "hooks.example") {
 			t.Errorf("the error repeats the URL: %v", err)
 		}
 	}
-	ts := Targets("idem", 2)
+	ts := batchtest.Targets("idem", 2)
 	id := submitHook(t, r, alice, ts, hookURL("one"))
 	again, reused, err := r.SubmitWith(t.Context(), alice, ts, batch.SubmitOptions{WebhookURL: hookURL("one")})
 	if err != nil || !reused || again.ID != id {

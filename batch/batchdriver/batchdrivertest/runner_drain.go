@@ -1,9 +1,11 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -19,7 +21,7 @@ import (
 // runnerDrainCases are the runner cases of draining a job: serial order,
 // outcomes, failure isolation, busy retries, cancel, caps, the lease,
 // eviction, faults of the store, Close and restart.
-var runnerDrainCases = map[string]func(*testing.T, batch.Store){
+var runnerDrainCases = map[string]func(*testing.T, batchdriver.Store){
 	"AbandonedFetchKeepsSlot":  runnerAbandonedKeepsSlot,
 	"AllFailedIsFailed":        runnerAllFailed,
 	"AllOKIsDone":              runnerAllOK,
@@ -76,10 +78,10 @@ func targetStatuses(info batch.JobInfo) []batch.TargetStatus {
 	return out
 }
 
-func runnerSerial(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	ts := Targets("serial", 5)
+func runnerSerial(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	ts := batchtest.Targets("serial", 5)
 	id := mustSubmit(t, r, alice, ts)
 	for i := range ts {
 		select {
@@ -98,7 +100,7 @@ func runnerSerial(t *testing.T, s batch.Store) {
 		}
 		f.Release()
 	}
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if info.Status != batch.JobDone || f.Peak() != 1 {
 		t.Fatalf("status %s, peak in flight %d; want done, 1", info.Status, f.Peak())
 	}
@@ -110,12 +112,12 @@ func runnerSerial(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerPartial(t *testing.T, s batch.Store) {
-	ts := Targets("partial", 3)
+func runnerPartial(t *testing.T, s batchdriver.Store) {
+	ts := batchtest.Targets("partial", 3)
 	blocked := batch.NewFetchError(batch.OutcomeBlocked, "browser", errors.New("blocked: private address"))
-	r := NewRunner(t, batch.Config{Store: s, Fetch: ScriptFetcher(map[string]Step{ts[1].URL: {Err: blocked}})})
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.ScriptFetcher(map[string]batchtest.Step{ts[1].URL: {Err: blocked}})})
 	id := mustSubmit(t, r, alice, ts)
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if info.Status != batch.JobPartial || info.TargetsDone != 3 {
 		t.Fatalf("job = %s with %d done; want partial with 3", info.Status, info.TargetsDone)
 	}
@@ -128,33 +130,33 @@ func runnerPartial(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerAllFailed(t *testing.T, s batch.Store) {
-	r := NewRunner(t, batch.Config{Store: s, Fetch: FailingFetcher(ErrScripted)})
-	id := mustSubmit(t, r, alice, Targets("failed", 2))
-	info := WaitFinished(t, r, alice, id, waitLong)
-	if info.Status != batch.JobFailed || info.Targets[0].Outcome != batch.OutcomeOther || info.Targets[0].Error != ErrScripted.Error() {
+func runnerAllFailed(t *testing.T, s batchdriver.Store) {
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.FailingFetcher(batchtest.ErrScripted)})
+	id := mustSubmit(t, r, alice, batchtest.Targets("failed", 2))
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
+	if info.Status != batch.JobFailed || info.Targets[0].Outcome != batch.OutcomeOther || info.Targets[0].Error != batchtest.ErrScripted.Error() {
 		t.Fatalf("job = %+v", info)
 	}
 }
 
-func runnerAllOK(t *testing.T, s batch.Store) {
-	r := NewRunner(t, batch.Config{Store: s})
-	id := mustSubmit(t, r, alice, Targets("ok", 4))
-	if info := WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone || info.TargetsDone != 4 {
+func runnerAllOK(t *testing.T, s batchdriver.Store) {
+	r := batchtest.NewRunner(t, batch.Config{Store: s})
+	id := mustSubmit(t, r, alice, batchtest.Targets("ok", 4))
+	if info := batchtest.WaitFinished(t, r, alice, id, waitLong); info.Status != batch.JobDone || info.TargetsDone != 4 {
 		t.Fatalf("job = %s, %d done; want done, 4", info.Status, info.TargetsDone)
 	}
 }
 
-func runnerIdempotent(t *testing.T, s batch.Store) {
-	rec := NewRecordingFetcher(nil)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: rec.Fetch})
-	ts := Targets("idem", 3)
+func runnerIdempotent(t *testing.T, s batchdriver.Store) {
+	rec := batchtest.NewRecordingFetcher(nil)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: rec.Fetch})
+	ts := batchtest.Targets("idem", 3)
 	id := mustSubmit(t, r, alice, ts)
 	again, reused, err := r.Submit(t.Context(), alice, slices.Clone(ts))
 	if err != nil || !reused || again.ID != id {
 		t.Fatalf("resubmit = %s, %v, %v; want %s reused", again.ID, reused, err, id)
 	}
-	WaitFinished(t, r, alice, id, waitLong)
+	batchtest.WaitFinished(t, r, alice, id, waitLong)
 	again, reused, err = r.Submit(t.Context(), alice, ts)
 	if err != nil || !reused || again.ID != id || again.Status != batch.JobDone {
 		t.Fatalf("resubmit after done = %s (%s), %v, %v; want %s reused, done", again.ID, again.Status, reused, err, id)
@@ -168,17 +170,17 @@ func runnerIdempotent(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerResubmitAfterCancel(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	ts := Targets("retry", 2)
+func runnerResubmitAfterCancel(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	ts := batchtest.Targets("retry", 2)
 	id := mustSubmit(t, r, alice, ts)
 	<-f.Started
 	if err := r.Cancel(t.Context(), alice, id); err != nil {
 		t.Fatal(err)
 	}
 	f.Release()
-	WaitFinished(t, r, alice, id, waitLong)
+	batchtest.WaitFinished(t, r, alice, id, waitLong)
 	job2, reused, err := r.Submit(t.Context(), alice, ts)
 	if err != nil || reused || job2.ID == id {
 		t.Fatalf("resubmit after cancel = %s, %v, %v; want a new job", job2.ID, reused, err)
@@ -186,35 +188,35 @@ func runnerResubmitAfterCancel(t *testing.T, s batch.Store) {
 	id2 := job2.ID
 	f.Release()
 	f.Release()
-	if info := WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("retry job = %s, want done", info.Status)
 	}
 }
 
-func runnerCaps(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, TargetsPerJob: 3, JobsPerCaller: 1, JobsTotal: 2})
+func runnerCaps(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, TargetsPerJob: 3, JobsPerCaller: 1, JobsTotal: 2})
 	t.Cleanup(func() {
 		for range 10 {
 			f.Release()
 		}
 	})
-	_, _, err := r.Submit(t.Context(), alice, Targets("x", 4))
+	_, _, err := r.Submit(t.Context(), alice, batchtest.Targets("x", 4))
 	wantErr(t, "4 targets", err, batch.ErrTooManyTargets)
-	mustSubmit(t, r, alice, Targets("a", 1))
-	_, _, err = r.Submit(t.Context(), alice, Targets("a2", 1))
+	mustSubmit(t, r, alice, batchtest.Targets("a", 1))
+	_, _, err = r.Submit(t.Context(), alice, batchtest.Targets("a2", 1))
 	wantErr(t, "second alice job", err, batch.ErrCallerBusy)
-	mustSubmit(t, r, bob, Targets("b", 1))
-	_, _, err = r.Submit(t.Context(), batch.Caller{Name: "carol"}, Targets("c", 1))
+	mustSubmit(t, r, bob, batchtest.Targets("b", 1))
+	_, _, err = r.Submit(t.Context(), batch.Caller{Name: "carol"}, batchtest.Targets("c", 1))
 	wantErr(t, "third live job", err, batch.ErrBusy)
 	// Resubmitting your own live job is reuse, not a cap error.
-	if _, reused, err := r.Submit(t.Context(), alice, Targets("a", 1)); err != nil || !reused {
+	if _, reused, err := r.Submit(t.Context(), alice, batchtest.Targets("a", 1)); err != nil || !reused {
 		t.Fatalf("resubmit at the caps = %v, %v; want reused", reused, err)
 	}
 }
 
-func runnerValidation(t *testing.T, s batch.Store) {
-	r := NewRunner(t, batch.Config{Store: s})
+func runnerValidation(t *testing.T, s batchdriver.Store) {
+	r := batchtest.NewRunner(t, batch.Config{Store: s})
 	f := func(c batch.Caller, ts []batch.Target, want error) {
 		t.Helper()
 		if _, _, err := r.Submit(t.Context(), c, ts); !errors.Is(err, want) {
@@ -222,7 +224,7 @@ func runnerValidation(t *testing.T, s batch.Store) {
 		}
 	}
 	f(alice, nil, batch.ErrNoTargets)
-	f(batch.Caller{}, Targets("x", 1), batch.ErrInvalidCaller)
+	f(batch.Caller{}, batchtest.Targets("x", 1), batch.ErrInvalidCaller)
 	f(alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}}, batch.ErrInvalidTarget)
 	f(alice, []batch.Target{{URL: "https://a.test/", Options: batch.Options{Mode: "bogus"}}}, batch.ErrInvalidTarget)
 	f(alice, []batch.Target{{URL: "https://a.test/\xff"}}, batch.ErrInvalidTarget)
@@ -237,10 +239,10 @@ func runnerValidation(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerCancel(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	ts := Targets("cancel", 4)
+func runnerCancel(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
+	ts := batchtest.Targets("cancel", 4)
 	id := mustSubmit(t, r, alice, ts)
 	<-f.Started // target 0 in flight
 	if err := r.Cancel(t.Context(), alice, id); err != nil {
@@ -268,28 +270,28 @@ func runnerCancel(t *testing.T, s batch.Store) {
 	wantErr(t, "second cancel", r.Cancel(t.Context(), alice, id), batch.ErrFinished)
 }
 
-func runnerPanic(t *testing.T, s batch.Store) {
-	ts := Targets("panic", 3)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: PanickingFetcher(ts[1].URL, "boom "+ts[1].URL)})
+func runnerPanic(t *testing.T, s batchdriver.Store) {
+	ts := batchtest.Targets("panic", 3)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.PanickingFetcher(ts[1].URL, "boom "+ts[1].URL)})
 	id := mustSubmit(t, r, alice, ts)
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	got := info.Targets[1]
 	if info.Status != batch.JobPartial || got.Status != batch.TargetFailed || got.Error != "internal error" || got.Outcome != batch.OutcomeOther {
 		t.Fatalf("job %s, target 1 = %+v", info.Status, got)
 	}
 	// The worker lives on.
-	id2 := mustSubmit(t, r, alice, Targets("after-panic", 1))
-	if info := WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
+	id2 := mustSubmit(t, r, alice, batchtest.Targets("after-panic", 1))
+	if info := batchtest.WaitFinished(t, r, alice, id2, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("next job = %s, want done", info.Status)
 	}
 }
 
-func runnerHanging(t *testing.T, s batch.Store) {
+func runnerHanging(t *testing.T, s batchdriver.Store) {
 	release := make(chan struct{})
-	r := NewRunner(t, batch.Config{Store: s, Fetch: HangingFetcher(release), TargetTimeout: batch.Duration(50 * time.Millisecond)})
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.HangingFetcher(release), TargetTimeout: batch.Duration(50 * time.Millisecond)})
 	t.Cleanup(func() { close(release) }) // runs before the runner's Close
-	id := mustSubmit(t, r, alice, Targets("hang", 2))
-	info := WaitFinished(t, r, alice, id, waitLong)
+	id := mustSubmit(t, r, alice, batchtest.Targets("hang", 2))
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	for _, tg := range info.Targets {
 		if tg.Status != batch.TargetFailed || tg.Outcome != batch.OutcomeTimeout || !strings.HasPrefix(tg.Error, "timeout") {
 			t.Errorf("target %d = %+v, want a timeout", tg.Idx, tg)
@@ -297,21 +299,21 @@ func runnerHanging(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerBusyThenOK(t *testing.T, s batch.Store) {
-	fetch, calls := BusyThenOK(3)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(waitLong)})
-	id := mustSubmit(t, r, alice, Targets("busy", 1))
-	info := WaitFinished(t, r, alice, id, waitLong)
+func runnerBusyThenOK(t *testing.T, s batchdriver.Store) {
+	fetch, calls := batchtest.BusyThenOK(3)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(waitLong)})
+	id := mustSubmit(t, r, alice, batchtest.Targets("busy", 1))
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if info.Status != batch.JobDone || calls.Load() != 4 {
 		t.Fatalf("job %s after %d calls; want done after 4", info.Status, calls.Load())
 	}
 }
 
-func runnerBusyFails(t *testing.T, s batch.Store) {
-	fetch, calls := BusyThenOK(1 << 30)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(300 * time.Millisecond)})
-	id := mustSubmit(t, r, alice, Targets("busy", 1))
-	info := WaitFinished(t, r, alice, id, waitLong)
+func runnerBusyFails(t *testing.T, s batchdriver.Store) {
+	fetch, calls := batchtest.BusyThenOK(1 << 30)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(300 * time.Millisecond)})
+	id := mustSubmit(t, r, alice, batchtest.Targets("busy", 1))
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	got := info.Targets[0]
 	if info.Status != batch.JobFailed || got.Outcome != batch.OutcomeBusy || !strings.HasPrefix(got.Error, "busy") {
 		t.Fatalf("job %s, target = %+v; want failed busy", info.Status, got)
@@ -321,21 +323,21 @@ func runnerBusyFails(t *testing.T, s batch.Store) {
 	}
 }
 
-func runnerTooLong(t *testing.T, s batch.Store) {
-	r := NewRunner(t, batch.Config{Store: s, Fetch: StaticFetcher(strings.Repeat("x", 200)), MaxResultBytes: 100})
-	id := mustSubmit(t, r, alice, Targets("long", 1))
-	info := WaitFinished(t, r, alice, id, waitLong)
+func runnerTooLong(t *testing.T, s batchdriver.Store) {
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.StaticFetcher(strings.Repeat("x", 200)), MaxResultBytes: 100})
+	id := mustSubmit(t, r, alice, batchtest.Targets("long", 1))
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if got := info.Targets[0]; got.Outcome != batch.OutcomeTooLong || got.Result != nil || info.Status != batch.JobFailed {
 		t.Fatalf("target = %+v", got)
 	}
 }
 
-func runnerLease(t *testing.T, s batch.Store) {
-	clock := NewClock()
+func runnerLease(t *testing.T, s batchdriver.Store) {
+	clock := batchtest.NewClock()
 	ttl := time.Hour
-	r := NewRunner(t, batch.Config{Store: s, Now: clock.Now, TTL: batch.Duration(ttl)})
-	id := mustSubmit(t, r, alice, Targets("lease", 1))
-	info := WaitFinished(t, r, alice, id, waitLong)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Now: clock.Now, TTL: batch.Duration(ttl)})
+	id := mustSubmit(t, r, alice, batchtest.Targets("lease", 1))
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if want := clock.Now().Add(ttl); !info.ExpiresAt.Equal(want) {
 		t.Fatalf("expires at %v, want %v", info.ExpiresAt, want)
 	}
@@ -364,14 +366,14 @@ func runnerLease(t *testing.T, s batch.Store) {
 	wantErr(t, "status after TTL", err, batch.ErrNotFound)
 }
 
-func runnerEvict(t *testing.T, s batch.Store) {
-	clock := NewClock()
+func runnerEvict(t *testing.T, s batchdriver.Store) {
+	clock := batchtest.NewClock()
 	body := strings.Repeat("x", 1000)
-	r := NewRunner(t, batch.Config{Store: s, Now: clock.Now, MaxBytes: 2500, Fetch: StaticFetcher(body)})
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Now: clock.Now, MaxBytes: 2500, Fetch: batchtest.StaticFetcher(body)})
 	var ids []string
 	for i := range 3 {
-		id := mustSubmit(t, r, alice, Targets("evict"+string(rune('a'+i)), 1))
-		WaitFinished(t, r, alice, id, waitLong)
+		id := mustSubmit(t, r, alice, batchtest.Targets("evict"+string(rune('a'+i)), 1))
+		batchtest.WaitFinished(t, r, alice, id, waitLong)
 		ids = append(ids, id)
 		clock.Advance(time.Minute)
 	}
@@ -405,16 +407,16 @@ func runnerGoroutines() int {
 	return n
 }
 
-func runnerCloseMidDrain(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r, err := batch.New(batch.Config{Store: s, Fetch: f.Fetch, Logger: Logger(t), Workers: 3})
+func runnerCloseMidDrain(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r, err := batch.New(batch.Config{Store: s, Fetch: f.Fetch, Logger: batchtest.Logger(t), Workers: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	mustSubmit(t, r, alice, Targets("close", 5))
+	mustSubmit(t, r, alice, batchtest.Targets("close", 5))
 	<-f.Started
 	if runnerGoroutines() == 0 {
 		t.Fatal("no runner goroutines while draining: the check below would prove nothing")
@@ -436,7 +438,7 @@ func runnerCloseMidDrain(t *testing.T, s batch.Store) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	_, _, err = r.Submit(t.Context(), alice, Targets("late", 1))
+	_, _, err = r.Submit(t.Context(), alice, batchtest.Targets("late", 1))
 	wantErr(t, "Submit after Close", err, batch.ErrClosed)
 }
 
@@ -444,18 +446,18 @@ func runnerCloseMidDrain(t *testing.T, s batch.Store) {
 // finishes, many times: the cancel either wins (the job reads cancelled, its
 // target stored) or loses with ErrFinished (the job reads done), never both
 // and never neither.
-func runnerCancelRace(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
-	r := NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, Workers: 1, Logger: discardLogger})
+func runnerCancelRace(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.Fetch, Workers: 1, Logger: discardLogger})
 	won, lost := 0, 0
 	for i := range 100 {
-		id := mustSubmit(t, r, alice, Targets("race"+strconv.Itoa(i), 1))
+		id := mustSubmit(t, r, alice, batchtest.Targets("race"+strconv.Itoa(i), 1))
 		<-f.Started
 		cancelled := make(chan error, 1)
 		go func() { cancelled <- r.Cancel(context.Background(), alice, id) }()
 		f.Release()
 		err := <-cancelled
-		info := WaitFinished(t, r, alice, id, waitLong)
+		info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 		// The in-flight target is stored either way.
 		deadline := time.Now().Add(waitLong)
 		for info.Targets[0].Status != batch.TargetDone && time.Now().Before(deadline) {
@@ -477,10 +479,10 @@ func runnerCancelRace(t *testing.T, s batch.Store) {
 	t.Logf("cancel won %d, lost %d of 100 races", won, lost)
 }
 
-func runnerBusyCancel(t *testing.T, s batch.Store) {
-	fetch, calls := BusyThenOK(1 << 30)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(time.Minute)})
-	id := mustSubmit(t, r, alice, Targets("busy-cancel", 2))
+func runnerBusyCancel(t *testing.T, s batchdriver.Store) {
+	fetch, calls := batchtest.BusyThenOK(1 << 30)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: fetch, BusyWait: batch.Duration(time.Minute)})
+	id := mustSubmit(t, r, alice, batchtest.Targets("busy-cancel", 2))
 	for calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -509,13 +511,13 @@ type panicJSON struct{}
 
 func (panicJSON) MarshalJSON() ([]byte, error) { panic("marshal exploded") }
 
-func runnerMetaPanic(t *testing.T, s batch.Store) {
-	ts := Targets("meta", 2)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: ScriptFetcher(map[string]Step{
+func runnerMetaPanic(t *testing.T, s batchdriver.Store) {
+	ts := batchtest.Targets("meta", 2)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: batchtest.ScriptFetcher(map[string]batchtest.Step{
 		ts[0].URL: {Result: batch.Result{Content: "x", Meta: map[string]any{"bad": panicJSON{}}}},
 	})})
 	id := mustSubmit(t, r, alice, ts)
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if got := info.Targets[0]; got.Error != "internal error" || got.Outcome != batch.OutcomeOther || info.Status != batch.JobPartial {
 		t.Fatalf("job %s, target 0 = %+v; want only it failed with internal error", info.Status, got)
 	}
@@ -524,31 +526,31 @@ func runnerMetaPanic(t *testing.T, s batch.Store) {
 // faultyStore fails the first drain writes with a passing error, as a
 // store does while a lock wait runs out or the disk is full.
 type faultyStore struct {
-	batch.Store
+	batchdriver.Store
 	mu    sync.Mutex
 	fails int
 }
 
 var errPassing = fmt.Errorf("passing fault: %w", batch.ErrUnavailable)
 
-func (f *faultyStore) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (f *faultyStore) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	f.mu.Lock()
 	fail := f.fails > 0
 	f.fails--
 	f.mu.Unlock()
 	if fail {
-		return batch.Step{}, errPassing
+		return batchdriver.Step{}, errPassing
 	}
 	return f.Store.FinishTarget(ctx, p)
 }
 
-func runnerStoreFaults(t *testing.T, s batch.Store) {
+func runnerStoreFaults(t *testing.T, s batchdriver.Store) {
 	fs := &faultyStore{Store: s, fails: 3}
-	rec := NewRecordingFetcher(nil)
-	r := NewRunner(t, batch.Config{Store: fs, Fetch: rec.Fetch})
-	ts := Targets("faults", 2)
+	rec := batchtest.NewRecordingFetcher(nil)
+	r := batchtest.NewRunner(t, batch.Config{Store: fs, Fetch: rec.Fetch})
+	ts := batchtest.Targets("faults", 2)
 	id := mustSubmit(t, r, alice, ts)
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	if info.Status != batch.JobDone || info.TargetsDone != 2 {
 		t.Fatalf("job after passing store faults = %s, %d done; want done, 2", info.Status, info.TargetsDone)
 	}
@@ -558,13 +560,13 @@ func runnerStoreFaults(t *testing.T, s batch.Store) {
 		}
 	}
 	// The caller's cap is free again.
-	mustSubmit(t, r, alice, Targets("after-faults", 1))
+	mustSubmit(t, r, alice, batchtest.Targets("after-faults", 1))
 }
 
 // runnerAbandonedFetchKeepsSlot: a fetcher that ignores its deadline is
 // abandoned, but its call still counts against Workers, so the next target
 // waits for it instead of running a second fetch beside it.
-func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
+func runnerAbandonedKeepsSlot(t *testing.T, s batchdriver.Store) {
 	release, started := make(chan struct{}), make(chan struct{}, 3)
 	var mu sync.Mutex
 	running, peak, calls := 0, 0, 0
@@ -583,8 +585,8 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 		<-release // ignores ctx
 		return batch.Result{Content: "late"}, nil
 	}
-	r := NewRunner(t, batch.Config{Store: s, Fetch: fetch, Workers: 1, TargetTimeout: batch.Duration(20 * time.Millisecond)})
-	id := mustSubmit(t, r, alice, Targets("abandon", 3))
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: fetch, Workers: 1, TargetTimeout: batch.Duration(20 * time.Millisecond)})
+	id := mustSubmit(t, r, alice, batchtest.Targets("abandon", 3))
 	select {
 	case <-started:
 	case <-time.After(waitLong):
@@ -598,7 +600,7 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 		t.Fatalf("%d calls, %d at once while the first ignored its deadline; want 1 and 1", gotCalls, gotPeak)
 	}
 	close(release)
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	mu.Lock()
 	defer mu.Unlock()
 	// Target 0 timed out; once it returned, the others ran (the fetcher
@@ -617,25 +619,25 @@ func runnerAbandonedKeepsSlot(t *testing.T, s batch.Store) {
 // fullStore refuses every result over limit bytes, as a store whose disk
 // has no room for it does; smaller writes pass.
 type fullStore struct {
-	batch.Store
+	batchdriver.Store
 	limit int
 }
 
-func (f fullStore) FinishTarget(ctx context.Context, p batch.FinishParams) (batch.Step, error) {
+func (f fullStore) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	if len(p.Target.Result) > f.limit {
-		return batch.Step{}, fmt.Errorf("disk full: %w", batch.ErrUnavailable)
+		return batchdriver.Step{}, fmt.Errorf("disk full: %w", batch.ErrUnavailable)
 	}
 	return f.Store.FinishTarget(ctx, p)
 }
 
 // runnerUnstorable: a result the store cannot take for StoreWait fails its
 // target instead of stranding the worker; the job goes on.
-func runnerUnstorable(t *testing.T, s batch.Store) {
-	ts := Targets("unstorable", 3)
-	fetch := ScriptFetcher(map[string]Step{ts[1].URL: {Result: batch.Result{Content: strings.Repeat("x", 500)}}})
-	r := NewRunner(t, batch.Config{Store: fullStore{s, 200}, Fetch: fetch, StoreWait: batch.Duration(200 * time.Millisecond), Logger: discardLogger})
+func runnerUnstorable(t *testing.T, s batchdriver.Store) {
+	ts := batchtest.Targets("unstorable", 3)
+	fetch := batchtest.ScriptFetcher(map[string]batchtest.Step{ts[1].URL: {Result: batch.Result{Content: strings.Repeat("x", 500)}}})
+	r := batchtest.NewRunner(t, batch.Config{Store: fullStore{s, 200}, Fetch: fetch, StoreWait: batch.Duration(200 * time.Millisecond), Logger: discardLogger})
 	id := mustSubmit(t, r, alice, ts)
-	info := WaitFinished(t, r, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, r, alice, id, waitLong)
 	got := info.Targets[1]
 	if info.Status != batch.JobPartial || got.Status != batch.TargetFailed || got.Outcome != batch.OutcomeOther ||
 		!strings.HasPrefix(got.Error, "not stored: the store could not take the ") {

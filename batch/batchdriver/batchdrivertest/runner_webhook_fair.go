@@ -1,8 +1,10 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +15,7 @@ import (
 // runnerWebhookFairCases are the runner cases of fairness between
 // callers' webhooks: a slow receiver holds only its caller's slots, and
 // the pending cap refuses a submit.
-var runnerWebhookFairCases = map[string]func(*testing.T, batch.Store){
+var runnerWebhookFairCases = map[string]func(*testing.T, batchdriver.Store){
 	"WebhookPendingCap":   runnerWebhookPendingCap,
 	"WebhookSlowReceiver": runnerWebhookSlowReceiver,
 }
@@ -82,22 +84,22 @@ func (h *hangingReceiver) waitHanging(t *testing.T, n int) {
 // runnerWebhookSlowReceiver: a caller whose receiver never answers holds
 // at most Config.WebhookInFlightPerCaller slots; another caller's event is
 // delivered meanwhile, without waiting for the hanging ones.
-func runnerWebhookSlowReceiver(t *testing.T, s batch.Store) {
+func runnerWebhookSlowReceiver(t *testing.T, s batchdriver.Store) {
 	hooks := newHangingReceiver(alice.Name)
-	r := NewRunner(t, batch.Config{
+	r := batchtest.NewRunner(t, batch.Config{
 		Store: s, Deliver: hooks.Deliver, JobsPerCaller: 20, JobsTotal: 40,
 		WebhookWorkers: 4, WebhookInFlightPerCaller: 2, WebhookTimeout: batch.Duration(time.Hour),
 		PollInterval: batch.Duration(10 * time.Millisecond),
 	})
 	var aliceJobs []string
 	for i := range 10 {
-		aliceJobs = append(aliceJobs, submitHook(t, r, alice, Targets(fmt.Sprint("hang", i), 1), hookURL("hang")))
+		aliceJobs = append(aliceJobs, submitHook(t, r, alice, batchtest.Targets(fmt.Sprint("hang", i), 1), hookURL("hang")))
 	}
 	for _, id := range aliceJobs {
-		WaitFinished(t, r, alice, id, waitLong)
+		batchtest.WaitFinished(t, r, alice, id, waitLong)
 	}
 	hooks.waitHanging(t, 1)
-	bobJob := submitHook(t, r, bob, Targets("bob", 1), hookURL("bob"))
+	bobJob := submitHook(t, r, bob, batchtest.Targets("bob", 1), hookURL("bob"))
 	select {
 	case ev := <-hooks.delivered:
 		if ev.JobID != bobJob || ev.Caller != bob.Name {
@@ -115,18 +117,18 @@ func runnerWebhookSlowReceiver(t *testing.T, s batch.Store) {
 // runnerWebhookPendingCap: a submit with a webhook beyond the caller's
 // pending cap is refused with ErrWebhooksBusy; one without a webhook, or
 // another caller's, is not.
-func runnerWebhookPendingCap(t *testing.T, s batch.Store) {
+func runnerWebhookPendingCap(t *testing.T, s batchdriver.Store) {
 	hooks := newHangingReceiver(alice.Name)
-	r := NewRunner(t, batch.Config{
+	r := batchtest.NewRunner(t, batch.Config{
 		Store: s, Deliver: hooks.Deliver, JobsPerCaller: 20, JobsTotal: 40,
 		WebhookPendingPerCaller: 3, WebhookTimeout: batch.Duration(time.Hour),
 		PollInterval: batch.Duration(10 * time.Millisecond),
 	})
 	for i := range 3 {
-		submitHook(t, r, alice, Targets(fmt.Sprint("cap", i), 1), hookURL("cap"))
+		submitHook(t, r, alice, batchtest.Targets(fmt.Sprint("cap", i), 1), hookURL("cap"))
 	}
-	_, _, err := r.SubmitWith(t.Context(), alice, Targets("over", 1), batch.SubmitOptions{WebhookURL: hookURL("cap")})
+	_, _, err := r.SubmitWith(t.Context(), alice, batchtest.Targets("over", 1), batch.SubmitOptions{WebhookURL: hookURL("cap")})
 	wantErr(t, "a fourth webhook at a pending cap of 3", err, batch.ErrWebhooksBusy)
-	mustSubmit(t, r, alice, Targets("plain", 1))
-	submitHook(t, r, bob, Targets("bob", 1), hookURL("bob"))
+	mustSubmit(t, r, alice, batchtest.Targets("plain", 1))
+	submitHook(t, r, bob, batchtest.Targets("bob", 1), hookURL("bob"))
 }

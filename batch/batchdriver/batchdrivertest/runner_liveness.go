@@ -1,8 +1,10 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"slices"
 	"sync"
 	"testing"
@@ -14,7 +16,7 @@ import (
 // The runner's liveness cases: what Start and Close fail, and the
 // heartbeat. runnerClusterCases need a Shared store: several runners drain
 // one store at once.
-var runnerClusterCases = map[string]func(*testing.T, batch.Store){
+var runnerClusterCases = map[string]func(*testing.T, batchdriver.Store){
 	"ClusterCancelThroughOtherRunner": runnerClusterCancel,
 	"ClusterChangeFeedWakes":          runnerClusterFeed,
 	"ClusterStaleRunnerReaped":        runnerClusterStale,
@@ -27,7 +29,7 @@ var runnerClusterCases = map[string]func(*testing.T, batch.Store){
 func startRunner(t *testing.T, cfg batch.Config) *batch.Runner {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = Logger(t)
+		cfg.Logger = batchtest.Logger(t)
 	}
 	r, err := batch.New(cfg)
 	if err != nil {
@@ -67,10 +69,10 @@ func wantTargets(t *testing.T, what string, info batch.JobInfo, want ...batch.Ta
 
 // runnerCloseFails: Close fails the jobs its runner still holds at once,
 // their finished targets intact, without waiting for a next Start.
-func runnerCloseFails(t *testing.T, s batch.Store) {
-	f := NewBlockingFetcher()
+func runnerCloseFails(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
 	r := startRunner(t, batch.Config{Store: s, Fetch: f.Fetch})
-	id := mustSubmit(t, r, alice, Targets("close", 3))
+	id := mustSubmit(t, r, alice, batchtest.Targets("close", 3))
 	<-f.Started
 	f.Release() // target 0 completes
 	<-f.Started // target 1 in flight
@@ -97,8 +99,8 @@ func runnerCloseFails(t *testing.T, s batch.Store) {
 // both jobs, at start; on a shared store the held job (its runner is
 // stale), StaleAfter after the start, but not the queued one, which the new
 // runner drains.
-func runnerRestartLeftJobs(t *testing.T, s batch.Store) {
-	clock := NewClock()
+func runnerRestartLeftJobs(t *testing.T, s batchdriver.Store) {
+	clock := batchtest.NewClock()
 	dead := clock.Now().Add(-time.Hour) // the dead process's last heartbeat
 	held := jobSpec("alice", "held", 3, dead)
 	mustCreate(t, s, held)
@@ -107,8 +109,8 @@ func runnerRestartLeftJobs(t *testing.T, s batch.Store) {
 	queued := jobSpec("bob", "queued", 1, dead)
 	mustCreate(t, s, queued)
 
-	rec := NewRecordingFetcher(nil)
-	r := NewRunner(t, batch.Config{Store: s, Fetch: rec.Fetch, Now: clock.Now})
+	rec := batchtest.NewRecordingFetcher(nil)
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: rec.Fetch, Now: clock.Now})
 	if s.Capabilities().Shared {
 		// Another runner's jobs are judged stale only once this one has
 		// reached the store for a continuous StaleAfter: it might have
@@ -128,7 +130,7 @@ func runnerRestartLeftJobs(t *testing.T, s batch.Store) {
 	wantTargets(t, "held job", info, batch.TargetDone, batch.TargetFailed, batch.TargetPending)
 	bobs := batch.Caller{Name: "bob"}
 	if s.Capabilities().Shared {
-		if q := WaitFinished(t, r, bobs, queued.ID, waitLong); q.Status != batch.JobDone {
+		if q := batchtest.WaitFinished(t, r, bobs, queued.ID, waitLong); q.Status != batch.JobDone {
 			t.Fatalf("queued job on a shared store = %s, want drained by the new runner", q.Status)
 		}
 		return
@@ -143,11 +145,11 @@ func runnerRestartLeftJobs(t *testing.T, s batch.Store) {
 
 // beatWatch passes heartbeats through and reports the time of each.
 type beatWatch struct {
-	batch.Store
+	batchdriver.Store
 	beats chan time.Time
 }
 
-func (b *beatWatch) Heartbeat(ctx context.Context, p batch.HeartbeatParams) error {
+func (b *beatWatch) Heartbeat(ctx context.Context, p batchdriver.HeartbeatParams) error {
 	err := b.Store.Heartbeat(ctx, p)
 	if p.Now == nil { // the runner has a test clock: every call carries it
 		return fmt.Errorf("heartbeat without the runner's Now: %w", batch.ErrUnavailable)
@@ -161,13 +163,13 @@ func (b *beatWatch) Heartbeat(ctx context.Context, p batch.HeartbeatParams) erro
 
 // runnerHeartbeatWithoutProgress: a runner whose one target waits minutes
 // for a busy fetcher still beats, so the sweeper does not take it for dead.
-func runnerHeartbeatWithoutProgress(t *testing.T, s batch.Store) {
-	clock := NewClock()
+func runnerHeartbeatWithoutProgress(t *testing.T, s batchdriver.Store) {
+	clock := batchtest.NewClock()
 	watch := &beatWatch{Store: s, beats: make(chan time.Time, 16)}
-	fetch, calls := BusyThenOK(1 << 30)
-	r := NewRunner(t, batch.Config{Store: watch, Fetch: fetch, Now: clock.Now, BusyWait: batch.Duration(time.Hour),
+	fetch, calls := batchtest.BusyThenOK(1 << 30)
+	r := batchtest.NewRunner(t, batch.Config{Store: watch, Fetch: fetch, Now: clock.Now, BusyWait: batch.Duration(time.Hour),
 		HeartbeatInterval: batch.Duration(10 * time.Millisecond), StaleAfter: batch.Duration(time.Minute)})
-	id := mustSubmit(t, r, alice, Targets("beat", 2))
+	id := mustSubmit(t, r, alice, batchtest.Targets("beat", 2))
 	for calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -191,23 +193,23 @@ func runnerHeartbeatWithoutProgress(t *testing.T, s batch.Store) {
 
 // deafStore drops heartbeats, as a node that died mid-target writes none:
 // its last one is the claim's.
-type deafStore struct{ batch.Store }
+type deafStore struct{ batchdriver.Store }
 
-func (deafStore) Heartbeat(context.Context, batch.HeartbeatParams) error { return nil }
+func (deafStore) Heartbeat(context.Context, batchdriver.HeartbeatParams) error { return nil }
 
 // runnerClusterStale: a runner that stops beating mid-target has its job
 // failed by another runner's sweeper, finished targets intact; its late
 // write is refused and changes nothing.
-func runnerClusterStale(t *testing.T, s batch.Store) {
+func runnerClusterStale(t *testing.T, s batchdriver.Store) {
 	requireShared(t, s)
-	clock := NewClock()
-	f := NewBlockingFetcher()
+	clock := batchtest.NewClock()
+	f := batchtest.NewBlockingFetcher()
 	a := startRunner(t, batch.Config{Store: deafStore{s}, Fetch: f.Fetch, Now: clock.Now, RunnerID: "node-a"})
-	id := mustSubmit(t, a, alice, Targets("stale", 3))
+	id := mustSubmit(t, a, alice, batchtest.Targets("stale", 3))
 	<-f.Started
 	f.Release() // target 0 stored
 	<-f.Started // target 1 in flight
-	b := startRunner(t, batch.Config{Store: s, Fetch: FailingFetcher(ErrScripted), Now: clock.Now, RunnerID: "node-b"})
+	b := startRunner(t, batch.Config{Store: s, Fetch: batchtest.FailingFetcher(batchtest.ErrScripted), Now: clock.Now, RunnerID: "node-b"})
 	if c, err := b.Collect(t.Context()); err != nil || c.Reaped != 0 {
 		t.Fatalf("Collect before a is stale = %+v, %v; want nothing reaped", c, err)
 	}
@@ -238,25 +240,25 @@ func runnerClusterStale(t *testing.T, s batch.Store) {
 // failed on the heartbeat's cadence, within StaleAfter plus one
 // HeartbeatInterval, not at the next sweep (an hour away here). Real time,
 // without a Config.Now: the store judges staleness on its own clock.
-func runnerClusterStaleOnBeat(t *testing.T, s batch.Store) {
+func runnerClusterStaleOnBeat(t *testing.T, s batchdriver.Store) {
 	requireShared(t, s)
 	const beat, stale = 50 * time.Millisecond, 300 * time.Millisecond
-	cfg := func(s batch.Store, f batch.FetchFunc, id string) batch.Config {
+	cfg := func(s batchdriver.Store, f batch.FetchFunc, id string) batch.Config {
 		return batch.Config{Store: s, Fetch: f, RunnerID: id, Workers: 1,
 			HeartbeatInterval: batch.Duration(beat), StaleAfter: batch.Duration(stale),
 			SweepInterval: batch.Duration(time.Hour)}
 	}
-	f := NewBlockingFetcher()
+	f := batchtest.NewBlockingFetcher()
 	t.Cleanup(func() { f.Release() })
 	a := startRunner(t, cfg(deafStore{s}, f.Fetch, "node-a"))
-	id := mustSubmit(t, a, alice, Targets("beat-reap", 2))
+	id := mustSubmit(t, a, alice, batchtest.Targets("beat-reap", 2))
 	select {
 	case <-f.Started:
 	case <-time.After(waitLong):
 		t.Fatal("a never claimed its job")
 	}
 	died := time.Now() // a's claim was its last heartbeat
-	b := startRunner(t, cfg(s, FailingFetcher(ErrScripted), "node-b"))
+	b := startRunner(t, cfg(s, batchtest.FailingFetcher(batchtest.ErrScripted), "node-b"))
 	deadline := time.Now().Add(waitLong)
 	for {
 		info := status(t, b, alice, id)
@@ -291,18 +293,18 @@ func waitGauge(t *testing.T, r *batch.Runner, name string, want float64) {
 
 // runnerClusterCancel: a cancel through one runner stops the job another
 // runner drains before its next target; the target in flight is stored.
-func runnerClusterCancel(t *testing.T, s batch.Store) {
+func runnerClusterCancel(t *testing.T, s batchdriver.Store) {
 	requireShared(t, s)
-	f := NewBlockingFetcher()
+	f := batchtest.NewBlockingFetcher()
 	a := startRunner(t, batch.Config{Store: s, Fetch: f.Fetch, RunnerID: "node-a"})
-	id := mustSubmit(t, a, alice, Targets("cancel", 3))
+	id := mustSubmit(t, a, alice, batchtest.Targets("cancel", 3))
 	<-f.Started
-	b := startRunner(t, batch.Config{Store: s, Fetch: FailingFetcher(ErrScripted), RunnerID: "node-b"})
+	b := startRunner(t, batch.Config{Store: s, Fetch: batchtest.FailingFetcher(batchtest.ErrScripted), RunnerID: "node-b"})
 	if err := b.Cancel(t.Context(), alice, id); err != nil {
 		t.Fatal(err)
 	}
 	f.Release()
-	info := WaitFinished(t, a, alice, id, waitLong)
+	info := batchtest.WaitFinished(t, a, alice, id, waitLong)
 	deadline := time.Now().Add(waitLong)
 	for info.Targets[0].Status != batch.TargetDone && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -318,14 +320,14 @@ func runnerClusterCancel(t *testing.T, s batch.Store) {
 // gatedFetcher holds its first call until open is closed, and records every
 // call.
 type gatedFetcher struct {
-	*RecordingFetcher
+	*batchtest.RecordingFetcher
 	open    chan struct{}
 	started chan struct{}
 	once    sync.Once
 }
 
 func newGatedFetcher() *gatedFetcher {
-	return &gatedFetcher{RecordingFetcher: NewRecordingFetcher(nil), open: make(chan struct{}), started: make(chan struct{})}
+	return &gatedFetcher{RecordingFetcher: batchtest.NewRecordingFetcher(nil), open: make(chan struct{}), started: make(chan struct{})}
 }
 
 func (g *gatedFetcher) Fetch(ctx context.Context, c batch.Caller, tg batch.Target) (batch.Result, error) {
@@ -339,7 +341,7 @@ func (g *gatedFetcher) Fetch(ctx context.Context, c batch.Caller, tg batch.Targe
 // runnerClusterTwoRunners: two runners on one store, started and closed
 // while the other drains, never disturb each other: every job ends done
 // and every target is fetched exactly once by one of them.
-func runnerClusterTwoRunners(t *testing.T, s batch.Store) {
+func runnerClusterTwoRunners(t *testing.T, s batchdriver.Store) {
 	requireShared(t, s)
 	fa, fb := newGatedFetcher(), newGatedFetcher()
 	close(fb.open)
@@ -347,25 +349,25 @@ func runnerClusterTwoRunners(t *testing.T, s batch.Store) {
 		return batch.Config{Store: s, Fetch: f, RunnerID: id, JobsTotal: 16, PollInterval: batch.Duration(10 * time.Millisecond)}
 	}
 	a := startRunner(t, cfg(fa.Fetch, "node-a"))
-	first := mustSubmit(t, a, batch.Caller{Name: "c0"}, Targets("two-0", 3))
+	first := mustSubmit(t, a, batch.Caller{Name: "c0"}, batchtest.Targets("two-0", 3))
 	<-fa.started
 	b := startRunner(t, cfg(fb.Fetch, "node-b")) // starts while a holds a job
 	close(fa.open)
 	ids := map[string]batch.Caller{first: {Name: "c0"}}
 	var urls []string
-	urls = append(urls, urlsOf(Targets("two-0", 3))...)
+	urls = append(urls, urlsOf(batchtest.Targets("two-0", 3))...)
 	for i := 1; i < 8; i++ {
 		r := a
 		if i%2 == 1 {
 			r = b
 		}
 		c := batch.Caller{Name: fmt.Sprintf("c%d", i)}
-		ts := Targets(fmt.Sprintf("two-%d", i), 3)
+		ts := batchtest.Targets(fmt.Sprintf("two-%d", i), 3)
 		ids[mustSubmit(t, r, c, ts)] = c
 		urls = append(urls, urlsOf(ts)...)
 	}
 	for id, c := range ids {
-		if info := WaitFinished(t, a, c, id, waitLong); info.Status != batch.JobDone {
+		if info := batchtest.WaitFinished(t, a, c, id, waitLong); info.Status != batch.JobDone {
 			t.Fatalf("job %s = %s (%q), want done", id, info.Status, info.Error)
 		}
 	}
@@ -375,8 +377,8 @@ func runnerClusterTwoRunners(t *testing.T, s batch.Store) {
 		}
 	}
 	closeRunner(t, b) // leaves a alone
-	last := mustSubmit(t, a, batch.Caller{Name: "after"}, Targets("two-after", 2))
-	if info := WaitFinished(t, a, batch.Caller{Name: "after"}, last, waitLong); info.Status != batch.JobDone {
+	last := mustSubmit(t, a, batch.Caller{Name: "after"}, batchtest.Targets("two-after", 2))
+	if info := batchtest.WaitFinished(t, a, batch.Caller{Name: "after"}, last, waitLong); info.Status != batch.JobDone {
 		t.Fatalf("a's job after b closed = %s", info.Status)
 	}
 }
@@ -392,12 +394,12 @@ func urlsOf(ts []batch.Target) []string {
 // runnerClusterFeed: with a store that has a change feed, another runner's
 // progress wakes a wait at once, and a job queued through a busy runner is
 // claimed at once by an idle one; neither polls (PollInterval is an hour).
-func runnerClusterFeed(t *testing.T, s batch.Store) {
+func runnerClusterFeed(t *testing.T, s batchdriver.Store) {
 	requireShared(t, s)
-	if _, ok := s.(batch.ChangeFeed); !ok {
+	if _, ok := s.(batchdriver.ChangeFeed); !ok {
 		t.Skip("the store has no change feed")
 	}
-	fa, fb := NewBlockingFetcher(), NewBlockingFetcher()
+	fa, fb := batchtest.NewBlockingFetcher(), batchtest.NewBlockingFetcher()
 	t.Cleanup(func() {
 		for range 4 {
 			fa.Release()
@@ -405,7 +407,7 @@ func runnerClusterFeed(t *testing.T, s batch.Store) {
 		}
 	})
 	a := startRunner(t, batch.Config{Store: s, Fetch: fa.Fetch, RunnerID: "node-a", Workers: 1, PollInterval: batch.Duration(time.Hour)})
-	id := mustSubmit(t, a, alice, Targets("feed", 2))
+	id := mustSubmit(t, a, alice, batchtest.Targets("feed", 2))
 	<-fa.Started
 	b := startRunner(t, batch.Config{Store: s, Fetch: fb.Fetch, RunnerID: "node-b", PollInterval: batch.Duration(time.Hour)})
 	since := 0
@@ -428,7 +430,7 @@ func runnerClusterFeed(t *testing.T, s batch.Store) {
 		t.Fatal("b's wait did not wake when a stored a target")
 	}
 	// a's only worker is busy with target 1: b claims the next job.
-	mustSubmit(t, a, bob, Targets("feed-b", 1))
+	mustSubmit(t, a, bob, batchtest.Targets("feed-b", 1))
 	select {
 	case <-fb.Started:
 	case <-time.After(waitLong):

@@ -1,4 +1,4 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"flag"

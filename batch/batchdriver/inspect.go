@@ -1,4 +1,4 @@
-package batch
+package batchdriver
 
 import (
 	"cmp"
@@ -24,7 +24,7 @@ import (
 // them out of what an operator sees is the console's job.
 //
 // A store that implements it passes the Inspect group of
-// batchtest.TestStore.
+// batchdrivertest.TestStore.
 type Inspector interface {
 	// Overview returns the store-wide view p asks for, read in one
 	// snapshot where the store has one.

@@ -1,7 +1,8 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 	"sync"
@@ -15,7 +16,7 @@ import (
 // written in the step that makes it finished and released; events are
 // claimed by one runner at a time under a lease, and each claim's outcome
 // is fenced by it.
-var webhookCases = map[string]func(*testing.T, batch.Store){
+var webhookCases = map[string]func(*testing.T, batchdriver.Store){
 	"WebhookClaimedOnce":         storeWebhookClaimedOnce,
 	"WebhookFinishFenced":        storeWebhookFinishFenced,
 	"WebhookOnCancel":            storeWebhookOnCancel,
@@ -29,15 +30,15 @@ var webhookCases = map[string]func(*testing.T, batch.Store){
 const hookLease = time.Minute
 
 // hookSpec is jobSpec with a webhook.
-func hookSpec(caller, key string, n int, now time.Time) batch.CreateParams {
+func hookSpec(caller, key string, n int, now time.Time) batchdriver.CreateParams {
 	p := jobSpec(caller, key, n, now)
 	p.WebhookURL = "https://hooks.example/" + caller + "/" + key + "?token=secret"
 	return p
 }
 
-func claimHooks(t *testing.T, s batch.Store, runner string, limit int, now time.Time) []batch.WebhookDelivery {
+func claimHooks(t *testing.T, s batchdriver.Store, runner string, limit int, now time.Time) []batchdriver.WebhookDelivery {
 	t.Helper()
-	ds, err := s.ClaimWebhooks(t.Context(), batch.ClaimWebhooksParams{Runner: runner, Limit: limit, Lease: hookLease, Now: nowAt(now)})
+	ds, err := s.ClaimWebhooks(t.Context(), batchdriver.ClaimWebhooksParams{Runner: runner, Limit: limit, Lease: hookLease, Now: nowAt(now)})
 	if err != nil {
 		t.Fatalf("ClaimWebhooks(%s): %v", runner, err)
 	}
@@ -45,7 +46,7 @@ func claimHooks(t *testing.T, s batch.Store, runner string, limit int, now time.
 }
 
 // wantNoHooks checks that no event is due at now.
-func wantNoHooks(t *testing.T, s batch.Store, what string, now time.Time) {
+func wantNoHooks(t *testing.T, s batchdriver.Store, what string, now time.Time) {
 	t.Helper()
 	if ds := claimHooks(t, s, runnerB, 100, now); len(ds) != 0 {
 		t.Fatalf("%s: claimed %d events, want none: %+v", what, len(ds), ds)
@@ -53,7 +54,7 @@ func wantNoHooks(t *testing.T, s batch.Store, what string, now time.Time) {
 }
 
 // oneHook claims at now and checks that exactly the event of job id is due.
-func oneHook(t *testing.T, s batch.Store, runner, id string, now time.Time) batch.WebhookDelivery {
+func oneHook(t *testing.T, s batchdriver.Store, runner, id string, now time.Time) batchdriver.WebhookDelivery {
 	t.Helper()
 	ds := claimHooks(t, s, runner, 100, now)
 	if len(ds) != 1 || ds[0].JobID != id {
@@ -62,7 +63,7 @@ func oneHook(t *testing.T, s batch.Store, runner, id string, now time.Time) batc
 	return ds[0]
 }
 
-func finishHook(t *testing.T, s batch.Store, p batch.FinishWebhookParams) {
+func finishHook(t *testing.T, s batchdriver.Store, p batchdriver.FinishWebhookParams) {
 	t.Helper()
 	if err := s.FinishWebhook(t.Context(), p); err != nil {
 		t.Fatalf("FinishWebhook(%+v): %v", p, err)
@@ -70,7 +71,7 @@ func finishHook(t *testing.T, s batch.Store, p batch.FinishWebhookParams) {
 }
 
 // wantHook checks an event's snapshot of its job.
-func wantHook(t *testing.T, d batch.WebhookDelivery, p batch.CreateParams, status batch.JobStatus, errText string, ok, failed int, finished time.Time) {
+func wantHook(t *testing.T, d batchdriver.WebhookDelivery, p batchdriver.CreateParams, status batch.JobStatus, errText string, ok, failed int, finished time.Time) {
 	t.Helper()
 	if d.JobID != p.ID || d.Caller != p.Caller.Name || d.URL != p.WebhookURL || d.Status != status || d.Error != errText ||
 		d.TargetsTotal != len(p.Targets) || d.TargetsOK != ok || d.TargetsFailed != failed ||
@@ -83,7 +84,7 @@ func wantHook(t *testing.T, d batch.WebhookDelivery, p batch.CreateParams, statu
 // storeWebhookWrittenWithFinal: no event while the job runs; one, with the
 // job's final status and counts, from the write that stores its last
 // target; none for a job without a webhook. The webhook URL round-trips.
-func storeWebhookWrittenWithFinal(t *testing.T, s batch.Store) {
+func storeWebhookWrittenWithFinal(t *testing.T, s batchdriver.Store) {
 	p := hookSpec("alice", "a", 2, t0)
 	mustCreate(t, s, p)
 	plain := jobSpec("bob", "b", 1, t0.Add(time.Second))
@@ -115,24 +116,24 @@ func storeWebhookWrittenWithFinal(t *testing.T, s batch.Store) {
 	if d.Attempt != 1 || d.Age != 5*time.Second || !d.Lease.Equal(t2) {
 		t.Errorf("first claim: attempt %d, age %s, lease %v; want 1, 5s, %v", d.Attempt, d.Age, d.Lease, t2)
 	}
-	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t3)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t3)})
 	wantNoHooks(t, s, "after the delivery", t3.Add(24*time.Hour))
 	// A late repeat of the final write is refused, and makes no second event.
-	_, err := s.FinishTarget(t.Context(), batch.FinishParams{JobID: p.ID, Runner: runnerA, Target: failFinish(1, "nope"), Now: nowAt(t3)})
-	wantErr(t, "repeat of the final write", err, batch.ErrNotHeld)
+	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: p.ID, Runner: runnerA, Target: failFinish(1, "nope"), Now: nowAt(t3)})
+	wantErr(t, "repeat of the final write", err, batchdriver.ErrNotHeld)
 	wantNoHooks(t, s, "after a repeated final write", t3.Add(24*time.Hour))
 }
 
 // storeWebhookOnCancel: a queued job's cancel writes its event; a running
 // job's cancel does not, the write of its target in flight does.
-func storeWebhookOnCancel(t *testing.T, s batch.Store) {
+func storeWebhookOnCancel(t *testing.T, s batchdriver.Store) {
 	queued := hookSpec("alice", "q", 2, t0)
 	mustCreate(t, s, queued)
 	t1 := t0.Add(time.Minute)
 	cancel(t, s, "alice", queued.ID, t1)
 	d := oneHook(t, s, runnerA, queued.ID, t1)
 	wantHook(t, d, queued, batch.JobCancelled, "", 0, 0, t1)
-	finishHook(t, s, batch.FinishWebhookParams{JobID: queued.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t1)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: queued.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t1)})
 
 	running := hookSpec("bob", "r", 3, t1)
 	mustCreate(t, s, running)
@@ -144,8 +145,8 @@ func storeWebhookOnCancel(t *testing.T, s batch.Store) {
 	finish(t, s, runnerA, running.ID, okFinish(0, "r"), t3)
 	d = oneHook(t, s, runnerA, running.ID, t3)
 	wantHook(t, d, running, batch.JobCancelled, "", 1, 0, t2)
-	finishHook(t, s, batch.FinishWebhookParams{JobID: running.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t3)})
-	err := s.Cancel(t.Context(), batch.CancelParams{Caller: "bob", JobID: running.ID, Now: nowAt(t3)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: running.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t3)})
+	err := s.Cancel(t.Context(), batchdriver.CancelParams{Caller: "bob", JobID: running.ID, Now: nowAt(t3)})
 	wantErr(t, "cancel of the cancelled job", err, batch.ErrFinished)
 	wantNoHooks(t, s, "after a refused cancel", t3)
 }
@@ -153,7 +154,7 @@ func storeWebhookOnCancel(t *testing.T, s batch.Store) {
 // storeWebhookOnReap: a reap writes the events of the jobs it finishes and
 // releases: a held job, a queued one (AllLive) and a cancelled one whose
 // target was in flight.
-func storeWebhookOnReap(t *testing.T, s batch.Store) {
+func storeWebhookOnReap(t *testing.T, s batchdriver.Store) {
 	held := hookSpec("alice", "held", 3, t0)
 	mustCreate(t, s, held)
 	claimJob(t, s, runnerA, held.ID, t0)
@@ -167,11 +168,11 @@ func storeWebhookOnReap(t *testing.T, s batch.Store) {
 	mustCreate(t, s, queued)
 
 	t2 := t1.Add(time.Minute)
-	if n := reap(t, s, batch.ReapParams{AllLive: true, Now: nowAt(t2)}); n != 2 {
+	if n := reap(t, s, batchdriver.ReapParams{AllLive: true, Now: nowAt(t2)}); n != 2 {
 		t.Fatalf("reaped %d live jobs, want 2", n)
 	}
 	ds := claimHooks(t, s, runnerA, 100, t2)
-	byJob := map[string]batch.WebhookDelivery{}
+	byJob := map[string]batchdriver.WebhookDelivery{}
 	for _, d := range ds {
 		byJob[d.JobID] = d
 	}
@@ -185,7 +186,7 @@ func storeWebhookOnReap(t *testing.T, s batch.Store) {
 
 // storeWebhookClaimedOnce: racing claims never return one event twice;
 // a claimed event is not due again until its lease has passed.
-func storeWebhookClaimedOnce(t *testing.T, s batch.Store) {
+func storeWebhookClaimedOnce(t *testing.T, s batchdriver.Store) {
 	const n = 6
 	ids := map[string]bool{}
 	for i := range n {
@@ -196,8 +197,8 @@ func storeWebhookClaimedOnce(t *testing.T, s batch.Store) {
 	}
 	now := t0.Add(time.Minute)
 	claimed := map[string]int{}
-	for _, d := range raceClaims(t, s, 2*n, func(i int) batch.ClaimWebhooksParams {
-		return batch.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%2, Lease: hookLease, Now: nowAt(now)}
+	for _, d := range raceClaims(t, s, 2*n, func(i int) batchdriver.ClaimWebhooksParams {
+		return batchdriver.ClaimWebhooksParams{Runner: fmt.Sprintf("r%d", i), Limit: 1 + i%2, Lease: hookLease, Now: nowAt(now)}
 	}) {
 		claimed[d.JobID]++
 	}
@@ -231,18 +232,18 @@ func storeWebhookClaimedOnce(t *testing.T, s batch.Store) {
 
 // storeWebhookFinishFenced: only the runner holding the current claim can
 // end it; a retry is due again after its delay; a delivered event is gone.
-func storeWebhookFinishFenced(t *testing.T, s batch.Store) {
+func storeWebhookFinishFenced(t *testing.T, s batchdriver.Store) {
 	p := hookSpec("alice", "f", 1, t0)
 	mustCreate(t, s, p)
 	cancel(t, s, "alice", p.ID, t0)
 	d := oneHook(t, s, runnerA, p.ID, t0)
-	fenced := func(what string, fp batch.FinishWebhookParams) {
+	fenced := func(what string, fp batchdriver.FinishWebhookParams) {
 		t.Helper()
-		wantErr(t, what, s.FinishWebhook(t.Context(), fp), batch.ErrNotHeld)
+		wantErr(t, what, s.FinishWebhook(t.Context(), fp), batchdriver.ErrNotHeld)
 	}
-	fenced("another runner's finish", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: d.Attempt, Now: nowAt(t0)})
-	fenced("a finish of another attempt", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: d.Attempt + 1, Now: nowAt(t0)})
-	fenced("a finish of an unknown job", batch.FinishWebhookParams{JobID: "nope", Runner: runnerA, Attempt: 1, Now: nowAt(t0)})
+	fenced("another runner's finish", batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: d.Attempt, Now: nowAt(t0)})
+	fenced("a finish of another attempt", batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: d.Attempt + 1, Now: nowAt(t0)})
+	fenced("a finish of an unknown job", batchdriver.FinishWebhookParams{JobID: "nope", Runner: runnerA, Attempt: 1, Now: nowAt(t0)})
 
 	// The lease passes: runner B takes it over, and A's late outcome is refused.
 	t1 := t0.Add(hookLease)
@@ -250,31 +251,31 @@ func storeWebhookFinishFenced(t *testing.T, s batch.Store) {
 	if d2.Attempt != 2 {
 		t.Fatalf("taken-over claim: attempt %d, want 2", d2.Attempt)
 	}
-	fenced("the finish of a claim taken over", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t1)})
+	fenced("the finish of a claim taken over", batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 1, Now: nowAt(t1)})
 
 	// B's attempt failed: due again in an hour, not before.
-	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Retry: true, RetryIn: time.Hour, Now: nowAt(t1)})
-	fenced("a second outcome of one claim", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Now: nowAt(t1)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Retry: true, RetryIn: time.Hour, Now: nowAt(t1)})
+	fenced("a second outcome of one claim", batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerB, Attempt: 2, Now: nowAt(t1)})
 	wantNoHooks(t, s, "before the retry", t1.Add(time.Hour-time.Second))
 	d3 := oneHook(t, s, runnerA, p.ID, t1.Add(time.Hour))
 	if d3.Attempt != 3 || d3.Age != time.Hour+hookLease {
 		t.Fatalf("retry claim: attempt %d, age %s; want 3, %s", d3.Attempt, d3.Age, time.Hour+hookLease)
 	}
-	finishHook(t, s, batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: nowAt(t1.Add(time.Hour))})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: nowAt(t1.Add(time.Hour))})
 	wantNoHooks(t, s, "after the delivery", t1.Add(48*time.Hour))
-	fenced("a finish after the delivery", batch.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: nowAt(t1)})
+	fenced("a finish after the delivery", batchdriver.FinishWebhookParams{JobID: p.ID, Runner: runnerA, Attempt: 3, Now: nowAt(t1)})
 }
 
 // storeWebhookReapReleases: a reap of a runner releases its claims, due at
 // once: the restart of a node does not wait for their leases.
-func storeWebhookReapReleases(t *testing.T, s batch.Store) {
+func storeWebhookReapReleases(t *testing.T, s batchdriver.Store) {
 	a := hookSpec("alice", "r", 1, t0)
 	b := hookSpec("bob", "r", 1, t0.Add(time.Second))
-	for _, p := range []batch.CreateParams{a, b} {
+	for _, p := range []batchdriver.CreateParams{a, b} {
 		mustCreate(t, s, p)
 		cancel(t, s, p.Caller.Name, p.ID, t0)
 	}
-	oneHookOf := func(runner string, p batch.CreateParams) {
+	oneHookOf := func(runner string, p batchdriver.CreateParams) {
 		t.Helper()
 		ds := claimHooks(t, s, runner, 1, t0)
 		if len(ds) != 1 || ds[0].JobID != p.ID {
@@ -283,12 +284,12 @@ func storeWebhookReapReleases(t *testing.T, s batch.Store) {
 	}
 	oneHookOf(runnerA, a)
 	oneHookOf(runnerB, b)
-	reap(t, s, batch.ReapParams{Runner: runnerA, Now: nowAt(t0)})
+	reap(t, s, batchdriver.ReapParams{Runner: runnerA, Now: nowAt(t0)})
 	d := oneHook(t, s, "runner-c", a.ID, t0) // b stays with runner B
 	if d.Attempt != 2 {
 		t.Errorf("released claim: attempt %d, want 2", d.Attempt)
 	}
-	reap(t, s, batch.ReapParams{AllLive: true, Now: nowAt(t0)})
+	reap(t, s, batchdriver.ReapParams{AllLive: true, Now: nowAt(t0)})
 	if ds := claimHooks(t, s, runnerA, 100, t0); len(ds) != 2 {
 		t.Fatalf("after an AllLive reap %d events were due, want both", len(ds))
 	}
@@ -296,7 +297,7 @@ func storeWebhookReapReleases(t *testing.T, s batch.Store) {
 
 // storeWebhookOutlivesJob: the sweep of a finished job leaves its pending
 // event.
-func storeWebhookOutlivesJob(t *testing.T, s batch.Store) {
+func storeWebhookOutlivesJob(t *testing.T, s batchdriver.Store) {
 	p := hookSpec("alice", "swept", 1, t0)
 	mustCreate(t, s, p)
 	cancel(t, s, "alice", p.ID, t0)
@@ -309,11 +310,11 @@ func storeWebhookOutlivesJob(t *testing.T, s batch.Store) {
 
 // storeWebhookSurvivesReopen: pending webhook events survive a store's
 // reopening, with their claims.
-func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s batch.Store, reopen func() batch.Store)) {
+func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s batchdriver.Store, reopen func() batchdriver.Store)) {
 	s, reopen := newStore(t)
 	claimed := hookSpec("alice", "claimed", 1, t0)
 	due := hookSpec("bob", "due", 1, t0.Add(time.Second))
-	for _, p := range []batch.CreateParams{claimed, due} {
+	for _, p := range []batchdriver.CreateParams{claimed, due} {
 		mustCreate(t, s, p)
 		cancel(t, s, p.Caller.Name, p.ID, t0)
 	}
@@ -323,7 +324,7 @@ func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s bat
 	s = reopen()
 	d := oneHook(t, s, runnerB, due.ID, t0)
 	wantHook(t, d, due, batch.JobCancelled, "", 0, 0, t0)
-	finishHook(t, s, batch.FinishWebhookParams{JobID: due.ID, Runner: runnerB, Attempt: 1, Now: nowAt(t0)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: due.ID, Runner: runnerB, Attempt: 1, Now: nowAt(t0)})
 	d = oneHook(t, s, runnerB, claimed.ID, t0.Add(hookLease))
 	if d.Attempt != 2 {
 		t.Errorf("the claim before the reopen was lost: attempt %d", d.Attempt)
@@ -332,10 +333,10 @@ func storeWebhookSurvivesReopen(t *testing.T, newStore func(t *testing.T) (s bat
 
 // raceClaims runs n claims at once, the i-th with params(i), and returns
 // every event they took; a claim that fails fails t.
-func raceClaims(t *testing.T, s batch.Store, n int, params func(i int) batch.ClaimWebhooksParams) []batch.WebhookDelivery {
+func raceClaims(t *testing.T, s batchdriver.Store, n int, params func(i int) batchdriver.ClaimWebhooksParams) []batchdriver.WebhookDelivery {
 	t.Helper()
 	var mu sync.Mutex
-	var all []batch.WebhookDelivery
+	var all []batchdriver.WebhookDelivery
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {

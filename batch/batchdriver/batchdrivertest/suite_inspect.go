@@ -1,7 +1,8 @@
-package batchtest
+package batchdrivertest
 
 import (
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 // inspectCases: the operator's store-wide reads ([batch.Inspector]). A
 // store without it skips them.
-var inspectCases = map[string]func(*testing.T, batch.Store){
+var inspectCases = map[string]func(*testing.T, batchdriver.Store){
 	"CallersByBytes":   storeInspectCallers,
 	"FailuresInWindow": storeInspectFailures,
 	"JobAnyCaller":     storeInspectJob,
@@ -23,9 +24,9 @@ var inspectCases = map[string]func(*testing.T, batch.Store){
 }
 
 // requireInspector returns s as an Inspector, or skips.
-func requireInspector(t *testing.T, s batch.Store) batch.Inspector {
+func requireInspector(t *testing.T, s batchdriver.Store) batchdriver.Inspector {
 	t.Helper()
-	in, ok := s.(batch.Inspector)
+	in, ok := s.(batchdriver.Inspector)
 	if !ok {
 		t.Skip("the store has no batch.Inspector")
 	}
@@ -34,11 +35,11 @@ func requireInspector(t *testing.T, s batch.Store) batch.Inspector {
 
 // allParams asks for everything, with the failure window open from the
 // start of time.
-func allParams(now time.Time) batch.OverviewParams {
-	return batch.OverviewParams{Recent: 100, Running: 100, Callers: 100, Now: nowAt(now)}
+func allParams(now time.Time) batchdriver.OverviewParams {
+	return batchdriver.OverviewParams{Recent: 100, Running: 100, Callers: 100, Now: nowAt(now)}
 }
 
-func overview(t *testing.T, in batch.Inspector, p batch.OverviewParams) batch.Overview {
+func overview(t *testing.T, in batchdriver.Inspector, p batchdriver.OverviewParams) batchdriver.Overview {
 	t.Helper()
 	ov, err := in.Overview(t.Context(), p)
 	if err != nil {
@@ -47,7 +48,7 @@ func overview(t *testing.T, in batch.Inspector, p batch.OverviewParams) batch.Ov
 	return ov
 }
 
-func jobIDs(jobs []batch.Job) []string {
+func jobIDs(jobs []batchdriver.Job) []string {
 	var ids []string
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
@@ -55,7 +56,7 @@ func jobIDs(jobs []batch.Job) []string {
 	return ids
 }
 
-func storeInspectJobs(t *testing.T, s batch.Store) {
+func storeInspectJobs(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
 	done := runJob(t, s, "erin", "done", 4, t0.Add(time.Hour))
 	var ids []string
@@ -97,16 +98,16 @@ func storeInspectJobs(t *testing.T, s batch.Store) {
 	if got, want := jobIDs(ov.Running), ids[:1]; !slices.Equal(got, want) {
 		t.Errorf("Running with a limit of 1 = %v, want %v", got, want)
 	}
-	ov = overview(t, in, batch.OverviewParams{Now: nowAt(t0.Add(time.Hour))})
+	ov = overview(t, in, batchdriver.OverviewParams{Now: nowAt(t0.Add(time.Hour))})
 	if len(ov.Recent)+len(ov.Running)+len(ov.Callers) != 0 {
 		t.Errorf("limits of 0 returned %d recent, %d running, %d callers; want none", len(ov.Recent), len(ov.Running), len(ov.Callers))
 	}
 }
 
-func storeInspectFailures(t *testing.T, s batch.Store) {
+func storeInspectFailures(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
-	fail := func(idx int, o batch.Outcome) batch.TargetFinish {
-		return batch.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: o, Error: "boom"}
+	fail := func(idx int, o batch.Outcome) batchdriver.TargetFinish {
+		return batchdriver.TargetFinish{Idx: idx, Status: batch.TargetFailed, Outcome: o, Error: "boom"}
 	}
 	// An old job, finished two hours before the window's end: outside it.
 	old := jobSpec("alice", "old", 1, t0)
@@ -141,17 +142,17 @@ func storeInspectFailures(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeInspectRunners(t *testing.T, s batch.Store) {
+func storeInspectRunners(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
 	ctx := t.Context()
-	if err := s.Heartbeat(ctx, batch.HeartbeatParams{Runner: runnerB, Now: nowAt(t0)}); err != nil {
+	if err := s.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: runnerB, Now: nowAt(t0)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Heartbeat(ctx, batch.HeartbeatParams{Runner: runnerA, Now: nowAt(t0.Add(50 * time.Second))}); err != nil {
+	if err := s.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: runnerA, Now: nowAt(t0.Add(50 * time.Second))}); err != nil {
 		t.Fatal(err)
 	}
 	ov := overview(t, in, allParams(t0.Add(time.Minute)))
-	want := []batch.RunnerBeat{
+	want := []batchdriver.RunnerBeat{
 		{ID: runnerA, Heartbeat: t0.Add(50 * time.Second), Age: 10 * time.Second},
 		{ID: runnerB, Heartbeat: t0, Age: time.Minute},
 	}
@@ -164,7 +165,7 @@ func storeInspectRunners(t *testing.T, s batch.Store) {
 		}
 	}
 	// A reap that judges runnerB stale forgets it.
-	if _, err := s.Reap(ctx, batch.ReapParams{StaleAfter: 30 * time.Second, Reason: "restart", Now: nowAt(t0.Add(time.Minute))}); err != nil {
+	if _, err := s.Reap(ctx, batchdriver.ReapParams{StaleAfter: 30 * time.Second, Reason: "restart", Now: nowAt(t0.Add(time.Minute))}); err != nil {
 		t.Fatal(err)
 	}
 	ov = overview(t, in, allParams(t0.Add(time.Minute)))
@@ -173,9 +174,9 @@ func storeInspectRunners(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeInspectWebhooks(t *testing.T, s batch.Store) {
+func storeInspectWebhooks(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
-	if ov := overview(t, in, allParams(t0)); ov.Webhooks != (batch.WebhookBacklog{}) {
+	if ov := overview(t, in, allParams(t0)); ov.Webhooks != (batchdriver.WebhookBacklog{}) {
 		t.Errorf("empty outbox = %+v, want zero", ov.Webhooks)
 	}
 	var ids []string
@@ -189,7 +190,7 @@ func storeInspectWebhooks(t *testing.T, s batch.Store) {
 	}
 	now := t0.Add(10 * time.Minute)
 	ov := overview(t, in, allParams(now))
-	if want := (batch.WebhookBacklog{Pending: 3, Due: 3, OldestDue: 10 * time.Minute}); ov.Webhooks != want {
+	if want := (batchdriver.WebhookBacklog{Pending: 3, Due: 3, OldestDue: 10 * time.Minute}); ov.Webhooks != want {
 		t.Errorf("three due events = %+v, want %+v", ov.Webhooks, want)
 	}
 	// One claim takes alice's (the oldest): two due, one claimed, and the
@@ -198,18 +199,18 @@ func storeInspectWebhooks(t *testing.T, s batch.Store) {
 		t.Fatalf("claimed %+v, want %s", ds, ids[0])
 	}
 	ov = overview(t, in, allParams(now))
-	if want := (batch.WebhookBacklog{Pending: 3, Due: 2, Claimed: 1, OldestDue: 9 * time.Minute}); ov.Webhooks != want {
+	if want := (batchdriver.WebhookBacklog{Pending: 3, Due: 2, Claimed: 1, OldestDue: 9 * time.Minute}); ov.Webhooks != want {
 		t.Errorf("after a claim = %+v, want %+v", ov.Webhooks, want)
 	}
 	// Delivered: gone from the outbox.
-	finishHook(t, s, batch.FinishWebhookParams{JobID: ids[0], Runner: runnerB, Attempt: 1, Now: nowAt(now)})
+	finishHook(t, s, batchdriver.FinishWebhookParams{JobID: ids[0], Runner: runnerB, Attempt: 1, Now: nowAt(now)})
 	ov = overview(t, in, allParams(now))
-	if want := (batch.WebhookBacklog{Pending: 2, Due: 2, OldestDue: 9 * time.Minute}); ov.Webhooks != want {
+	if want := (batchdriver.WebhookBacklog{Pending: 2, Due: 2, OldestDue: 9 * time.Minute}); ov.Webhooks != want {
 		t.Errorf("after the delivery = %+v, want %+v", ov.Webhooks, want)
 	}
 }
 
-func storeInspectCallers(t *testing.T, s batch.Store) {
+func storeInspectCallers(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
 	runJob(t, s, "alice", "a", 10, t0)
 	runJob(t, s, "alice", "b", 5, t0.Add(time.Second))
@@ -219,7 +220,7 @@ func storeInspectCallers(t *testing.T, s batch.Store) {
 	held := jobSpec("carol", "held", 2, t0)
 	mustCreate(t, s, held)
 	claimJob(t, s, runnerB, held.ID, t0)
-	finish(t, s, runnerB, held.ID, batch.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte("1234567")}, t0)
+	finish(t, s, runnerB, held.ID, batchdriver.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: []byte("1234567")}, t0)
 	mustCreate(t, s, jobSpec("dave", "queued", 1, t0)) // no bytes: absent
 
 	ov := overview(t, in, allParams(t0.Add(time.Minute)))
@@ -255,7 +256,7 @@ func storeInspectCallers(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeInspectJob(t *testing.T, s batch.Store) {
+func storeInspectJob(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
 	p := jobSpec("alice", "j", 3, t0)
 	mustCreate(t, s, p)
@@ -286,7 +287,7 @@ func storeInspectJob(t *testing.T, s batch.Store) {
 	}
 }
 
-func storeInspectNoWrite(t *testing.T, s batch.Store) {
+func storeInspectNoWrite(t *testing.T, s batchdriver.Store) {
 	in := requireInspector(t, s)
 	id := runJob(t, s, "alice", "a", 3, t0)
 	before, _ := getJob(t, s, "alice", id)
@@ -300,7 +301,7 @@ func storeInspectNoWrite(t *testing.T, s batch.Store) {
 		t.Errorf("the console's reads moved the lease from %v to %v", before.Lease, after.Lease)
 	}
 	// Nor do they sweep: the job is still there, long expired.
-	if n, err := s.Sweep(t.Context(), batch.SweepParams{TTL: 24 * time.Hour, Now: nowAt(later)}); err != nil || n != 1 {
+	if n, err := s.Sweep(t.Context(), batchdriver.SweepParams{TTL: 24 * time.Hour, Now: nowAt(later)}); err != nil || n != 1 {
 		t.Errorf("Sweep after the reads = %d, %v; want the one expired job", n, err)
 	}
 }

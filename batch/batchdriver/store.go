@@ -1,4 +1,4 @@
-package batch
+package batchdriver
 
 import (
 	"context"
@@ -363,7 +363,7 @@ type Step struct {
 // instant are broken in a store-specific order. An error a store cannot
 // help now (lock wait, full disk) should match [ErrUnavailable].
 //
-// A Store passes batchtest.TestStore, TestRunner and TestStoreReopen (the
+// A Store passes batchdrivertest.TestStore, TestRunner and TestStoreReopen (the
 // last with a function that closes the store and opens it again on the same
 // data). Their cases are named <Group>/<Case>, so one runs alone, as in
 // go test -run '^TestStore_Conformance$/^Drain$/^FinishTargetFenced$'.

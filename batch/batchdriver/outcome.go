@@ -1,0 +1,59 @@
+package batchdriver
+
+// Outcome classifies how a target ended. It is a metrics label value, so the
+// set is fixed: an outcome outside it is counted as [OutcomeOther].
+type Outcome string
+
+// Target outcomes.
+const (
+	OutcomeOK          Outcome = "ok"
+	OutcomeBlocked     Outcome = "blocked"
+	OutcomeTimeout     Outcome = "timeout"
+	OutcomeBusy        Outcome = "busy"
+	OutcomeUpstream4xx Outcome = "upstream_4xx"
+	OutcomeUpstream5xx Outcome = "upstream_5xx"
+	OutcomeUnsupported Outcome = "unsupported"
+	OutcomeTooLong     Outcome = "too_long"
+	OutcomeCancel      Outcome = "cancel"
+	OutcomeOther       Outcome = "other"
+)
+
+// Outcomes is the fixed set of outcomes, the label values of the
+// runner's targets_total metric.
+var Outcomes = []Outcome{
+	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
+	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeOther,
+}
+
+// Known reports whether o is one of the outcomes above.
+func (o Outcome) Known() bool {
+	for _, k := range Outcomes {
+		if o == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Retryable reports whether trying the target again may give another
+// outcome: true for [OutcomeTimeout], [OutcomeBusy], [OutcomeUpstream5xx],
+// [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown) and
+// [OutcomeOther] (the cause is not known, e.g. a target failed by a
+// restart), false for [OutcomeOK] and the failures that a retry would
+// repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported] and
+// [OutcomeTooLong]. An unknown outcome is judged as [OutcomeOther].
+func (o Outcome) Retryable() bool {
+	switch o.Fold() {
+	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeOther:
+		return true
+	}
+	return false
+}
+
+// Fold returns o if it is known and [OutcomeOther] otherwise.
+func (o Outcome) Fold() Outcome {
+	if o.Known() {
+		return o
+	}
+	return OutcomeOther
+}
