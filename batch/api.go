@@ -99,19 +99,20 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // needs Config.Deliver ([ErrWebhooksDisabled] without it) and an absolute
 // http or https URL ([ErrInvalidWebhook]); it joins the idempotency key,
 // so that a resubmit of the same list reuses the job only with the same
-// webhook (see [IdemKeyWith]).
+// webhook.
 func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
 	given := opts.Trace.Clean()
 	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})
 	defer func() { end(batchobserve.SubmitEnd{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
-	if err := r.validateSubmit(caller, targets); err != nil {
+	targets, err = r.validateSubmit(caller, targets)
+	if err != nil {
 		return JobInfo{}, false, err
 	}
 	if err := r.validateWebhook(opts.WebhookURL); err != nil {
 		return JobInfo{}, false, err
 	}
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
-		Caller: caller, IdemKey: IdemKeyWith(caller.Name, targets, opts), Targets: targets,
+		Caller: caller, IdemKey: r.idemKey(caller.Name, targets, opts.WebhookURL), Targets: targets,
 		WebhookURL: opts.WebhookURL, Trace: given,
 	})
 	if err != nil {
@@ -159,7 +160,7 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
 	}
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
-		Caller: caller, IdemKey: retryKey(caller.Name, id, targets), Targets: targets,
+		Caller: caller, IdemKey: r.retryKey(caller.Name, id, targets), Targets: targets,
 		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL,
 	})
 	if err != nil {
@@ -214,31 +215,36 @@ func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInf
 	return r.jobInfo(j), reused, nil
 }
 
-// validateSubmit checks a submit before it reaches the store.
-func (r *Runner) validateSubmit(caller Caller, targets []Target) error {
+// validateSubmit checks a submit before it reaches the store and returns
+// its targets with their options in the stored form (see
+// [OptionSet.Normalize]), in a new slice.
+func (r *Runner) validateSubmit(caller Caller, targets []Target) (out []Target, err error) {
 	if caller.Name == "" {
-		return ErrInvalidCaller
+		return nil, ErrInvalidCaller
 	}
 	if len(targets) == 0 {
-		return ErrNoTargets
+		return nil, ErrNoTargets
 	}
 	if len(targets) > r.cfg.TargetsPerJob {
-		return fmt.Errorf("%w: %d (max %d)", ErrTooManyTargets, len(targets), r.cfg.TargetsPerJob)
+		return nil, fmt.Errorf("%w: %d (max %d)", ErrTooManyTargets, len(targets), r.cfg.TargetsPerJob)
 	}
 	for i, t := range targets {
 		if t.URL == "" {
-			return &TargetError{Index: i, Reason: "empty url"}
+			return nil, &TargetError{Index: i, Reason: "empty url"}
 		}
-		for _, f := range []string{t.URL, t.Mode, t.Question, t.Pages, t.Grep, t.JQ} {
-			if !utf8.ValidString(f) {
-				return &TargetError{Index: i, Reason: "invalid UTF-8"}
-			}
+		if !utf8.ValidString(t.URL) {
+			return nil, &TargetError{Index: i, Reason: "invalid UTF-8"}
 		}
-		if !batchdriver.ValidMode(t.Mode) {
-			return &TargetError{Index: i, Reason: fmt.Sprintf("unknown mode %q", truncate(t.Mode, 32))}
+		opts, err := r.cfg.Options.Normalize(t.Options)
+		if err != nil {
+			return nil, &TargetError{Index: i, Reason: err.Error()}
 		}
+		if out == nil {
+			out = make([]Target, len(targets))
+		}
+		out[i] = Target{URL: t.URL, Options: opts}
 	}
-	return nil
+	return out, nil
 }
 
 // TargetsPerJob is the configured cap on targets per job.

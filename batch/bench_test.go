@@ -61,7 +61,7 @@ func BenchmarkRunner_Drain(b *testing.B) {
 	i := 0
 	start := time.Now()
 	for b.Loop() {
-		ts[0].Question = fmt.Sprint(i) // a new idempotency key each time
+		ts[0].URL = fmt.Sprintf("https://drain.test/%d", i) // a new idempotency key each time
 		i++
 		idJob, _, err := r.Submit(ctx, caller, ts)
 		if err != nil {

@@ -65,6 +65,9 @@ type Config struct {
 	Store batchdriver.Store `json:"-" toml:"-"`
 	// Fetch fetches one target. Required.
 	Fetch FetchFunc `json:"-" toml:"-"`
+	// Options are the per-target options the host's Fetch takes. Defaults
+	// to none: a target is a URL alone.
+	Options OptionSet `json:"-" toml:"-"`
 
 	// TargetsPerJob caps the targets of one job. Defaults to 32.
 	TargetsPerJob int `json:"targets_per_job" toml:"targets_per_job"`
@@ -223,6 +226,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.Fetch == nil {
 		errs = append(errs, errors.New("a Fetch func is required"))
+	}
+	if err := cfg.Options.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("options: %w", err))
 	}
 	positive := func(name string, v int64) {
 		if v < 0 {

@@ -18,8 +18,9 @@ var depRule = []struct {
 	{"batch", []string{"github.com/google/uuid", "github.com/VictoriaMetrics/metrics"}, []string{"batch/batchdriver", "batch/batchobserve"}},
 	{"batch/batchdriver", nil, nil},
 	{"batch/batchobserve", nil, []string{"batch/batchdriver"}},
+	{"batch/batchsift", nil, []string{"batch"}},
 	{"batch/batchtest", nil, []string{"batch", "batch/batchdriver"}},
-	{"batch/batchdriver/batchdrivertest", nil, []string{"batch", "batch/batchdriver", "batch/batchtest"}},
+	{"batch/batchdriver/batchdrivertest", nil, []string{"batch", "batch/batchdriver", "batch/batchtest", "batch/batchsift"}},
 	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch/batchdriver", "internal/migrations"}},
 	{"batchstore/pgstore", []string{pgx}, []string{"batch/batchdriver", "internal/migrations"}},
 	{"batchnet", nil, []string{"batch"}},
@@ -35,7 +36,8 @@ var depRule = []struct {
 
 // testDepRule adds what test files may import on top.
 var testDepRule = map[string][]string{
-	"batch":                             {"batch/batchtest"},
+	"batch":                             {"batch/batchtest", "batch/batchsift"},
+	"batch/batchsift":                   {},
 	"batch/batchdriver":                 {},
 	"batch/batchobserve":                {},
 	"batch/batchtest":                   {},
@@ -46,9 +48,9 @@ var testDepRule = map[string][]string{
 	"internal/migrations":               {},
 	"internal/apitest":                  {},
 	"internal/pgtest":                   {},
-	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest"},
-	"batchcli":                          {"batch/batchtest", "batchhttp", "internal/apitest"},
-	"batchotel":                         {"batch/batchtest", "batchstore", "batchstore/pgstore", "internal/pgtest"},
+	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest", "batch/batchsift"},
+	"batchcli":                          {"batch/batchtest", "batchhttp", "internal/apitest", "batch/batchsift"},
+	"batchotel":                         {"batch/batchtest", "batch/batchsift", "batchstore", "batchstore/pgstore", "internal/pgtest"},
 	"batchconsole":                      {"batch/batchtest"},
 }
 

@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ func ExampleRunner() {
 		}
 		return batch.Result{Content: strings.ToUpper(t.URL[len("https://example.test/"):])}, nil
 	}
-	r, err := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: fetch})
+	r, err := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: fetch, Options: batchsift.Options})
 	if err != nil {
 		panic(err)
 	}
@@ -33,7 +34,7 @@ func ExampleRunner() {
 	job, reused, err := r.Submit(ctx, caller, []batch.Target{
 		{URL: "https://example.test/alpha"},
 		{URL: "https://example.test/missing"},
-		{URL: "https://example.test/gamma", Options: batch.Options{Mode: batch.ModeRaw}},
+		{URL: "https://example.test/gamma", Options: batchsift.Fields{Mode: batchsift.ModeRaw}.JSON()},
 	})
 	if err != nil {
 		panic(err)

@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -55,8 +56,9 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 				close(delivered)
 				return nil
 			}
+			store := batchtest.NewStore()
 			r := batchtest.NewRunner(t, batch.Config{
-				Fetch:   fetch,
+				Store: store, Fetch: fetch,
 				Deliver: deliver, WebhookBackoff: batch.Duration(time.Millisecond), PollInterval: batch.Duration(10 * time.Millisecond),
 				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
@@ -98,7 +100,11 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 			if !strings.Contains(out, `"msg":"batch webhook delivered"`) || !strings.Contains(out, "will retry") {
 				t.Errorf("no webhook records:\n%s", out)
 			}
-			for _, secret := range []string{marker, "example.test", "hook.test", batch.IdemKeyWith(caller.Name, targets, opts)} {
+			job, _, err := store.Get(t.Context(), batchdriver.GetParams{Caller: caller.Name, JobID: id, JobOnly: true})
+			if err != nil || job.IdemKey == "" {
+				t.Fatalf("stored job: %+v, %v", job, err)
+			}
+			for _, secret := range []string{marker, "example.test", "hook.test", job.IdemKey} {
 				if strings.Contains(out, secret) {
 					t.Errorf("log carries %q:\n%s", secret, out)
 				}

@@ -13,17 +13,6 @@ type Caller = batchdriver.Caller
 // Target is one URL to fetch and its options.
 type Target = batchdriver.Target
 
-// Options are a target's fetch options.
-type Options = batchdriver.Options
-
-// Modes are the values Options.Mode accepts.
-const (
-	ModeDefault = batchdriver.ModeDefault
-	ModeClean   = batchdriver.ModeClean
-	ModeRaw     = batchdriver.ModeRaw
-	ModeDigest  = batchdriver.ModeDigest
-)
-
 // JobStatus is where a job is: queued → running → done | partial | failed |
 // cancelled.
 type JobStatus = batchdriver.JobStatus

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch"
 	"io"
 	"net/http"
 	"net/url"
@@ -38,6 +39,10 @@ type Config struct {
 	// Client talks to the server. Required by every command but help and
 	// --version.
 	Client *batchhttp.Client
+	// Options are the per-target options the server's runner takes, so
+	// that "submit" refuses locally what the server would (see
+	// [batch.OptionSet]). Defaults to none: a target is a URL alone.
+	Options batch.OptionSet
 	// Stdin is read by "submit -". Defaults to os.Stdin.
 	Stdin io.Reader
 	// Stdout receives the JSON bodies. Defaults to os.Stdout.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,7 +47,7 @@ func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 // URL.
 func serve(t *testing.T, fetch batch.FetchFunc) (*batch.Runner, string) {
 	t.Helper()
-	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: batch.Duration(10 * time.Millisecond)})
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, Options: batchsift.Options, PollInterval: batch.Duration(10 * time.Millisecond)})
 	return r, apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"}, batchhttp.Key{Name: "bob", Secret: "bob-key"})
 }
 
@@ -58,6 +59,7 @@ func (b *testBundle) newCLI(t *testing.T, key, stdin string, terminal bool) *bat
 	}
 	return batchcli.New(batchcli.Config{
 		Client:     client,
+		Options:    batchsift.Options,
 		Stdin:      strings.NewReader(stdin),
 		Stdout:     b.stdout,
 		Stderr:     b.stderr,

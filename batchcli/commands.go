@@ -23,7 +23,7 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 		}
 		in = bytes.NewReader(data)
 	}
-	req, err := ParseSubmit(in)
+	req, err := ParseSubmit(in, c.cfg.Options)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -20,7 +21,7 @@ import (
 func ExampleCLI_Run() {
 	// A server to talk to: the batch handler over an in-memory runner.
 	ctx := context.Background()
-	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello")})
+	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello"), Options: batchsift.Options})
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
 	auth, _ := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent", Secret: "s3cret"}})
@@ -58,7 +59,7 @@ func ExampleCLI_Run() {
 // arguments after "sift batch" and exits with ExitCode.
 func ExampleConfig_mounted() {
 	ctx := context.Background()
-	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello")})
+	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello"), Options: batchsift.Options})
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
 	auth, _ := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent", Secret: "s3cret"}})

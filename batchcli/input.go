@@ -18,8 +18,8 @@ const maxInputBytes = 1 << 20
 
 // ParseTargets is [ParseSubmit]'s targets, for input that has no webhook;
 // input with one is refused, since the targets alone would drop it.
-func ParseTargets(r io.Reader) ([]batch.Target, error) {
-	req, err := ParseSubmit(r)
+func ParseTargets(r io.Reader, opts batch.OptionSet) ([]batch.Target, error) {
+	req, err := ParseSubmit(r, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -40,15 +40,16 @@ func ParseTargets(r io.Reader) ([]batch.Target, error) {
 //   - field names match exactly: "URL" is not "url" (encoding/json would
 //     fold the case and take it);
 //   - an unknown field, a field given twice, and a value of the wrong type
-//     (url and the option fields take a string, context and recover a
-//     boolean) are errors; null counts as absent;
+//     (url and string options take a string, boolean options a boolean;
+//     opts are the server's target options) are errors; null counts as
+//     absent;
 //   - a target must be an object, and "targets" a non-empty list;
 //   - anything after the JSON value but white space is an error.
 //
 // Input of any form must be valid UTF-8. The CLI does not check the values
-// themselves (an empty url, an unknown mode): the server does, and answers
+// themselves (an empty url, a value an option does not take): the server does, and answers
 // 400.
-func ParseSubmit(r io.Reader) (batchhttp.SubmitRequest, error) {
+func ParseSubmit(r io.Reader, opts batch.OptionSet) (batchhttp.SubmitRequest, error) {
 	var none batchhttp.SubmitRequest
 	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
 	if err != nil {
@@ -65,7 +66,7 @@ func ParseSubmit(r io.Reader) (batchhttp.SubmitRequest, error) {
 	case len(trimmed) == 0:
 		return none, errors.New("no targets in input")
 	case trimmed[0] == '{' || trimmed[0] == '[':
-		return batchhttp.DecodeSubmitRequest(data)
+		return batchhttp.DecodeSubmitRequest(data, opts)
 	}
 	ts, err := parseLines(trimmed)
 	return batchhttp.SubmitRequest{Targets: ts}, err

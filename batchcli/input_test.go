@@ -2,6 +2,7 @@ package batchcli_test
 
 import (
 	"encoding/json"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"reflect"
 	"strings"
@@ -18,32 +19,32 @@ func TestParseTargets(t *testing.T) {
 	t.Parallel()
 	ok := func(in string, want ...batch.Target) {
 		t.Helper()
-		got, err := batchcli.ParseTargets(strings.NewReader(in))
+		got, err := batchcli.ParseTargets(strings.NewReader(in), batchsift.Options)
 		if err != nil {
-			t.Fatalf("ParseTargets(%q): %v", in, err)
+			t.Fatalf("ParseTargets(%q, batchsift.Options): %v", in, err)
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("ParseTargets(%q) = %s, want %s", in, asJSON(t, got), asJSON(t, want))
+			t.Errorf("ParseTargets(%q, batchsift.Options) = %s, want %s", in, asJSON(t, got), asJSON(t, want))
 		}
 	}
 	url := func(u string) batch.Target { return batch.Target{URL: u} }
 	no, yes := false, true
 	ok(`{"targets":[{"url":"https://a.test/","mode":"clean"},{"url":"https://b.test/"}]}`,
-		batch.Target{URL: "https://a.test/", Options: batch.Options{Mode: "clean"}}, url("https://b.test/"))
+		batch.Target{URL: "https://a.test/", Options: batchsift.Fields{Mode: "clean"}.JSON()}, url("https://b.test/"))
 	ok(` [{"url":"https://a.test/"}] `, url("https://a.test/"))
 	ok("https://a.test/\n\n# a comment\n  https://b.test/x  \n", url("https://a.test/"), url("https://b.test/x"))
 	ok(`[{"url":"u","mode":"raw","question":"q","pages":"1-2","grep":"g","jq":".x","context":false,"recover":true}]`,
-		batch.Target{URL: "u", Options: batch.Options{Mode: "raw", Question: "q", Pages: "1-2", Grep: "g", JQ: ".x", Context: &no, Recover: true}})
-	ok(`[{"url":"u","context":true}]`, batch.Target{URL: "u", Options: batch.Options{Context: &yes}})
+		batch.Target{URL: "u", Options: batchsift.Fields{Mode: "raw", Question: "q", Pages: "1-2", Grep: "g", JQ: ".x", Context: &no, Recover: true}.JSON()})
+	ok(`[{"url":"u","context":true}]`, batch.Target{URL: "u", Options: batchsift.Fields{Context: &yes}.JSON()})
 	// null is absent, for context too (absent is not false).
 	ok(`[{"url":"u","context":null,"mode":null,"recover":null}]`, url("u"))
 	ok(`{"targets":[{"url":"<b>&amp;</b>"}]}`, url("<b>&amp;</b>"))
 
 	bad := func(in, wantInErr string) {
 		t.Helper()
-		_, err := batchcli.ParseTargets(strings.NewReader(in))
+		_, err := batchcli.ParseTargets(strings.NewReader(in), batchsift.Options)
 		if err == nil || !strings.Contains(err.Error(), wantInErr) {
-			t.Errorf("ParseTargets(%q) error = %v, want one containing %q", in, err, wantInErr)
+			t.Errorf("ParseTargets(%q, batchsift.Options) error = %v, want one containing %q", in, err, wantInErr)
 		}
 	}
 	bad("", "no targets")
@@ -90,7 +91,7 @@ func asJSON(t *testing.T, v any) string {
 // server (issue 11, item 7).
 func TestParseTargets_AsStrictAsServer(t *testing.T) {
 	t.Parallel()
-	r := batchtest.NewRunner(t, batch.Config{JobsPerCaller: 64, JobsTotal: 64})
+	r := batchtest.NewRunner(t, batch.Config{JobsPerCaller: 64, JobsTotal: 64, Options: batchsift.Options})
 	srvURL := apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"})
 	serverRefuses := func(body string) (bool, string) {
 		t.Helper()
@@ -145,7 +146,7 @@ func TestParseTargets_AsStrictAsServer(t *testing.T) {
 		`{"targets":[{"url":"https://a.test/` + "\xff" + `"}]}`,
 	} {
 		refused, msg := serverRefuses(body)
-		_, err := batchcli.ParseTargets(strings.NewReader(body))
+		_, err := batchcli.ParseTargets(strings.NewReader(body), batchsift.Options)
 		if (err != nil) != refused {
 			t.Errorf("case %d %q: CLI error %v, server refuses: %v %q", i, body, err, refused, msg)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -74,7 +75,7 @@ func contractReport() string {
 
 var loadContract = sync.OnceValues(func() (*contract, error) {
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(OpenAPI())
+	doc, err := loader.LoadFromData(OpenAPI(batchsift.Options))
 	if err != nil {
 		return nil, fmt.Errorf("load openapi.json: %w", err)
 	}

@@ -76,9 +76,9 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 //     matched exactly;
 //   - duplicate keys, in the body or in a target (encoding/json would keep the
 //     last one silently);
-//   - a value of the wrong type: the option fields and "url" take a string,
-//     "context" and "recover" a boolean. null counts as absent for every
-//     target field, as it does in encoding/json;
+//   - a value of the wrong type: "url" and string options take a string,
+//     boolean options a boolean. null counts as absent for every target
+//     field, as it does in encoding/json;
 //   - a "webhook" that is not an object with exactly a non-empty string
 //     "url" (null counts as absent).
 //
@@ -87,8 +87,8 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 // target and the field instead of Go types. Whatever it accepts decodes to
 // the same targets with encoding/json and DisallowUnknownFields (the fuzz
 // test checks this).
-func decodeSubmit(body []byte) (SubmitRequest, error) {
-	return decodeRequest(body, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
+func decodeSubmit(body []byte, opts batch.OptionSet) (SubmitRequest, error) {
+	return decodeRequest(body, opts, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
 }
 
 // DecodeSubmitRequest decodes a submit by the rules and with the messages
@@ -96,28 +96,27 @@ func decodeSubmit(body []byte) (SubmitRequest, error) {
 // the body of a submit, {"targets": […], "webhook"?: {…}}, or from a bare
 // list of targets, […]. A client or a CLI checks its input with it before
 // it sends any, so that it refuses exactly what the server would. Errors
-// read "invalid targets: …".
-func DecodeSubmitRequest(data []byte) (SubmitRequest, error) {
-	return decodeRequest(data, true, func(format string, args ...any) error {
+// read "invalid targets: …". opts are the runner's target options (see
+// [batch.OptionSet]).
+func DecodeSubmitRequest(data []byte, opts batch.OptionSet) (SubmitRequest, error) {
+	return decodeRequest(data, opts, true, func(format string, args ...any) error {
 		return fmt.Errorf("invalid targets: "+format, args...)
 	})
 }
 
 // decodeRequest is the one decoder of submits: list allows a bare list of
 // targets, fail makes the errors.
-func decodeRequest(data []byte, list bool, fail func(format string, args ...any) error) (SubmitRequest, error) {
+func decodeRequest(data []byte, opts batch.OptionSet, list bool, fail func(format string, args ...any) error) (SubmitRequest, error) {
 	if !utf8.Valid(data) {
 		return SubmitRequest{}, fail("body is not valid UTF-8")
 	}
-	d := submitDecoder{dec: json.NewDecoder(bytes.NewReader(data)), data: data, fail: fail}
+	d := submitDecoder{opts: opts, dec: json.NewDecoder(bytes.NewReader(data)), data: data, fail: fail}
 	d.dec.UseNumber()
 	return d.body(list)
 }
 
-// targetFields are the field names of a target.
-var targetFields = []string{"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}
-
 type submitDecoder struct {
+	opts batch.OptionSet
 	dec  *json.Decoder
 	data []byte
 	fail func(format string, args ...any) error
@@ -277,7 +276,7 @@ func (d *submitDecoder) list() ([]batch.Target, error) {
 	return targets, nil
 }
 
-// target reads target i.
+// target reads target i: "url" and the option fields of d.opts.
 func (d *submitDecoder) target(i int) (batch.Target, error) {
 	var t batch.Target
 	tok, err := d.token()
@@ -288,6 +287,7 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 		return t, d.fail(`target %d must be an object, such as {"url": "https://example.com/"}`, i)
 	}
 	seen := make(map[string]bool, 8)
+	var values map[string]any
 	for d.dec.More() {
 		key, err := d.token()
 		if err != nil {
@@ -298,61 +298,76 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 			return t, d.fail("target %d: duplicate field %s", i, quoteField(k))
 		}
 		seen[k] = true
-		var (
-			s    *string
-			b    *bool
-			null bool
-		)
-		switch k {
-		case "url":
-			s = &t.URL
-		case "mode":
-			s = &t.Mode
-		case "question":
-			s = &t.Question
-		case "pages":
-			s = &t.Pages
-		case "grep":
-			s = &t.Grep
-		case "jq":
-			s = &t.JQ
-		case "recover":
-			b = &t.Recover
-		case "context":
-			t.Context = new(bool)
-			b = t.Context
-		default:
-			return t, d.fail("target %d: unknown field %s%s", i, quoteField(k), didYouMean(k, targetFields...))
+		str := true // the value is a string (else a boolean)
+		if k != "url" {
+			f, ok := d.opts.Field(k)
+			if !ok {
+				return t, d.fail("target %d: unknown field %s%s", i, quoteField(k), didYouMean(k, append([]string{"url"}, d.opts.Names()...)...))
+			}
+			str = f.Type == batch.OptionString
 		}
 		v, err := d.token()
 		if err != nil {
 			return t, err
 		}
-		switch v := v.(type) {
+		switch v.(type) {
 		case nil:
-			null = true
+			continue // absent, as encoding/json has it
 		case string:
-			if s == nil {
+			if !str {
 				return t, d.fail("target %d: %q must be a boolean", i, k)
 			}
-			*s = v
 		case bool:
-			if b == nil {
+			if str {
 				return t, d.fail("target %d: %q must be a string", i, k)
 			}
-			*b = v
 		default:
-			if s != nil {
+			if str {
 				return t, d.fail("target %d: %q must be a string", i, k)
 			}
 			return t, d.fail("target %d: %q must be a boolean", i, k)
 		}
-		if null && k == "context" {
-			t.Context = nil // absent, as encoding/json has it
+		if k == "url" {
+			t.URL = v.(string)
+			continue
+		}
+		if values == nil {
+			values = make(map[string]any, 8)
+		}
+		values[k] = v
+	}
+	if _, err := d.token(); err != nil { // the closing brace
+		return t, err
+	}
+	if values != nil {
+		if t.Options, err = d.opts.Encode(values); err != nil {
+			// Types are checked above; what is left (an unknown enum
+			// value, invalid UTF-8) the runner refuses as it always has.
+			t.Options = rawOptions(d.opts, values)
 		}
 	}
-	_, err = d.token() // the closing brace
-	return t, err
+	return t, nil
+}
+
+// rawOptions encodes values in declared order without checking them, for
+// the runner to refuse with its own message.
+func rawOptions(set batch.OptionSet, values map[string]any) json.RawMessage {
+	var b []byte
+	for _, name := range set.Names() {
+		v, ok := values[name]
+		if !ok {
+			continue
+		}
+		if b == nil {
+			b = []byte{'{'}
+		} else {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(name)
+		enc, _ := json.Marshal(v)
+		b = append(append(append(b, k...), ':'), enc...)
+	}
+	return append(b, '}')
 }
 
 // token reads the next token, turning the end of input and syntax errors

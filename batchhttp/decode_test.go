@@ -1,6 +1,7 @@
 package batchhttp
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"reflect"
 	"testing"
 
@@ -14,37 +15,37 @@ func TestDecodeSubmit(t *testing.T) {
 
 	ok := func(body string, want ...batch.Target) {
 		t.Helper()
-		got, err := decodeSubmit([]byte(body))
+		got, err := decodeSubmit([]byte(body), batchsift.Options)
 		if err != nil {
-			t.Errorf("decodeSubmit(%s): %v", body, err)
+			t.Errorf("decodeSubmit(%s, batchsift.Options): %v", body, err)
 			return
 		}
 		if !reflect.DeepEqual(got.Targets, want) || got.Webhook != nil {
-			t.Errorf("decodeSubmit(%s) = %+v, want %+v", body, got, want)
+			t.Errorf("decodeSubmit(%s, batchsift.Options) = %+v, want %+v", body, got, want)
 		}
 	}
 	hook := func(body, wantURL string) {
 		t.Helper()
-		got, err := decodeSubmit([]byte(body))
+		got, err := decodeSubmit([]byte(body), batchsift.Options)
 		if err != nil || got.Webhook == nil || got.Webhook.URL != wantURL || len(got.Targets) != 1 {
-			t.Errorf("decodeSubmit(%s) = %+v, %v; want one target and webhook %q", body, got, err, wantURL)
+			t.Errorf("decodeSubmit(%s, batchsift.Options) = %+v, %v; want one target and webhook %q", body, got, err, wantURL)
 		}
 	}
 	bad := func(body, wantMsg string) {
 		t.Helper()
-		_, err := decodeSubmit([]byte(body))
+		_, err := decodeSubmit([]byte(body), batchsift.Options)
 		he, isHTTP := err.(*httpError)
 		if !isHTTP || he.status != 400 || he.msg != wantMsg {
-			t.Errorf("decodeSubmit(%q) = %v, want 400 %q", body, err, wantMsg)
+			t.Errorf("decodeSubmit(%q, batchsift.Options) = %v, want 400 %q", body, err, wantMsg)
 		}
 	}
 
 	ok(`{"targets":[{"url":"https://a.test/"}]}`, batch.Target{URL: "https://a.test/"})
 	ok(" \n{ \"targets\" : [ {\"url\":\"u\"} ] } \n\t", batch.Target{URL: "u"})
 	ok(`{"targets":[{"url":"u","mode":"clean","question":"q","pages":"1-2","grep":"g","jq":".a","context":true,"recover":true}]}`,
-		batch.Target{URL: "u", Options: batch.Options{Mode: "clean", Question: "q", Pages: "1-2", Grep: "g", JQ: ".a", Context: &yes, Recover: true}})
+		batch.Target{URL: "u", Options: batchsift.Fields{Mode: "clean", Question: "q", Pages: "1-2", Grep: "g", JQ: ".a", Context: &yes, Recover: true}.JSON()})
 	ok(`{"targets":[{"url":"u","context":false},{"url":"v","context":null},{"url":"w"}]}`,
-		batch.Target{URL: "u", Options: batch.Options{Context: &no}}, batch.Target{URL: "v"}, batch.Target{URL: "w"})
+		batch.Target{URL: "u", Options: batchsift.Fields{Context: &no}.JSON()}, batch.Target{URL: "v"}, batch.Target{URL: "w"})
 	ok(`{"targets":[{"url":"u","mode":null,"recover":null}]}`, batch.Target{URL: "u"})
 	ok(`{"targets":[{"url":"\u0068ttps://a.test/\u00e9"}]}`, batch.Target{URL: "https://a.test/é"})
 	ok(`{"targets":[{}]}`, batch.Target{}) // the runner refuses the empty url
@@ -112,9 +113,9 @@ func TestDecodeSubmit(t *testing.T) {
 func TestDecodeSubmitRequest(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{`{"targets":[{"url":"u","mode":"raw"}]}`, ` [{"url":"u","mode":"raw"}] `} {
-		req, err := DecodeSubmitRequest([]byte(in))
-		if ts := req.Targets; err != nil || len(ts) != 1 || ts[0].URL != "u" || ts[0].Mode != "raw" || req.Webhook != nil {
-			t.Errorf("DecodeSubmitRequest(%q) = %+v, %v", in, req, err)
+		req, err := DecodeSubmitRequest([]byte(in), batchsift.Options)
+		if ts := req.Targets; err != nil || len(ts) != 1 || ts[0].URL != "u" || string(ts[0].Options) != `{"mode":"raw"}` || req.Webhook != nil {
+			t.Errorf("DecodeSubmitRequest(%q, batchsift.Options) = %+v, %v", in, req, err)
 		}
 	}
 	for in, want := range map[string]string{
@@ -124,15 +125,15 @@ func TestDecodeSubmitRequest(t *testing.T) {
 		"[\n{\"url\" \"u\"}]":     "invalid targets: malformed JSON at line 2, column 8",
 		`{"targets":[{"url":1}]}`: `invalid targets: target 0: "url" must be a string`,
 	} {
-		if _, err := DecodeSubmitRequest([]byte(in)); err == nil || err.Error() != want {
-			t.Errorf("DecodeSubmitRequest(%q) error = %v, want %q", in, err, want)
+		if _, err := DecodeSubmitRequest([]byte(in), batchsift.Options); err == nil || err.Error() != want {
+			t.Errorf("DecodeSubmitRequest(%q, batchsift.Options) error = %v, want %q", in, err, want)
 		}
 	}
-	if req, err := DecodeSubmitRequest([]byte(`{"targets":[{"url":"u"}],"webhook":{"url":"https://h.test/"}}`)); err != nil || req.Webhook == nil {
+	if req, err := DecodeSubmitRequest([]byte(`{"targets":[{"url":"u"}],"webhook":{"url":"https://h.test/"}}`), batchsift.Options); err != nil || req.Webhook == nil {
 		t.Errorf("DecodeSubmitRequest with a webhook = %+v, %v", req, err)
 	}
 	// The server's own form refuses a bare list.
-	if _, err := decodeSubmit([]byte(`[{"url":"u"}]`)); err == nil || err.Error() != "invalid batch: body must be a JSON object" {
+	if _, err := decodeSubmit([]byte(`[{"url":"u"}]`), batchsift.Options); err == nil || err.Error() != "invalid batch: body must be a JSON object" {
 		t.Errorf("decodeSubmit of a list: %v", err)
 	}
 }

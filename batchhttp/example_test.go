@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log"
 	"net/http"
@@ -23,7 +24,9 @@ func ExampleNewHandler() {
 	runner, err := batch.New(batch.Config{
 		Store: batchtest.NewStore(),
 		Fetch: batchtest.StaticFetcher("hello"),
-		Now:   clock.Now,
+		// The targets take sift's options (mode, question, grep, …).
+		Options: batchsift.Options,
+		Now:     clock.Now,
 	})
 	if err != nil {
 		log.Fatal(err)

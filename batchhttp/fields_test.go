@@ -3,8 +3,11 @@ package batchhttp
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
+	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,93 +16,51 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// targetJSONFields returns the JSON names of batch.Target's fields, in
-// declaration order, with the embedded Options flattened, and the field
-// each names.
-func targetJSONFields(t *testing.T) ([]string, map[string][]int) {
-	t.Helper()
-	var names []string
-	index := map[string][]int{}
-	var walk func(typ reflect.Type, at []int)
-	walk = func(typ reflect.Type, at []int) {
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			idx := append(slices.Clone(at), i)
-			if f.Anonymous {
-				walk(f.Type, idx)
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" || name == "-" {
-				t.Fatalf("batch.Target field %s has no JSON name", f.Name)
-			}
-			names = append(names, name)
-			index[name] = idx
-		}
-	}
-	walk(reflect.TypeFor[batch.Target](), nil)
-	return names, index
-}
-
-// TestTargetFields holds the one list of a target's fields, batch.Target's
-// JSON tags, against every place that must know them: the submit decoder
-// (its field list, and that each field decodes into its struct field), the
-// OpenAPI document's Target schema, and the idempotency key (each field
-// is part of it). A field added to batch.Target and forgotten in one of
-// them fails here rather than being answered 400 or hashed away.
+// TestTargetFields holds the runner's option set, the one list of a
+// target's fields, against the places that must know them: the submit
+// decoder (each field decodes into the target's options) and the OpenAPI
+// document's Target schema. It runs for sift's set and for another host's.
 func TestTargetFields(t *testing.T) {
 	t.Parallel()
-	names, index := targetJSONFields(t)
-
-	if !slices.Equal(names, targetFields) {
-		t.Errorf("the decoder's target fields %q, want batch.Target's %q", targetFields, names)
-	}
-
-	c := mustContract(t)
-	var documented []string
-	for name := range c.schema("Target").Properties {
-		documented = append(documented, name)
-	}
-	sorted := slices.Sorted(slices.Values(names))
-	slices.Sort(documented)
-	if !slices.Equal(documented, sorted) {
-		t.Errorf("openapi.json Target.properties %q, want batch.Target's %q", documented, sorted)
-	}
-
-	base := batch.Target{URL: "https://example.com/"}
-	baseKey := batch.IdemKey("alice", []batch.Target{base})
-	for _, name := range names {
-		if name == "url" {
-			continue
+	other := batch.OptionSet{Fields: []batch.OptionField{
+		{Name: "wait_for", Type: batch.OptionString},
+		{Name: "full_page", Type: batch.OptionBool},
+	}}
+	for name, set := range map[string]batch.OptionSet{"sift": batchsift.Options, "other": other} {
+		want := append([]string{"url"}, set.Names()...)
+		var doc struct {
+			Components struct {
+				Schemas map[string]struct {
+					Properties map[string]json.RawMessage `json:"properties"`
+				} `json:"schemas"`
+			} `json:"components"`
 		}
-		// A value of the field's kind that is not its zero value.
-		f := reflect.TypeFor[batch.Target]().FieldByIndex(index[name])
-		var val string
-		switch {
-		case f.Type.Kind() == reflect.String:
-			val = `"x"`
-		case f.Type.Kind() == reflect.Bool, f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Bool:
-			val = "true"
-		default:
-			t.Errorf("batch.Target field %q is a %s: teach the decoder and this test", name, f.Type)
-			continue
+		if err := json.Unmarshal(OpenAPI(set), &doc); err != nil {
+			t.Fatal(err)
 		}
-		body := fmt.Sprintf(`{"targets":[{"url":"https://example.com/",%q:%s}]}`, name, val)
-		req, err := DecodeSubmitRequest([]byte(body))
-		if err != nil {
-			t.Errorf("field %q: the decoder refused %s: %v", name, body, err)
-			continue
+		documented := slices.Sorted(maps.Keys(doc.Components.Schemas["Target"].Properties))
+		if !slices.Equal(documented, slices.Sorted(slices.Values(want))) {
+			t.Errorf("%s: OpenAPI Target.properties %q, want %q", name, documented, want)
 		}
-		got := reflect.ValueOf(req.Targets[0]).FieldByIndex(index[name])
-		if got.IsZero() {
-			t.Errorf("field %q: decoded into no struct field (%+v)", name, req.Targets[0])
+		for _, f := range set.Fields {
+			val := `"x"`
+			if f.Type != batch.OptionString {
+				val = "true"
+			} else if f.Enum != nil {
+				val = strconv.Quote(f.Enum[len(f.Enum)-1])
+			}
+			body := fmt.Sprintf(`{"targets":[{"url":"https://example.com/",%q:%s}]}`, f.Name, val)
+			req, err := DecodeSubmitRequest([]byte(body), set)
+			if err != nil {
+				t.Errorf("%s: field %q: the decoder refused %s: %v", name, f.Name, body, err)
+				continue
+			}
+			if wantOpts := fmt.Sprintf(`{%q:%s}`, f.Name, val); string(req.Targets[0].Options) != wantOpts {
+				t.Errorf("%s: field %q decoded into options %s, want %s", name, f.Name, req.Targets[0].Options, wantOpts)
+			}
 		}
-		if key := batch.IdemKey("alice", req.Targets); key == baseKey {
-			t.Errorf("field %q: not part of the idempotency key", name)
-		}
-		var canon []map[string]json.RawMessage
-		if err := json.Unmarshal(batch.CanonicalTargets(req.Targets), &canon); err != nil || canon[0][name] == nil {
-			t.Errorf("field %q: not in the canonical form %s (%v)", name, batch.CanonicalTargets(req.Targets), err)
+		if _, err := DecodeSubmitRequest([]byte(`[{"url":"u","selector":"x"}]`), set); err == nil {
+			t.Errorf("%s: a field outside the set was accepted", name)
 		}
 	}
 }

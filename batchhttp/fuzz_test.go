@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,19 +47,19 @@ func FuzzDecodeSubmit(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := decodeSubmit(body)
+		got, err := decodeSubmit(body, batchsift.Options)
 		if err != nil {
 			he, ok := errors.AsType[*httpError](err)
 			if !ok || he.status != http.StatusBadRequest || !strings.HasPrefix(he.msg, "invalid batch: ") {
-				t.Fatalf("decodeSubmit(%q) = %v, want a 400 invalid batch", body, err)
+				t.Fatalf("decodeSubmit(%q, batchsift.Options) = %v, want a 400 invalid batch", body, err)
 			}
 			return
 		}
 		if len(got.Targets) == 0 {
-			t.Fatalf("decodeSubmit(%q) accepted no targets", body)
+			t.Fatalf("decodeSubmit(%q, batchsift.Options) accepted no targets", body)
 		}
 		if got.Webhook != nil && got.Webhook.URL == "" {
-			t.Fatalf("decodeSubmit(%q) accepted a webhook without a url", body)
+			t.Fatalf("decodeSubmit(%q, batchsift.Options) accepted a webhook without a url", body)
 		}
 		var strict SubmitRequest
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -70,13 +71,13 @@ func FuzzDecodeSubmit(f *testing.F) {
 			t.Fatalf("decodeSubmit accepted %q with trailing data", body)
 		}
 		if !reflect.DeepEqual(got, strict) {
-			t.Fatalf("decodeSubmit(%q) = %+v, encoding/json says %+v", body, got, strict)
+			t.Fatalf("decodeSubmit(%q, batchsift.Options) = %+v, encoding/json says %+v", body, got, strict)
 		}
 		again, err := json.Marshal(got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		round, err := decodeSubmit(again)
+		round, err := decodeSubmit(again, batchsift.Options)
 		if err != nil || !reflect.DeepEqual(round, got) {
 			t.Fatalf("re-encoded %s decodes to %+v, %v; want %+v", again, round, err, got)
 		}

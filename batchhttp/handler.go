@@ -27,6 +27,7 @@ type Runner interface {
 	Retry(ctx context.Context, caller batch.Caller, id string) (job batch.JobInfo, reused bool, err error)
 	List(ctx context.Context, caller batch.Caller, limit int) ([]batch.JobInfo, error)
 	TargetsPerJob() int
+	Options() batch.OptionSet
 }
 
 // CallerFunc authenticates a request. It returns the caller and true, or

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log/slog"
 	"net/http"
@@ -70,7 +71,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if b.store == nil {
 		b.store = batchtest.NewStore()
 	}
-	cfg := batch.Config{Store: b.store, Fetch: o.fetch, Now: b.clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)}
+	cfg := batch.Config{Store: b.store, Fetch: o.fetch, Options: batchsift.Options, Now: b.clock.Now, PollInterval: batch.Duration(10 * time.Millisecond)}
 	if o.config != nil {
 		o.config(&cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -118,7 +119,6 @@ func TestHandler_LogRedaction(t *testing.T) {
 			}})
 			b.handler.log = runnerLog // one buffer for both
 			targets := []batch.Target{{URL: u(0)}, {URL: u(1)}, {URL: u(2)}}
-			caller := map[string]string{keyAlice: "alice", keyRita: "rita"}[key]
 
 			rec := b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, targets, hook))
 			if rec.Code != http.StatusAccepted {
@@ -141,7 +141,7 @@ func TestHandler_LogRedaction(t *testing.T) {
 			b.do(t, http.MethodGet, "/v1/batch", key, "")
 			b.do(t, http.MethodDelete, "/v1/batch/"+id, key, "")
 			b.submit(t, key, []batch.Target{{URL: u(3)}, {URL: u(9)}}, http.StatusUnprocessableEntity)
-			b.submit(t, key, []batch.Target{{URL: u(4), Options: batch.Options{Mode: u(5)}}}, http.StatusBadRequest)
+			b.submit(t, key, []batch.Target{{URL: u(4), Options: batchsift.Fields{Mode: u(5)}.JSON()}}, http.StatusBadRequest)
 			b.do(t, http.MethodGet, "/v1/batch/"+url.PathEscape(u(6)), key, "")
 
 			if err := b.runner.Close(t.Context()); err != nil { // every runner record written
@@ -154,8 +154,9 @@ func TestHandler_LogRedaction(t *testing.T) {
 			if !strings.Contains(got, "batch webhook delivered") {
 				t.Errorf("no webhook records: %s", got)
 			}
-			opts := batch.SubmitOptions{WebhookURL: hook}
-			for _, secret := range []string{canary, "canary", "tok-", batch.IdemKey(caller, targets), batch.IdemKeyWith(caller, targets, opts)} {
+			// (That no idempotency key is logged, batch's TestRunner_Logs
+			// checks against the key the store holds.)
+			for _, secret := range []string{canary, "canary", "tok-"} {
 				if strings.Contains(got, secret) {
 					t.Errorf("a log line carries %q:\n%s", secret, got)
 				}

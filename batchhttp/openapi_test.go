@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -31,12 +32,12 @@ func TestOpenAPI_Document(t *testing.T) {
 		t.Errorf("openapi %q, want 3.1.0", c.doc.OpenAPI)
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+	if err := json.Unmarshal(OpenAPI(batchsift.Options), &doc); err != nil {
 		t.Fatalf("openapi.json is not JSON: %v", err)
 	}
-	b := OpenAPI()
+	b := OpenAPI(batchsift.Options)
 	b[0] = 'x'
-	if OpenAPI()[0] != '{' {
+	if OpenAPI(batchsift.Options)[0] != '{' {
 		t.Error("OpenAPI returned the embedded document, not a copy")
 	}
 }
@@ -170,7 +171,7 @@ func TestOpenAPI_Methods(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/batch", b.handler)
 	mux.Handle("/v1/batch/", b.handler)
-	mux.Handle(OpenAPIPath, OpenAPIHandler())
+	mux.Handle(OpenAPIPath, OpenAPIHandler(batchsift.Options))
 	c := mustContract(t)
 	for path, item := range c.doc.Paths.Map() {
 		target := strings.NewReplacer("{id}", id, "{idx}", "0").Replace(path)
@@ -240,6 +241,8 @@ func TestHandler_Refusals(t *testing.T) {
 // failingRunner fails every call with err.
 type failingRunner struct{ err error }
 
+func (f failingRunner) Options() batch.OptionSet { return batchsift.Options }
+
 func (f failingRunner) SubmitWith(context.Context, batch.Caller, []batch.Target, batch.SubmitOptions) (batch.JobInfo, bool, error) {
 	return batch.JobInfo{}, false, f.err
 }
@@ -265,7 +268,7 @@ func (f failingRunner) TargetsPerJob() int { return batch.DefaultTargetsPerJob }
 func TestOpenAPIHandler(t *testing.T) {
 	t.Parallel()
 	mux := http.NewServeMux()
-	mux.Handle(OpenAPIPath, OpenAPIHandler())
+	mux.Handle(OpenAPIPath, OpenAPIHandler(batchsift.Options))
 	get := func(method string, header ...string) *httptest.ResponseRecorder {
 		t.Helper()
 		req := httptest.NewRequest(method, OpenAPIPath, nil)
@@ -276,7 +279,7 @@ func TestOpenAPIHandler(t *testing.T) {
 	}
 
 	rec := get(http.MethodGet, RequestIDHeader, "gen-1")
-	if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), OpenAPI()) {
+	if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), OpenAPI(batchsift.Options)) {
 		t.Fatalf("GET: %d, %d bytes; want 200 and the document", rec.Code, rec.Body.Len())
 	}
 	h := rec.Header()
@@ -285,7 +288,7 @@ func TestOpenAPIHandler(t *testing.T) {
 		t.Errorf("GET: headers %v", h)
 	}
 
-	if rec := get(http.MethodHead); rec.Code != http.StatusOK || rec.Header().Get("Content-Length") != strconv.Itoa(len(OpenAPI())) {
+	if rec := get(http.MethodHead); rec.Code != http.StatusOK || rec.Header().Get("Content-Length") != strconv.Itoa(len(OpenAPI(batchsift.Options))) {
 		t.Errorf("HEAD: %d, headers %v", rec.Code, rec.Header())
 	}
 	for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {

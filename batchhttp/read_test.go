@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"strings"
 	"testing"
@@ -112,7 +113,7 @@ func TestHandler_Status(t *testing.T) {
 	t.Run("Summary", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		id := finishedJob(t, b, []batch.Target{{URL: "https://example.test/a?q=1&r=2", Options: batch.Options{Mode: "clean"}}})
+		id := finishedJob(t, b, []batch.Target{{URL: "https://example.test/a?q=1&r=2", Options: batchsift.Fields{Mode: "clean"}.JSON()}})
 		rec := b.do(t, http.MethodGet, "/v1/batch/"+id, keyAlice, "")
 		checkGolden(t, rec, id)
 	})

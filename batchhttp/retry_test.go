@@ -3,6 +3,7 @@ package batchhttp
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,7 @@ import (
 func TestHandler_Retry(t *testing.T) {
 	t.Parallel()
 	targets := batchtest.Targets("re", 3)
-	targets[1].Mode = batch.ModeRaw
+	targets[1].Options = batchsift.Fields{Mode: batchsift.ModeRaw}.JSON()
 	fail := batch.NewFetchError(batch.OutcomeTimeout, "", errors.New("timeout: upstream did not answer in time"))
 	gate := make(chan struct{})
 	waiting := make(chan struct{}, 4) // a fetch is waiting at the gate

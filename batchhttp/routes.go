@@ -30,7 +30,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err != nil {
 		return err
 	}
-	sub, err := decodeSubmit(body)
+	sub, err := decodeSubmit(body, h.runner.Options())
 	if err != nil {
 		return err
 	}

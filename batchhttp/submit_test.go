@@ -3,6 +3,7 @@ package batchhttp
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -120,24 +121,25 @@ func TestHandler_Submit(t *testing.T) {
 				t.Errorf("CheckTarget got caller %q", c.Name)
 			}
 			seen = append(seen, tg)
-			if len(tg.Grep) > 4 {
+			opts, _ := batchsift.Read(tg)
+			if len(opts.Grep) > 4 {
 				return batch.NewFetchError(batch.OutcomeUnsupported, "use a shorter pattern", errors.New("grep pattern too large: 5 bytes (max 4)"))
 			}
-			if tg.JQ != "" {
+			if opts.JQ != "" {
 				return errors.New("")
 			}
 			return nil
 		}
 		b := setup(t, setupOpts{precheck: PrecheckURL, check: check})
 		targets := []batch.Target{
-			{URL: "https://a.test/", Options: batch.Options{Grep: "ok"}},
-			{URL: "https://b.test/", Options: batch.Options{Grep: "aaaaa", Mode: batch.ModeClean}},
-			{URL: "https://c.test/", Options: batch.Options{Grep: "bbbbb"}},
+			{URL: "https://a.test/", Options: batchsift.Fields{Grep: "ok"}.JSON()},
+			{URL: "https://b.test/", Options: batchsift.Fields{Grep: "aaaaa", Mode: batchsift.ModeClean}.JSON()},
+			{URL: "https://c.test/", Options: batchsift.Fields{Grep: "bbbbb"}.JSON()},
 		}
 		rec := b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitBody(t, targets))
 		wantError(t, rec, http.StatusUnprocessableEntity, "invalid option: target 1: grep pattern too large: 5 bytes (max 4)")
 		checkGolden(t, rec)
-		if len(seen) != 2 || seen[1].URL != "https://b.test/" || seen[1].Mode != batch.ModeClean {
+		if len(seen) != 2 || seen[1].URL != "https://b.test/" || string(seen[1].Options) != `{"mode":"clean","grep":"aaaaa"}` {
 			t.Errorf("CheckTarget saw %+v, want targets 0 and 1 with their options", seen)
 		}
 		// The URL pre-check comes first: a blocked URL is "blocked".
@@ -210,7 +212,7 @@ func TestHandler_SubmitBodyCap(t *testing.T) {
 	questions := func(n int) []batch.Target {
 		ts := batchtest.Targets("q", 32)
 		for i := range ts {
-			ts[i].Question = strings.Repeat("why? ", n/32/5)
+			ts[i].Options = batchsift.Fields{Question: strings.Repeat("why? ", n/32/5)}.JSON()
 		}
 		return ts
 	}

@@ -2,9 +2,11 @@ package batchotel_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -340,9 +342,9 @@ func noMarker(t *testing.T, spans tracetest.SpanStubs) {
 // never its text, and stores nothing.
 func TestSubmitFailure(t *testing.T) {
 	tp, exp := recorder(t)
-	r := batchtest.NewRunner(t, batch.Config{Observer: batchotel.New(batchotel.Config{TracerProvider: tp})})
+	r := batchtest.NewRunner(t, batch.Config{Observer: batchotel.New(batchotel.Config{TracerProvider: tp}), Options: batchsift.Options})
 	ts := markedTargets(1)
-	ts[0].Mode = "bogus-" + marker
+	ts[0].Options = json.RawMessage(`{"mode":"bogus-` + marker + `"}`)
 	_, _, err := r.Submit(t.Context(), batch.Caller{Name: "alice"}, ts)
 	if !errors.Is(err, batch.ErrInvalidTarget) {
 		t.Fatalf("Submit = %v, want ErrInvalidTarget", err)

@@ -101,12 +101,8 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 	}
 	seq = conn.LastInsertRowID()
 	for i, t := range nj.Targets {
-		opts, err := encodeOptions(t.Options)
-		if err != nil {
-			return batchdriver.Job{}, false, fmt.Errorf("encode options of target %d: %w", i, err)
-		}
 		err = sqlitex.Execute(conn, `INSERT INTO batch_target (job_seq, idx, url, options, status)
-			VALUES (?, ?, ?, ?, 'pending')`, &sqlitex.ExecOptions{Args: []any{seq, i, t.URL, opts}})
+			VALUES (?, ?, ?, ?, 'pending')`, &sqlitex.ExecOptions{Args: []any{seq, i, t.URL, string(t.Options)}})
 		if err != nil {
 			return batchdriver.Job{}, false, fmt.Errorf("insert target %d: %w", i, err)
 		}

@@ -86,7 +86,7 @@ func ExampleNew() {
 	job := batchdriver.CreateParams{
 		ID:      "job-1",
 		Caller:  batchdriver.Caller{Name: "agent-1"},
-		IdemKey: batch.IdemKey("agent-1", targets),
+		IdemKey: "agent-1 key", // the runner computes keys; a store compares them
 		Targets: targets,
 		Limits:  batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 8, TTL: time.Hour},
 	}

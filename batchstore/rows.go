@@ -2,7 +2,6 @@ package batchstore
 
 import (
 	"encoding/json"
-	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math"
 	"strconv"
@@ -134,9 +133,7 @@ func scanTarget(stmt *sqlite.Stmt, withBody bool) (batchdriver.TargetRecord, err
 		Outcome: batchdriver.Outcome(stmt.ColumnText(6)),
 	}
 	if opts := stmt.ColumnText(2); opts != "" {
-		if err := json.Unmarshal([]byte(opts), &t.Target.Options); err != nil {
-			return t, fmt.Errorf("decode options of target %d: %w", t.Idx, err)
-		}
+		t.Target.Options = json.RawMessage(opts)
 	}
 	if withBody && !stmt.ColumnIsNull(7) {
 		t.Result = make([]byte, stmt.ColumnLen(7))
@@ -212,15 +209,6 @@ func jobState(conn *sqlite.Conn, id, caller string) (seq int64, status batchdriv
 		err = batchdriver.ErrNotFound
 	}
 	return seq, status, err
-}
-
-// encodeOptions returns the stored form of target options: "" for none.
-func encodeOptions(o batchdriver.Options) (string, error) {
-	if o == (batchdriver.Options{}) {
-		return "", nil
-	}
-	b, err := json.Marshal(o)
-	return string(b), err
 }
 
 // timeAt reads a time stored as Unix nanoseconds; NULL is the zero time.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
@@ -328,7 +327,7 @@ var testLimits = batchdriver.Limits{JobsPerCaller: 1 << 30, JobsTotal: 1 << 30, 
 func newJob(id, caller string, n int, now time.Time) batchdriver.CreateParams {
 	ts := batchtest.Targets(id, n)
 	return batchdriver.CreateParams{
-		ID: id, Caller: batchdriver.Caller{Name: caller}, IdemKey: batch.IdemKey(caller, ts),
+		ID: id, Caller: batchdriver.Caller{Name: caller}, IdemKey: batchdrivertest.IdemKey(caller, ts),
 		Targets: ts, Limits: testLimits, Now: nowAt(now),
 	}
 }

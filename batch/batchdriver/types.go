@@ -1,42 +1,19 @@
 package batchdriver
 
-// Modes are the values [Options.Mode] accepts. The runner does not interpret
-// them; it only refuses a mode outside this set at submit.
-const (
-	ModeDefault = ""
-	ModeClean   = "clean"
-	ModeRaw     = "raw"
-	ModeDigest  = "digest"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 )
 
-// ValidMode reports whether m is one of the known modes.
-func ValidMode(m string) bool {
-	switch m {
-	case ModeDefault, ModeClean, ModeRaw, ModeDigest:
-		return true
-	}
-	return false
-}
-
-// Options are the per-target fetch options: sift's /v1/fetch field set. The
-// runner stores them and hands them to the [FetchFunc] unchanged.
-type Options struct {
-	// Mode is "", "clean", "raw" or "digest".
-	Mode     string `json:"mode,omitempty"`
-	Question string `json:"question,omitempty"`
-	Pages    string `json:"pages,omitempty"`
-	Grep     string `json:"grep,omitempty"`
-	JQ       string `json:"jq,omitempty"`
-	// Context is optional: nil (absent) is not the same as false.
-	Context *bool `json:"context,omitempty"`
-	Recover bool  `json:"recover,omitempty"`
-}
-
-// Target is one URL to fetch and its options. Its JSON form is flat:
-// {"url": "…", "mode": "…", …}.
+// Target is one URL to fetch and its options.
 type Target struct {
-	URL string `json:"url"`
-	Options
+	URL string
+	// Options are the target's options as a JSON object in the runner's
+	// stored form (the host's fields in its declared order, no white
+	// space, absent fields left out), or nil for none. A store keeps them
+	// verbatim and returns them as they were given.
+	Options json.RawMessage
 }
 
 // Caller is who submits a job. All three fields are stored with the job, and
@@ -100,4 +77,75 @@ func AggregateStatus(ok, failed int) JobStatus {
 	default:
 		return JobPartial
 	}
+}
+
+// MarshalJSON writes the target in its flat form: {"url": …} followed by
+// the fields of its options.
+func (t Target) MarshalJSON() ([]byte, error) {
+	u, err := json.Marshal(t.URL)
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte(`{"url":`), u...)
+	if inner := bytes.TrimSpace(t.Options); len(inner) > 2 && inner[0] == '{' {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, inner); err != nil {
+			return nil, fmt.Errorf("target options: %w", err)
+		}
+		if rest := buf.Bytes()[1 : buf.Len()-1]; len(rest) > 0 {
+			b = append(append(b, ','), rest...)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads the flat form that MarshalJSON writes: every field
+// but "url" goes into Options, in the order given; null counts as absent. It checks only that the
+// fields are JSON; the runner checks them against the host's options.
+func (t *Target) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	*t = Target{}
+	if u, ok := fields["url"]; ok {
+		if err := json.Unmarshal(u, &t.URL); err != nil {
+			return fmt.Errorf("target url: %w", err)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return err
+	}
+	var opts bytes.Buffer
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		k, _ := tok.(string)
+		if k == "url" || string(v) == "null" { // null counts as absent
+			continue
+		}
+		if opts.Len() == 0 {
+			opts.WriteByte('{')
+		} else {
+			opts.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		opts.Write(kb)
+		opts.WriteByte(':')
+		if err := json.Compact(&opts, v); err != nil {
+			return err
+		}
+	}
+	if opts.Len() > 0 {
+		opts.WriteByte('}')
+		t.Options = json.RawMessage(opts.Bytes())
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package batchtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -10,10 +11,12 @@ import (
 )
 
 // StaticFetcher returns a fetcher whose result for every target is content,
-// with the target's URL and mode in Meta.
+// with the target's URL and its "mode" option (or "") in Meta.
 func StaticFetcher(content string) batch.FetchFunc {
 	return func(ctx context.Context, _ batch.Caller, t batch.Target) (batch.Result, error) {
-		return batch.Result{Content: content, Meta: map[string]any{"url": t.URL, "mode": t.Mode}}, nil
+		var o struct{ Mode string }
+		_ = json.Unmarshal(t.Options, &o) // no options, or none named mode: ""
+		return batch.Result{Content: content, Meta: map[string]any{"url": t.URL, "mode": o.Mode}}, nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"slices"
 	"sync"
 	"testing"
@@ -310,7 +311,7 @@ func TestCluster_KilledNodeReapedByAnother(t *testing.T) {
 	s := stores[0]
 	caller := batchdriver.Caller{Name: "alice"}
 	ts := batchtest.Targets("crash", 3)
-	p := batchdriver.CreateParams{ID: "crash-job", Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+	p := batchdriver.CreateParams{ID: "crash-job", Caller: caller, IdemKey: batchdrivertest.IdemKey(caller.Name, ts),
 		Targets: ts, Limits: testLimits}
 	if _, _, err := s.Create(t.Context(), p); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
@@ -184,20 +183,13 @@ func retryIdx(p batchdriver.CreateParams) []int32 {
 }
 
 // encodeTargets returns the stored forms of the targets: the URLs as
-// bytes, the options as JSON ("" for none).
+// bytes, the options verbatim ("" for none).
 func encodeTargets(ts []batchdriver.Target) (urls [][]byte, opts []string, err error) {
 	urls = make([][]byte, len(ts))
 	opts = make([]string, len(ts))
 	for i, t := range ts {
 		urls[i] = []byte(t.URL)
-		if t.Options == (batchdriver.Options{}) {
-			continue
-		}
-		b, err := json.Marshal(t.Options)
-		if err != nil {
-			return nil, nil, fmt.Errorf("encode options of target %d: %w", i, err)
-		}
-		opts[i] = string(b)
+		opts[i] = string(t.Options)
 	}
 	return urls, opts, nil
 }

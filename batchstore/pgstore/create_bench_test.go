@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -113,7 +114,7 @@ func BenchmarkCreateCaps(b *testing.B) {
 					}
 					caller := batchdriver.Caller{Name: fmt.Sprintf("c%d", list%callers)}
 					ts := batchtest.Targets(fmt.Sprint("caps-", list), 4)
-					p := batchdriver.CreateParams{ID: fmt.Sprint("job-", n), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+					p := batchdriver.CreateParams{ID: fmt.Sprint("job-", n), Caller: caller, IdemKey: batchdrivertest.IdemKey(caller.Name, ts),
 						Targets: ts, Limits: testLimits}
 					t0 := time.Now()
 					var retries int
@@ -188,7 +189,7 @@ func TestCreateSerializable_KeepsCaps(t *testing.T) {
 			<-start
 			caller := batchdriver.Caller{Name: fmt.Sprintf("c%d", i%4)}
 			ts := batchtest.Targets(fmt.Sprintf("list-%d", i%8), 1) // two racers per list
-			p := batchdriver.CreateParams{ID: fmt.Sprint("job-", i), Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+			p := batchdriver.CreateParams{ID: fmt.Sprint("job-", i), Caller: caller, IdemKey: batchdrivertest.IdemKey(caller.Name, ts),
 				Targets: ts, Limits: lim}
 			reused, _, err := s.createSerializable(context.Background(), p)
 			switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
@@ -259,8 +260,7 @@ func TestStore_BytesExact(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	url := "https://example.test/nul\x00and\xffbad"
-	ctxTrue := true
-	ts := []batchdriver.Target{{URL: url, Options: batchdriver.Options{Question: "q\x00?", Context: &ctxTrue}}, {URL: "https://example.test/2"}}
+	ts := []batchdriver.Target{{URL: url, Options: json.RawMessage(`{"question":"q\u0000?","context":true}`)}, {URL: "https://example.test/2"}}
 	if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: "j", Caller: batchdriver.Caller{Name: "alice"}, IdemKey: "k",
 		Targets: ts, Limits: testLimits, Now: nowAt(now)}); err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestStore_BytesExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[0].Target.URL != url || got[0].Target.Question != "q\x00?" || got[0].Target.Context == nil || !*got[0].Target.Context {
+	if got[0].Target.URL != url || string(got[0].Target.Options) != `{"question":"q\u0000?","context":true}` {
 		t.Errorf("target 0 = %+v", got[0].Target)
 	}
 	if got[0].Error != fins[0].Error || got[0].Hint != fins[0].Hint || string(got[1].Result) != string(fins[1].Result) {

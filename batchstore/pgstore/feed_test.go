@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"runtime"
 	"strings"
 	"testing"
@@ -64,7 +65,7 @@ func create(t *testing.T, s *Store, id string) {
 	t.Helper()
 	ts := batchtest.Targets(id, 1)
 	_, _, err := s.Create(t.Context(), batchdriver.CreateParams{ID: id, Caller: batchdriver.Caller{Name: "alice"},
-		IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits})
+		IdemKey: batchdrivertest.IdemKey(id, ts), Targets: ts, Limits: testLimits})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", id, err)
 	}

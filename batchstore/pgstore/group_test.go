@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
@@ -34,7 +34,7 @@ func newGroupFixture(t *testing.T) *groupFixture {
 	for _, id := range []string{"blocker0", "blocker1", "a", "b"} {
 		ts := batchtest.Targets(id, 2)
 		if _, _, err := s.Create(ctx, batchdriver.CreateParams{ID: id, Caller: batchdriver.Caller{Name: "alice"},
-			IdemKey: batch.IdemKey(id, ts), Targets: ts, Limits: testLimits}); err != nil {
+			IdemKey: batchdrivertest.IdemKey(id, ts), Targets: ts, Limits: testLimits}); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "r"}); err != nil || !ok {

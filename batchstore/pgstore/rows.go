@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"encoding/json"
-	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
 )
@@ -98,9 +97,7 @@ func (r *targetRow) record() (t batchdriver.TargetRecord, ok bool, err error) {
 		Result:  r.result,
 	}
 	if opts := deref(r.options); opts != "" {
-		if err := json.Unmarshal([]byte(opts), &t.Target.Options); err != nil {
-			return t, false, fmt.Errorf("decode options of target %d: %w", t.Idx, err)
-		}
+		t.Target.Options = json.RawMessage(opts)
 	}
 	return t, true, nil
 }

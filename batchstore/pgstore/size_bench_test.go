@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
@@ -58,7 +58,7 @@ func BenchmarkStoreSize(b *testing.B) {
 					ts := batchtest.Targets(fmt.Sprint("size-", i), 2)
 					id := fmt.Sprint("bench-", i)
 					caller := batchdriver.Caller{Name: fmt.Sprint("c", i%1000)}
-					_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: id, Caller: caller, IdemKey: batch.IdemKey(caller.Name, ts),
+					_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: id, Caller: caller, IdemKey: batchdrivertest.IdemKey(caller.Name, ts),
 						Targets: ts, Limits: testLimits})
 					if err != nil {
 						return err

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"os"
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return batchcli.ExitUsage
 	}
 	cfg := batchcli.Config{
-		Name: name, GlobalFlags: globalFlags,
+		Name: name, GlobalFlags: globalFlags, Options: batchsift.Options,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr,
 	}
 	if *version {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func decodeJSON[T any](t *testing.T, s string) T {
 // key "s3cret" and returns its URL.
 func serve(t *testing.T, fetch batch.FetchFunc) string {
 	t.Helper()
-	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, PollInterval: batch.Duration(10 * time.Millisecond)})
+	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, Options: batchsift.Options, PollInterval: batch.Duration(10 * time.Millisecond)})
 	return apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "s3cret"})
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net"
 	"net/http"
@@ -235,7 +236,7 @@ func TestBatchd_EndToEnd(t *testing.T) {
 	if !strings.Contains(d.hint, "go run ./examples/batch submit examples/targets.json") {
 		t.Errorf("start-up hint %q does not name examples/targets.json", d.hint)
 	}
-	if _, err := batchcli.ParseTargets(mustOpen(t, "../targets.json")); err != nil {
+	if _, err := batchcli.ParseTargets(mustOpen(t, "../targets.json"), batchsift.Options); err != nil {
 		t.Errorf("examples/targets.json: %v", err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log/slog"
 	"net"
@@ -110,7 +111,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, delay time.Duration) err
 	}, ",\n  ")
 	input := "{\"targets\": [\n  " + targets + "\n]}\n"
 	var out strings.Builder
-	cli := batchcli.New(batchcli.Config{Client: client, Stdin: strings.NewReader(input), Stdout: &out, Stderr: stdout, PollWait: 5 * time.Second})
+	cli := batchcli.New(batchcli.Config{Client: client, Options: batchsift.Options, Stdin: strings.NewReader(input), Stdout: &out, Stderr: stdout, PollWait: 5 * time.Second})
 
 	step := func(title string, args ...string) (string, error) {
 		out.Reset()

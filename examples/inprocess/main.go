@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log"
 	"net/http"
@@ -79,7 +80,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	defer store.Close() // after the runner's Close below
 
-	r, err := batch.New(batch.Config{Store: store, Fetch: fetch})
+	r, err := batch.New(batch.Config{Store: store, Fetch: fetch, Options: batchsift.Options})
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func run(ctx context.Context, out io.Writer) error {
 	caller := batch.Caller{Name: "demo-agent"}
 	targets := []batch.Target{
 		{URL: site.URL + "/alpha"},
-		{URL: site.URL + "/beta", Options: batch.Options{Mode: batch.ModeRaw}},
+		batchsift.Fields{Mode: batchsift.ModeRaw}.Target(site.URL + "/beta"),
 		{URL: site.URL + "/missing"},
 		{URL: site.URL + "/gamma"},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"log/slog"
 	"runtime"
@@ -226,9 +227,9 @@ func runnerValidation(t *testing.T, s batchdriver.Store) {
 	f(alice, nil, batch.ErrNoTargets)
 	f(batch.Caller{}, batchtest.Targets("x", 1), batch.ErrInvalidCaller)
 	f(alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}}, batch.ErrInvalidTarget)
-	f(alice, []batch.Target{{URL: "https://a.test/", Options: batch.Options{Mode: "bogus"}}}, batch.ErrInvalidTarget)
+	f(alice, []batch.Target{{URL: "https://a.test/", Options: batchsift.Fields{Mode: "bogus"}.JSON()}}, batch.ErrInvalidTarget)
 	f(alice, []batch.Target{{URL: "https://a.test/\xff"}}, batch.ErrInvalidTarget)
-	f(alice, []batch.Target{{URL: "https://a.test/", Options: batch.Options{Question: "\xc3"}}}, batch.ErrInvalidTarget)
+	f(alice, []batch.Target{{URL: "https://a.test/", Options: batchsift.Fields{Question: "\xc3"}.JSON()}}, batch.ErrInvalidTarget)
 	_, _, err := r.Submit(t.Context(), alice, []batch.Target{{URL: "https://a.test/"}, {URL: ""}})
 	var te *batch.TargetError
 	if !errors.As(err, &te) || te.Index != 1 {

@@ -1,9 +1,11 @@
 package batchdrivertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"slices"
 	"strings"
@@ -84,10 +86,10 @@ func wantLineage(t *testing.T, info batch.JobInfo, of string, orig []batch.Targe
 func runnerRetryPartial(t *testing.T, s batchdriver.Store) {
 	ts := batchtest.Targets("rp", 4)
 	ctx := true
-	ts[1].Options = batch.Options{Mode: batch.ModeClean, Question: "why?", Context: &ctx, Recover: true}
+	ts[1].Options = batchsift.Fields{Mode: batchsift.ModeClean, Question: "why?", Context: &ctx, Recover: true}.JSON()
 	fail := batch.NewFetchError(batch.OutcomeUpstream5xx, "", errors.New("upstream: status 502"))
 	log := &fetchLog{}
-	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: log.wrap(batchtest.ScriptFetcher(map[string]batchtest.Step{
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Options: batchsift.Options, Fetch: log.wrap(batchtest.ScriptFetcher(map[string]batchtest.Step{
 		ts[1].URL: {Err: fail}, ts[3].URL: {Err: fail},
 	}))})
 	id := mustSubmit(t, r, alice, ts)
@@ -115,8 +117,7 @@ func runnerRetryPartial(t *testing.T, s batchdriver.Store) {
 }
 
 func sameTarget(a, b batch.Target) bool {
-	return a.URL == b.URL && a.Mode == b.Mode && a.Question == b.Question && a.Recover == b.Recover &&
-		(a.Context == nil) == (b.Context == nil) && (a.Context == nil || *a.Context == *b.Context)
+	return a.URL == b.URL && bytes.Equal(a.Options, b.Options)
 }
 
 // runnerRetryCancelled: a cancelled job's retry takes the targets that never

@@ -1,6 +1,8 @@
 package batchdrivertest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
@@ -32,23 +34,29 @@ const (
 	runnerB = "runner-b"
 )
 
+// suiteOptions are the options of a job's first target: opaque to a store,
+// which keeps them byte for byte.
+var suiteOptions = []byte(`{"mode":"clean","question":"what?","context":true,"recover":true}`)
+
+// suiteKey is an idempotency key: the runner computes them, a store
+// compares them as given.
+func suiteKey(caller, key string, n int) string {
+	return fmt.Sprintf("idem|%s|%s|%d", caller, key, n)
+}
+
 // jobSpec builds a job for caller with n targets, created at now.
 func jobSpec(caller, key string, n int, now time.Time) batchdriver.CreateParams {
-	ctx := true
 	ts := batchtest.Targets(caller+"-"+key, n)
 	if n > 0 {
-		ts[0].Mode = batch.ModeClean
-		ts[0].Question = "what?"
-		ts[0].Context = &ctx
-		ts[0].Recover = true
+		ts[0].Options = suiteOptions
 	}
 	return batchdriver.CreateParams{
-		ID:                fmt.Sprintf("%s-%s-%d", caller, key, now.UnixNano()),
-		Caller:            batch.Caller{Name: caller, Class: "class-" + caller, Restricted: caller == "restricted"},
-		IdemKey:           batch.IdemKey(caller, ts),
+		ID:      fmt.Sprintf("%s-%s-%d", caller, key, now.UnixNano()),
+		Caller:  batch.Caller{Name: caller, Class: "class-" + caller, Restricted: caller == "restricted"},
+		IdemKey: suiteKey(caller, key, n),
 		Targets: ts,
-		Limits:            suiteLimits,
-		Now:               nowAt(now),
+		Limits:  suiteLimits,
+		Now:     nowAt(now),
 	}
 }
 
@@ -173,3 +181,19 @@ func mustStats(t *testing.T, s batchdriver.Store) batchdriver.Stats {
 // every call they make carries its time (see the clock note on
 // [batch.CreateParams]).
 func nowAt(t time.Time) *time.Time { return &t }
+
+// IdemKey returns an idempotency key for a test that creates jobs in a
+// store directly: the same caller and list give the same key, any other
+// a different one. (The runner computes the real keys; a store only
+// compares them.)
+func IdemKey(caller string, targets []batchdriver.Target) string {
+	h := sha256.New()
+	h.Write([]byte(caller))
+	for _, t := range targets {
+		h.Write([]byte{0})
+		h.Write([]byte(t.URL))
+		h.Write([]byte{0})
+		h.Write(t.Options)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,6 +1,7 @@
 package batchdrivertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -145,16 +146,13 @@ func storeRoundTrip(t *testing.T, s batchdriver.Store) {
 		if tr.Idx != i || tr.Status != batch.TargetPending || tr.Result != nil || tr.Error != "" {
 			t.Errorf("target %d = %+v", i, tr)
 		}
-		if tr.Target.URL != p.Targets[i].URL || tr.Target.Mode != p.Targets[i].Mode ||
-			tr.Target.Question != p.Targets[i].Question || tr.Target.Recover != p.Targets[i].Recover {
-			t.Errorf("target %d = %+v, want %+v", i, tr.Target, p.Targets[i])
-		}
-		if (tr.Target.Context == nil) != (p.Targets[i].Context == nil) {
-			t.Errorf("target %d: context presence lost", i)
+		if tr.Target.URL != p.Targets[i].URL || !bytes.Equal(tr.Target.Options, p.Targets[i].Options) {
+			t.Errorf("target %d = %s %s, want %s %s (options byte for byte)", i,
+				tr.Target.URL, tr.Target.Options, p.Targets[i].URL, p.Targets[i].Options)
 		}
 	}
-	if ts[0].Target.Context == nil || !*ts[0].Target.Context {
-		t.Errorf("target 0 context = %v, want true", ts[0].Target.Context)
+	if string(ts[0].Target.Options) != string(suiteOptions) {
+		t.Errorf("target 0 options = %s, want %s", ts[0].Target.Options, suiteOptions)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"log/slog"
 	"net"
 	"net/http"
@@ -180,6 +181,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	bc := cfg.Batch
 	bc.Store, bc.Fetch, bc.Logger, bc.Deliver = store, f.Fetch, cfg.Logger, sender.Deliver
+	bc.Options = batchsift.Options // sift's /v1/fetch fields, flat beside "url"
 	if cfg.TracerProvider != nil {
 		bc.Observer = batchotel.New(batchotel.Config{TracerProvider: cfg.TracerProvider})
 	}
@@ -218,7 +220,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	// /healthz, since it holds no caller's data and a generator needs it
 	// before anyone has a key. Mounted for every method, so that the
 	// handler's own 405 (with Allow: GET, HEAD) answers the others.
-	mux.Handle(batchhttp.OpenAPIPath, route(batchhttp.OpenAPIPath, batchhttp.OpenAPIHandler()))
+	mux.Handle(batchhttp.OpenAPIPath, route(batchhttp.OpenAPIPath, batchhttp.OpenAPIHandler(runner.Options())))
 	if err := mountConsole(mux, cfg, store, route); err != nil {
 		d.Close(ctx)
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net"
 	"net/http"
@@ -177,7 +178,7 @@ func TestDaemon_OpenAPI(t *testing.T) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
-		!batchhttp.ValidRequestID(resp.Header.Get(batchhttp.RequestIDHeader)) || !bytes.Equal(body, batchhttp.OpenAPI()) {
+		!batchhttp.ValidRequestID(resp.Header.Get(batchhttp.RequestIDHeader)) || !bytes.Equal(body, batchhttp.OpenAPI(batchsift.Options)) {
 		t.Fatalf("GET %s = %d, headers %v, %d bytes; want 200 and the document", batchhttp.OpenAPIPath, resp.StatusCode, resp.Header, len(body))
 	}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+batchhttp.OpenAPIPath, nil)
@@ -364,7 +365,7 @@ func TestDaemon_GrepLimits(t *testing.T) {
 	srv := openTest(t, Config{})
 	submit := func(grep string) (int, batchhttp.ErrorResponse) {
 		t.Helper()
-		body, _ := json.Marshal(batchhttp.SubmitRequest{Targets: []batch.Target{{URL: "https://example.com/", Options: batch.Options{Grep: grep}}}})
+		body, _ := json.Marshal(batchhttp.SubmitRequest{Targets: []batch.Target{{URL: "https://example.com/", Options: batchsift.Fields{Grep: grep}.JSON()}}})
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/batch", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer alice-key")
 		resp, err := srv.Client().Do(req)

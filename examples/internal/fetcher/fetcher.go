@@ -65,6 +65,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"strconv"
@@ -175,13 +176,17 @@ const accept = "text/html,application/xhtml+xml,text/plain;q=0.9,application/jso
 // holds neither the URL nor the final URL after redirects.
 func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (batch.Result, error) {
 	start := time.Now()
-	mode, err := checkOptions(t.Options)
+	opts, err := batchsift.Read(t)
+	if err != nil {
+		return batch.Result{}, failf(batch.OutcomeUnsupported, "unsupported: unreadable options")
+	}
+	mode, err := checkOptions(opts)
 	if err != nil {
 		return batch.Result{}, err
 	}
 	var g *grepper
-	if t.Grep != "" {
-		if g, err = f.grep(t.Grep); err != nil {
+	if opts.Grep != "" {
+		if g, err = f.grep(opts.Grep); err != nil {
 			return batch.Result{}, err
 		}
 	}
@@ -224,7 +229,7 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 		}
 	}
 	content := decodeText(body, ct.charset)
-	if mode == batch.ModeClean && isHTML(ct.media) {
+	if mode == batchsift.ModeClean && isHTML(ct.media) {
 		content = ExtractText(content)
 	}
 	meta := map[string]any{
@@ -250,13 +255,13 @@ func (f *Fetcher) tooLong() error {
 
 // checkOptions returns the effective mode of o, or an unsupported error for
 // what this fetcher cannot serve.
-func checkOptions(o batch.Options) (string, error) {
+func checkOptions(o batchsift.Fields) (string, error) {
 	mode := o.Mode
 	switch mode {
-	case batch.ModeDefault, batch.ModeRaw:
-		mode = batch.ModeRaw
-	case batch.ModeClean:
-	case batch.ModeDigest:
+	case batchsift.ModeDefault, batchsift.ModeRaw:
+		mode = batchsift.ModeRaw
+	case batchsift.ModeClean:
+	case batchsift.ModeDigest:
 		return "", unsupported("digest mode")
 	default:
 		return "", failf(batch.OutcomeUnsupported, "unsupported: unknown mode")

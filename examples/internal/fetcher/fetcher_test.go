@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			w.Write([]byte("\x89PNG\r\n\x1a\n"))
 		})
 		u := b.base + "/img"
-		_, err := b.fetch(t, u, batch.Options{})
+		_, err := b.fetch(t, u, batchsift.Fields{})
 		b.wantErr(t, err, u, batch.OutcomeUnsupported, "unsupported: content type image/png")
 	})
 
@@ -47,7 +48,7 @@ func TestFetcher_Fetch(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		servePage(b)
-		res, err := b.fetch(t, b.base+"/page", batch.Options{Mode: batch.ModeClean})
+		res, err := b.fetch(t, b.base+"/page", batchsift.Fields{Mode: batchsift.ModeClean})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			w.Header().Set("Content-Type", "text/plain")
 			fmt.Fprint(w, "<b>not html</b>\n  kept  as is\n")
 		})
-		res, err := b.fetch(t, b.base+"/txt", batch.Options{Mode: batch.ModeClean})
+		res, err := b.fetch(t, b.base+"/txt", batchsift.Fields{Mode: batchsift.ModeClean})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestFetcher_Fetch(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		servePage(b)
-		res, err := b.fetch(t, b.base+"/page", batch.Options{Mode: batch.ModeClean, Grep: `^(alpha|Last)`})
+		res, err := b.fetch(t, b.base+"/page", batchsift.Fields{Mode: batchsift.ModeClean, Grep: `^(alpha|Last)`})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,7 @@ func TestFetcher_Fetch(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		servePage(b)
-		res, err := b.fetch(t, b.base+"/page", batch.Options{Grep: "<li>"})
+		res, err := b.fetch(t, b.base+"/page", batchsift.Fields{Grep: "<li>"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +113,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			fmt.Fprint(w, "f(x) = 1\nf x = 2\nf(y) = 3\r\n")
 		})
 		// "f(x" does not compile as a regular expression: a literal substring.
-		res, err := b.fetch(t, b.base+"/txt", batch.Options{Grep: "f(x"})
+		res, err := b.fetch(t, b.base+"/txt", batchsift.Fields{Grep: "f(x"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +127,7 @@ func TestFetcher_Fetch(t *testing.T) {
 		b := setup(t, nil)
 		servePage(b)
 		u := b.base + "/page?token=c-meta-token"
-		res, err := b.fetch(t, u, batch.Options{})
+		res, err := b.fetch(t, u, batchsift.Fields{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,8 +153,8 @@ func TestFetcher_Fetch(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		servePage(b)
-		for _, mode := range []string{batch.ModeDefault, batch.ModeRaw} {
-			res, err := b.fetch(t, b.base+"/page", batch.Options{Mode: mode})
+		for _, mode := range []string{batchsift.ModeDefault, batchsift.ModeRaw} {
+			res, err := b.fetch(t, b.base+"/page", batchsift.Fields{Mode: mode})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +172,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			w.Write([]byte{0, 1, 2, 3, 0xff, 0xfe, 0})
 		})
 		u := b.base + "/bin"
-		_, err := b.fetch(t, u, batch.Options{})
+		_, err := b.fetch(t, u, batchsift.Fields{})
 		b.wantErr(t, err, u, batch.OutcomeUnsupported, "unsupported: content type application/octet-stream")
 	})
 
@@ -182,7 +183,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			w.Header()["Content-Type"] = nil
 			fmt.Fprint(w, "<html><body><p>sniffed</p></body></html>")
 		})
-		res, err := b.fetch(t, b.base+"/html", batch.Options{Mode: batch.ModeClean})
+		res, err := b.fetch(t, b.base+"/html", batchsift.Fields{Mode: batchsift.ModeClean})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +214,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			{304, batch.OutcomeOther},
 		} {
 			u := fmt.Sprintf("%s/status/%d", b.base, tc.code)
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.fetch(t, u, batchsift.Fields{})
 			b.wantErr(t, err, u, tc.outcome, fmt.Sprintf("upstream: status %d", tc.code))
 		}
 	})
@@ -225,7 +226,7 @@ func TestFetcher_Fetch(t *testing.T) {
 			<-r.Context().Done()
 		})
 		u := b.base + "/slow"
-		_, err := b.fetch(t, u, batch.Options{}) // Options.Timeout
+		_, err := b.fetch(t, u, batchsift.Fields{}) // Options.Timeout
 		b.wantErr(t, err, u, batch.OutcomeTimeout, "timeout: no response before the deadline")
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("errors.Is(%v, DeadlineExceeded) = false", err)
@@ -260,10 +261,10 @@ func TestFetcher_Fetch(t *testing.T) {
 		})
 		for _, path := range []string{"/big", "/chunked"} {
 			u := b.base + path
-			_, err := b.fetch(t, u, batch.Options{})
+			_, err := b.fetch(t, u, batchsift.Fields{})
 			b.wantErr(t, err, u, batch.OutcomeTooLong, "too long: response body exceeds 1000 bytes")
 		}
-		if res, err := b.fetch(t, b.base+"/exact", batch.Options{}); err != nil || len(res.Content) != 1000 {
+		if res, err := b.fetch(t, b.base+"/exact", batchsift.Fields{}); err != nil || len(res.Content) != 1000 {
 			t.Errorf("exactly MaxBytes: %d bytes, %v; want 1000 bytes", len(res.Content), err)
 		}
 	})
@@ -272,14 +273,14 @@ func TestFetcher_Fetch(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		for _, tc := range []struct {
-			opts batch.Options
+			opts batchsift.Fields
 			msg  string
 		}{
-			{batch.Options{Mode: batch.ModeDigest}, "unsupported: digest mode is not available in this fetcher"},
-			{batch.Options{Question: "why?"}, "unsupported: question is not available in this fetcher"},
-			{batch.Options{JQ: ".a"}, "unsupported: jq is not available in this fetcher"},
-			{batch.Options{Pages: "1-2"}, "unsupported: pages is not available in this fetcher"},
-			{batch.Options{Mode: "fancy"}, "unsupported: unknown mode"},
+			{batchsift.Fields{Mode: batchsift.ModeDigest}, "unsupported: digest mode is not available in this fetcher"},
+			{batchsift.Fields{Question: "why?"}, "unsupported: question is not available in this fetcher"},
+			{batchsift.Fields{JQ: ".a"}, "unsupported: jq is not available in this fetcher"},
+			{batchsift.Fields{Pages: "1-2"}, "unsupported: pages is not available in this fetcher"},
+			{batchsift.Fields{Mode: "fancy"}, "unsupported: unknown mode"},
 		} {
 			u := b.base + "/page"
 			_, err := b.fetch(t, u, tc.opts)

@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
@@ -51,10 +52,11 @@ type grepper struct {
 // text says which limit and which carries a hint ([batch.HintError]). The
 // other options are checked when the target is fetched.
 func (f *Fetcher) CheckTarget(_ context.Context, _ batch.Caller, t batch.Target) error {
-	if t.Grep == "" {
-		return nil
+	opts, err := batchsift.Read(t)
+	if err != nil || opts.Grep == "" {
+		return nil // the runner refuses options that do not decode
 	}
-	_, reason := f.compileGrep(t.Grep)
+	_, reason := f.compileGrep(opts.Grep)
 	if reason != "" {
 		return batch.NewFetchError(batch.OutcomeUnsupported, grepHint, errors.New(reason))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"regexp/syntax"
 	"strings"
@@ -183,7 +184,7 @@ func TestFetcher_GrepDeadline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
 			start := time.Now()
-			_, err := b.f.Fetch(ctx, batch.Caller{Name: "test"}, batch.Target{URL: b.base + "/big", Options: batch.Options{Grep: heavyPattern}})
+			_, err := b.f.Fetch(ctx, batch.Caller{Name: "test"}, batch.Target{URL: b.base + "/big", Options: batchsift.Fields{Grep: heavyPattern}.JSON()})
 			took := time.Since(start)
 			b.wantErr(t, err, b.base+"/big", batch.OutcomeTimeout, "timeout: grep did not finish before the deadline")
 			if !errors.Is(err, context.DeadlineExceeded) {
@@ -212,11 +213,11 @@ func TestFetcher_GrepRefused(t *testing.T) {
 		{"Complex", issuePattern(50), "grep pattern too complex: its program is over 1000 instructions"},
 	} {
 		start := time.Now()
-		_, err := b.fetch(t, b.base+"/page", batch.Options{Grep: c.pattern})
+		_, err := b.fetch(t, b.base+"/page", batchsift.Fields{Grep: c.pattern})
 		b.wantErr(t, err, b.base+"/page", batch.OutcomeUnsupported, "unsupported: "+c.reason)
 		t.Logf("%s: refused after %s", c.name, time.Since(start).Round(time.Microsecond))
 
-		err = b.f.CheckTarget(t.Context(), batch.Caller{Name: "test"}, batch.Target{URL: b.base + "/page", Options: batch.Options{Grep: c.pattern}})
+		err = b.f.CheckTarget(t.Context(), batch.Caller{Name: "test"}, batch.Target{URL: b.base + "/page", Options: batchsift.Fields{Grep: c.pattern}.JSON()})
 		if err == nil || err.Error() != c.reason {
 			t.Errorf("%s: CheckTarget = %v, want %q", c.name, err, c.reason)
 		}
@@ -227,8 +228,8 @@ func TestFetcher_GrepRefused(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the page was fetched %d times; a refused pattern fetches nothing", n)
 	}
-	for _, opts := range []batch.Options{{}, {Grep: heavyPattern}, {Grep: "f(x"}, {Mode: batch.ModeDigest}} {
-		if err := b.f.CheckTarget(t.Context(), batch.Caller{Name: "test"}, batch.Target{URL: b.base + "/page", Options: opts}); err != nil {
+	for _, opts := range []batchsift.Fields{{}, {Grep: heavyPattern}, {Grep: "f(x"}, {Mode: batchsift.ModeDigest}} {
+		if err := b.f.CheckTarget(t.Context(), batch.Caller{Name: "test"}, opts.Target(b.base+"/page")); err != nil {
 			t.Errorf("CheckTarget(%+v) = %v, want nil", opts, err)
 		}
 	}

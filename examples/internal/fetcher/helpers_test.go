@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"errors"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -133,9 +134,9 @@ func setup(t *testing.T, tweak func(*Options), extraAllow ...string) *testBundle
 }
 
 // fetch fetches u with opts under the test's context.
-func (b *testBundle) fetch(t *testing.T, u string, opts batch.Options) (batch.Result, error) {
+func (b *testBundle) fetch(t *testing.T, u string, opts batchsift.Fields) (batch.Result, error) {
 	t.Helper()
-	return b.f.Fetch(t.Context(), batch.Caller{Name: "test"}, batch.Target{URL: u, Options: opts})
+	return b.f.Fetch(t.Context(), batch.Caller{Name: "test"}, opts.Target(u))
 }
 
 // secrets are the strings no error may contain for a fetch of u: the URL,

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -27,17 +28,17 @@ func TestFetcher_InRunner(t *testing.T) {
 	})
 	var logs batchtest.Buffer
 	r := batchtest.NewRunner(t, batch.Config{
-		Fetch:  b.f.Fetch,
+		Fetch: b.f.Fetch, Options: batchsift.Options,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 
 	targets := []batch.Target{
-		{URL: b.base + "/c-ok-4a2f?token=c-tok-1", Options: batch.Options{Mode: batch.ModeClean}},
+		{URL: b.base + "/c-ok-4a2f?token=c-tok-1", Options: batchsift.Fields{Mode: batchsift.ModeClean}.JSON()},
 		{URL: b.base + "/c-missing-9b3c?token=c-tok-2"},
 		{URL: "http://c-priv-7d1e.test/c-path-5e6f?token=c-tok-3"},
 		{URL: "http://2130706433/c-path-0a1b"},
 		{URL: "http://c-nx-2c3d.test/"},
-		{URL: b.base + "/c-ok-4a2f", Options: batch.Options{JQ: ".x"}},
+		{URL: b.base + "/c-ok-4a2f", Options: batchsift.Fields{JQ: ".x"}.JSON()},
 	}
 	want := []struct {
 		outcome batch.Outcome

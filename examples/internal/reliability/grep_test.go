@@ -3,6 +3,7 @@ package reliability
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -76,7 +77,7 @@ func TestGrepIsolation(t *testing.T) {
 	defer victim.close()
 	submit := func(c *client, url, grep string) (batchhttp.SubmitResponse, answer) {
 		t.Helper()
-		body, _ := json.Marshal(batchhttp.SubmitRequest{Targets: []batch.Target{{URL: url, Options: batch.Options{Grep: grep}}}})
+		body, _ := json.Marshal(batchhttp.SubmitRequest{Targets: []batch.Target{{URL: url, Options: batchsift.Fields{Grep: grep}.JSON()}}})
 		a, err := c.do(ctx, http.MethodPost, "/v1/batch", body)
 		if err != nil {
 			t.Fatalf("submit: %v", err)
