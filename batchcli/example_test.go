@@ -13,6 +13,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // A host mounts the batch commands in its own CLI: it builds a client for its
@@ -23,7 +24,7 @@ func ExampleCLI_Run() {
 	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello")})
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
-	auth, _ := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent", Secret: "s3cret"}})
+	auth, _ := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent", Secret: "s3cret"}})
 	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -61,7 +62,7 @@ func ExampleConfig_mounted() {
 	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello")})
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
-	auth, _ := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent", Secret: "s3cret"}})
+	auth, _ := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent", Secret: "s3cret"}})
 	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
