@@ -24,12 +24,13 @@ var depRule = []struct {
 	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch/batchdriver", "internal/migrations"}},
 	{"batchstore/pgstore", []string{pgx}, []string{"batch/batchdriver", "internal/migrations"}},
 	{"batchnet", nil, []string{"batch"}},
-	{"batchhttp", []string{"github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchnet"}},
+	{"batchhttp", nil, []string{"batch", "batchnet"}},
+	{"batchhttp/batchserver", []string{"github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchhttp"}},
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
 	{"batchconsole", nil, []string{"batch", "batch/batchdriver"}},
 	{"internal/migrations", nil, nil},
-	{"internal/apitest", nil, []string{"batch", "batchhttp"}}, // test support: imported by test files only
-	{"internal/pgtest", []string{pgx}, nil},                   // test support: imported by test files only
+	{"internal/apitest", nil, []string{"batch", "batchhttp", "batchhttp/batchserver"}}, // test support: imported by test files only
+	{"internal/pgtest", []string{pgx}, nil},                                            // test support: imported by test files only
 	{"batchotel", []string{otelAPI}, []string{"batch", "batch/batchdriver", "batch/batchobserve"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
@@ -48,8 +49,9 @@ var testDepRule = map[string][]string{
 	"internal/migrations":               {},
 	"internal/apitest":                  {},
 	"internal/pgtest":                   {},
-	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest", "batch/batchsift"},
-	"batchcli":                          {"batch/batchtest", "batchhttp", "internal/apitest", "batch/batchsift"},
+	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest", "batch/batchsift", "batchhttp/batchserver"}, // batchserver: the examples' key auth
+	"batchhttp/batchserver":             {"batch/batchtest"},
+	"batchcli":                          {"batch/batchtest", "batchhttp", "batchhttp/batchserver", "internal/apitest", "batch/batchsift"},
 	"batchotel":                         {"batch/batchtest", "batch/batchsift", "batchstore", "batchstore/pgstore", "internal/pgtest"},
 	"batchconsole":                      {"batch/batchtest"},
 }
@@ -204,6 +206,10 @@ func TestCheckImports(t *testing.T) {
 	f("batch", []string{module + "/batchstore"}, true)
 	f("batchhttp", []string{module + "/batchstore"}, true)
 	f("batchhttp", []string{module + "/batch", "net/http"}, false)
+	f("batchhttp", []string{"github.com/VictoriaMetrics/metrics"}, true) // the metrics endpoint is batchserver's
+	f("batchhttp", []string{module + "/batchhttp/batchserver"}, true)
+	f("batchhttp/batchserver", []string{module + "/batchhttp", module + "/batch", "github.com/VictoriaMetrics/metrics"}, false)
+	f("batchhttp/batchserver", []string{module + "/batchstore"}, true)
 	f("batchcli", []string{module + "/batchhttp"}, false)
 	f("batchcli", []string{module + "/batchstore"}, true)
 	f("batch/batchtest", []string{module + "/batchhttp"}, true)
@@ -264,7 +270,7 @@ func TestOtelOnlyInBatchotel(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	for _, dep := range deps(module+"/batch", module+"/batch/batchtest", module+"/batchstore", module+"/batchstore/pgstore",
-		module+"/batchnet", module+"/batchhttp", module+"/batchcli") {
+		module+"/batchnet", module+"/batchhttp", module+"/batchhttp/batchserver", module+"/batchcli") {
 		if strings.HasPrefix(dep, "go.opentelemetry.io/") || dep == module+"/batchotel" {
 			t.Errorf("the library outside batchotel depends on %s", dep)
 		}
@@ -293,7 +299,7 @@ func TestKinOpenAPIOnlyInTests(t *testing.T) {
 		t.Skip("runs go list")
 	}
 	pkgs := []string{module + "/batch", module + "/batch/batchtest", module + "/batchstore", module + "/batchstore/pgstore",
-		module + "/batchnet", module + "/batchhttp", module + "/batchcli"}
+		module + "/batchnet", module + "/batchhttp", module + "/batchhttp/batchserver", module + "/batchcli"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
@@ -315,7 +321,7 @@ func TestPgxOnlyInPgstore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	pkgs := []string{module + "/batch", module + "/batch/batchtest", module + "/batchstore", module + "/batchhttp", module + "/batchcli"}
+	pkgs := []string{module + "/batch", module + "/batch/batchtest", module + "/batchstore", module + "/batchhttp", module + "/batchhttp/batchserver", module + "/batchcli"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)

@@ -41,7 +41,7 @@
 //	if err != nil { … }
 //	if err := r.Start(ctx); err != nil { … }   // fails jobs a previous process left live
 //	defer r.Close(context.Background())         // a fresh context: one done already returns at once
-//	metrics.RegisterSet(r.Metrics())            // or batchhttp.Metrics, with # HELP from r.MetricsHelp()
+//	metrics.RegisterSet(r.Metrics())            // or batchserver.Metrics, with # HELP from r.MetricsHelp()
 //
 //	job, reused, err := r.Submit(ctx, caller, targets)   // job.ID, job.Status
 //	info, err := r.Status(ctx, caller, job.ID, batch.StatusOptions{Results: true})

@@ -109,7 +109,7 @@ func New(cfg Config) (*Runner, error) {
 }
 
 // Metrics returns the runner's metric set. The host exposes it, e.g. with
-// batchhttp.Metrics (which adds # HELP and # TYPE lines from
+// batchserver.Metrics (which adds # HELP and # TYPE lines from
 // [Runner.MetricsHelp]), [metrics.Set.WritePrometheus] or
 // [metrics.RegisterSet].
 func (r *Runner) Metrics() *metrics.Set { return r.metrics.set }

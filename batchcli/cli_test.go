@@ -19,6 +19,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/internal/apitest"
 )
 
@@ -48,7 +49,7 @@ func setup(t *testing.T, stdin string, terminal bool) *testBundle {
 func serve(t *testing.T, fetch batch.FetchFunc) (*batch.Runner, string) {
 	t.Helper()
 	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, Options: batchsift.Options, PollInterval: batch.Duration(10 * time.Millisecond)})
-	return r, apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"}, batchhttp.Key{Name: "bob", Secret: "bob-key"})
+	return r, apitest.Serve(t, r, batchserver.Key{Name: "alice", Secret: "alice-key"}, batchserver.Key{Name: "bob", Secret: "bob-key"})
 }
 
 func (b *testBundle) newCLI(t *testing.T, key, stdin string, terminal bool) *batchcli.CLI {

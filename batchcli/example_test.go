@@ -14,6 +14,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // A host mounts the batch commands in its own CLI: it builds a client for its
@@ -24,7 +25,7 @@ func ExampleCLI_Run() {
 	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello"), Options: batchsift.Options})
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
-	auth, _ := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent", Secret: "s3cret"}})
+	auth, _ := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent", Secret: "s3cret"}})
 	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -62,7 +63,7 @@ func ExampleConfig_mounted() {
 	r, _ := batch.New(batch.Config{Store: batchtest.NewStore(), Fetch: batchtest.StaticFetcher("hello"), Options: batchsift.Options})
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
-	auth, _ := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent", Secret: "s3cret"}})
+	auth, _ := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent", Secret: "s3cret"}})
 	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
 	srv := httptest.NewServer(h)
 	defer srv.Close()

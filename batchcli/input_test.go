@@ -12,6 +12,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/internal/apitest"
 )
 
@@ -92,7 +93,7 @@ func asJSON(t *testing.T, v any) string {
 func TestParseTargets_AsStrictAsServer(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{JobsPerCaller: 64, JobsTotal: 64, Options: batchsift.Options})
-	srvURL := apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "alice-key"})
+	srvURL := apitest.Serve(t, r, batchserver.Key{Name: "alice", Secret: "alice-key"})
 	serverRefuses := func(body string) (bool, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srvURL+"/v1/batch", strings.NewReader(body))

@@ -1,7 +1,7 @@
 // Package batchhttp serves a [batch.Runner] over HTTP as the /v1/batch wire
-// API, provides a [Client] for it, and has the rest of what a host daemon
-// needs around it: readiness, metrics, a server with limits and the right
-// shutdown order, bearer keys, and a Standard Webhooks sender.
+// API, provides a [Client] for it, and signs and sends Standard Webhooks.
+// What a daemon needs around the API (a server with limits and the right
+// shutdown order, bearer keys, metrics, readiness) is package batchserver.
 //
 // A host builds a [Handler] with [NewHandler] from the runner and its hooks
 // ([HandlerOpts]: authenticate, pre-check, logger, observe) and mounts it on
@@ -9,9 +9,9 @@
 // such as "/api" (or put [http.StripPrefix] in front of a handler without
 // one):
 //
-//	keys, err := batchhttp.ReadKeyFile("keys")        // NAME=SECRET[:restricted] lines, chmod 600
-//	auth, err := batchhttp.NewKeyAuth(keys)           // or the host's own CallerFunc
-//	m, err := batchhttp.NewMetrics(batchhttp.MetricsOpts{Prefix: "sift", Authenticate: auth})
+//	keys, err := batchserver.ReadKeyFile("keys")      // NAME=SECRET[:restricted] lines, chmod 600
+//	auth, err := batchserver.NewKeyAuth(keys)         // or the host's own CallerFunc
+//	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "sift", Authenticate: auth})
 //	m.Add(runner.Metrics(), runner.MetricsHelp())
 //	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
 //		Authenticate: auth,
@@ -20,9 +20,9 @@
 //		Observe:      m.Observe,
 //	})
 //	h.Mount(mux)                                      // /v1/batch and /v1/batch/
-//	mux.Handle("GET /readyz", batchhttp.ReadyHandler(runner))
+//	mux.Handle("GET /readyz", batchserver.ReadyHandler(runner))
 //	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, logger))
-//	err = batchhttp.Serve(ctx, ln, batchhttp.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
+//	err = batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
 //
 // examples/embed is a whole host built this way, in one file.
 //
@@ -203,35 +203,22 @@
 // Any other refusal whose body was not read closes its connection within a
 // quarter of a second. The server's own limits (header size and timeouts,
 // idle connections, the number of connections, which idle ones are closed
-// to make room) are [Limits], which [Serve] applies; their defaults fit
-// this API.
+// to make room) are batchserver.Limits, which batchserver.Serve applies;
+// their defaults fit this API.
 //
 // # Serving and shutdown
 //
-// [Serve] runs the host's mux until its context ends and then shuts down
-// in the order a batch host needs: the runner first, with a context of its
-// own (a signal's context is already done, and a runner closed with it
-// returns at once, leaving its jobs running for the next start to fail),
-// which ends long-polls and cuts in-flight fetches short; then the
-// server's Shutdown, which first gives those long-polls a moment to write
-// their answers; then the server's base context, so that streams and slow
-// host routes see theirs done, for the rest of the grace period; then the
-// store. A host that runs its
-// own [http.Server] does the same: BaseContext from a context it cancels,
-// [LimitListener] around its listener with its [LimitedListener.ConnState]
-// as the server's ConnState (so that idle connections make room for new
-// ones), WriteTimeout above [batch.MaxWait].
+// batchserver.Serve runs the host's mux and shuts down in the order a
+// batch host needs: the runner, then the requests in flight, then the
+// store. Its package documentation says what a host that runs its own
+// [http.Server] does instead.
 //
 // # A host's own routes
 //
-// [ReadyHandler] (GET /readyz: 200 while the runner and its store can
-// serve, else 503 with Retry-After) and [HealthHandler] (GET /healthz)
-// need no key. [Metrics] serves GET /metrics with # HELP and # TYPE lines
-// for every family, optionally behind a key; its [Metrics.Observe] is the
-// [ObserveFunc] that gives every route its series. [Instrument] wraps a
-// host route with a request id, one observation and one debug log line
-// that never carries the URL. [ReadKeyFile] reads the keys of a
-// [NewKeyAuth] from a file, refusing one that others can read.
+// [Instrument] wraps a host route with a request id, one observation and
+// one debug log line that never carries the URL. Package batchserver has
+// the readiness and liveness probes, the metrics endpoint whose Observe is
+// an [ObserveFunc], and the key files behind a key authenticator.
 //
 // # Logs and metrics
 //

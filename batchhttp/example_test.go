@@ -14,6 +14,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 func ExampleNewHandler() {
@@ -36,7 +37,7 @@ func ExampleNewHandler() {
 	}
 	defer runner.Close(ctx)
 
-	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent-1", Secret: "s3cret"}})
+	auth, err := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent-1", Secret: "s3cret"}})
 	if err != nil {
 		log.Fatal(err)
 	}

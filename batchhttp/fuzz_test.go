@@ -111,10 +111,7 @@ func FuzzHandler(f *testing.F) {
 		Now: clock.Now, TTL: batch.Duration(time.Minute), SweepInterval: batch.Duration(50 * time.Millisecond),
 		JobsPerCaller: 4, JobsTotal: 8, Logger: slog.New(slog.DiscardHandler),
 	})
-	auth, err := NewKeyAuth(testKeys)
-	if err != nil {
-		f.Fatal(err)
-	}
+	auth := CallerFunc(testAuth)
 	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Precheck: PrecheckURL})
 	if err != nil {
 		f.Fatal(err)

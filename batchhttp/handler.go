@@ -79,7 +79,7 @@ const statusClientGone = 499
 // HandlerOpts configure [NewHandler].
 type HandlerOpts struct {
 	// Authenticate resolves every request to a caller before anything else
-	// happens. Required; see [NewKeyAuth] for a ready one.
+	// happens. Required; batchserver.NewKeyAuth is a ready one.
 	Authenticate CallerFunc
 	// Prefix is the path the API is served under, such as "/api": the
 	// routes are then Prefix+"/v1/batch…", and [Handler.Mount] registers

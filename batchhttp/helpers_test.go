@@ -34,13 +34,34 @@ const (
 	keyRita  = "rita-key"
 )
 
-var testKeys = []Key{
-	{Name: "alice", Secret: keyAlice, Class: "agent"},
-	{Name: "bob", Secret: keyBob, Class: "agent"},
-	{Name: "rita", Secret: keyRita, Class: "guest", Restricted: true},
+// testKeys are the callers the test keys stand for.
+var testKeys = map[string]batch.Caller{
+	keyAlice: alice,
+	keyBob:   {Name: "bob", Class: "agent"},
+	keyRita:  {Name: "rita", Class: "guest", Restricted: true},
 }
 
 var alice = batch.Caller{Name: "alice", Class: "agent"}
+
+// testAuth is the tests' [CallerFunc]: it accepts "Authorization: Bearer
+// <key>" for the testKeys and refuses anything else as
+// batchserver.NewKeyAuth does, with a 401 and a Bearer challenge.
+// (batchserver imports this package, so these tests cannot use it; its
+// own tests check NewKeyAuth's answers.)
+func testAuth(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
+	scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || key == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="batch"`)
+		WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "unauthorized", "send Authorization: Bearer <key>")
+		return batch.Caller{}, false
+	}
+	c, ok := testKeys[key]
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="batch", error="invalid_token"`)
+		WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "unauthorized", "")
+	}
+	return c, ok
+}
 
 // testRequestID is the X-Request-Id that serve sends.
 const testRequestID = "test-request-1"
@@ -96,10 +117,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 
 func newTestHandler(t *testing.T, r Runner, precheck PrecheckFunc, logs *logBuffer, obs *observations) *Handler {
 	t.Helper()
-	auth, err := NewKeyAuth(testKeys)
-	if err != nil {
-		t.Fatalf("NewKeyAuth: %v", err)
-	}
+	auth := CallerFunc(testAuth)
 	h, err := NewHandler(r, &HandlerOpts{
 		Authenticate: auth,
 		Precheck:     precheck,

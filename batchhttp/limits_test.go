@@ -20,10 +20,7 @@ import (
 // limitsHandler is a handler over a started runner with the given limits.
 func limitsHandler(t *testing.T, r Runner, opts HandlerOpts) *Handler {
 	t.Helper()
-	auth, err := NewKeyAuth(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := CallerFunc(testAuth)
 	opts.Authenticate = auth
 	h, err := NewHandler(r, &opts)
 	if err != nil {

@@ -43,10 +43,7 @@ func TestHandler_Prefix(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.StaticFetcher("page"), PollInterval: batch.Duration(10 * time.Millisecond)})
-			auth, err := NewKeyAuth(testKeys)
-			if err != nil {
-				t.Fatal(err)
-			}
+			auth := CallerFunc(testAuth)
 			srv := httptest.NewServer(mount(t, r, auth))
 			t.Cleanup(srv.Close)
 			c, err := NewClient(srv.URL+"/api", keyAlice, srv.Client())
@@ -118,10 +115,7 @@ func TestHandler_Prefix(t *testing.T) {
 
 func TestNewHandler_BadPrefix(t *testing.T) {
 	t.Parallel()
-	auth, err := NewKeyAuth(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := CallerFunc(testAuth)
 	r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.StaticFetcher("x")})
 	for _, p := range []string{"api", "/api/", "/", "/a//b", "/a/../b", "/{id}", "/a b"} {
 		if _, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Prefix: p}); err == nil || !strings.Contains(err.Error(), "Prefix") {

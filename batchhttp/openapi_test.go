@@ -222,10 +222,7 @@ func TestHandler_Refusals(t *testing.T) {
 			t.Parallel()
 			auth := tc.auth
 			if auth == nil {
-				var err error
-				if auth, err = NewKeyAuth(testKeys); err != nil {
-					t.Fatal(err)
-				}
+				auth = testAuth
 			}
 			h, err := NewHandler(tc.runner, &HandlerOpts{Authenticate: auth})
 			if err != nil {

@@ -551,10 +551,7 @@ func TestHandler_WebhookSecretRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := NewKeyAuth(testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := CallerFunc(testAuth)
 	r := batchtest.NewRunner(t, batch.Config{})
 	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, WebhookSecret: sender.CallerSecret})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 )
@@ -64,15 +65,15 @@ func batchkitPG(group string, workers int) *contender {
 				return 0, err
 			}
 			defer s.Close()
-			return drainNodes(ctx, e, []batch.Store{s}, workers, nil)
+			return drainNodes(ctx, e, []batchdriver.Store{s}, workers, nil)
 		},
 	}
 }
 
 // drainRunner starts a runner on store, submits the round's jobs in a
 // burst and returns the time until every job is done.
-func drainRunner(ctx context.Context, e *drainEnv, store batch.Store, workers int) (time.Duration, error) {
-	return drainNodes(ctx, e, []batch.Store{store}, workers, nil)
+func drainRunner(ctx context.Context, e *drainEnv, store batchdriver.Store, workers int) (time.Duration, error) {
+	return drainNodes(ctx, e, []batchdriver.Store{store}, workers, nil)
 }
 
 // drainNodes starts a runner of workers workers (0: the default) on each
@@ -80,7 +81,7 @@ func drainRunner(ctx context.Context, e *drainEnv, store batch.Store, workers in
 // spread over the nodes, and returns the time until every job is done.
 // start, if not nil, is called just before the first submit; the function
 // it returns is called when the last job is done.
-func drainNodes(ctx context.Context, e *drainEnv, stores []batch.Store, workers int, start func() (func(), error)) (time.Duration, error) {
+func drainNodes(ctx context.Context, e *drainEnv, stores []batchdriver.Store, workers int, start func() (func(), error)) (time.Duration, error) {
 	w := e.work
 	fetch := func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
 		return batch.Result{Content: e.content}, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 )
@@ -62,13 +63,13 @@ func (g growthStoreResult) median(op string, n int) time.Duration { return quant
 
 type growthTarget struct {
 	name, settings string
-	open           func(ctx context.Context, n int) (batch.Store, func(), error)
+	open           func(ctx context.Context, n int) (batchdriver.Store, func(), error)
 }
 
 func growthPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*growthReport, error) {
 	targets := []growthTarget{{
 		name: "SQLite (batchstore)", settings: "`synchronous=NORMAL`, so that the figures are the store's work rather than the disk's fsync; default pool",
-		open: func(ctx context.Context, n int) (batch.Store, func(), error) {
+		open: func(ctx context.Context, n int) (batchdriver.Store, func(), error) {
 			s, err := batchstore.Open(ctx, filepath.Join(tmp, fmt.Sprintf("growth-%d.db", n)), batchstore.Options{Synchronous: batchstore.SyncNormal})
 			if err != nil {
 				return nil, nil, err
@@ -79,7 +80,7 @@ func growthPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*growthRepor
 	if pgURL != "" {
 		targets = append(targets, growthTarget{
 			name: "PostgreSQL (pgstore)", settings: "a schema of its own per size, `MaxConns: 8`",
-			open: func(ctx context.Context, n int) (batch.Store, func(), error) {
+			open: func(ctx context.Context, n int) (batchdriver.Store, func(), error) {
 				schema, drop, err := newPGSchema(ctx, pgURL)
 				if err != nil {
 					return nil, nil, err
@@ -110,7 +111,7 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 	for _, op := range growthOps {
 		res.Lat[op] = map[int][]time.Duration{}
 	}
-	stores := map[int]batch.Store{}
+	stores := map[int]batchdriver.Store{}
 	for _, n := range sz.growth {
 		s, closeFn, err := t.open(ctx, n)
 		if err != nil {
@@ -146,14 +147,14 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 						for i := range ts {
 							ts[i].URL = fmt.Sprintf("https://growth.example/%d/%d", seq, i)
 						}
-						_, _, err := s.Create(ctx, batch.CreateParams{ID: fmt.Sprint("g-", seq), Caller: caller,
+						_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: fmt.Sprint("g-", seq), Caller: caller,
 							IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
 						return err
 					}
 				case "status":
 					fn = func() error {
 						j := rng.IntN(n)
-						_, ts, err := s.Get(ctx, batch.GetParams{Caller: seedCaller(j), JobID: seedID(j)})
+						_, ts, err := s.Get(ctx, batchdriver.GetParams{Caller: seedCaller(j), JobID: seedID(j)})
 						if err == nil && len(ts) != seedTargets {
 							err = fmt.Errorf("status of %s: %d targets", seedID(j), len(ts))
 						}
@@ -184,7 +185,7 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 	return res, nil
 }
 
-var growthLimits = batch.Limits{JobsPerCaller: 1, JobsTotal: 1 << 30, TTL: 24 * time.Hour}
+var growthLimits = batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 1 << 30, TTL: 24 * time.Hour}
 
 func seedID(j int) string     { return fmt.Sprint("seed-", j) }
 func seedCaller(j int) string { return fmt.Sprint("seeder-", j%997) }
@@ -205,7 +206,7 @@ func timeOps(fn func() error, maxOps int, d time.Duration) ([]time.Duration, err
 }
 
 // seedStore fills s with n finished jobs, seedConc at a time.
-func seedStore(ctx context.Context, s batch.Store, n int) error {
+func seedStore(ctx context.Context, s batchdriver.Store, n int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, seedConc)
@@ -222,7 +223,7 @@ func seedStore(ctx context.Context, s batch.Store, n int) error {
 					ts[i].URL = fmt.Sprintf("https://seed.example/%d/%d", j, i)
 				}
 				caller := batch.Caller{Name: seedCaller(j)}
-				_, _, err := s.Create(ctx, batch.CreateParams{ID: seedID(j), Caller: caller,
+				_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: seedID(j), Caller: caller,
 					IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
 				if err == nil {
 					err = drainOne(ctx, s, "seeder", result)
@@ -242,12 +243,12 @@ func seedStore(ctx context.Context, s batch.Store, n int) error {
 // drainOne claims the oldest queued job as runner and finishes each of its
 // targets with result. A shared store's claim may find no row while
 // another claim holds the last ones (SKIP LOCKED); it then tries again.
-func drainOne(ctx context.Context, s batch.Store, runner string, result []byte) error {
-	var c batch.Claimed
+func drainOne(ctx context.Context, s batchdriver.Store, runner string, result []byte) error {
+	var c batchdriver.Claimed
 	for {
 		var ok bool
 		var err error
-		c, ok, err = s.Claim(ctx, batch.ClaimParams{Runner: runner})
+		c, ok, err = s.Claim(ctx, batchdriver.ClaimParams{Runner: runner})
 		if err != nil {
 			return err
 		}
@@ -260,8 +261,8 @@ func drainOne(ctx context.Context, s batch.Store, runner string, result []byte) 
 		time.Sleep(time.Millisecond)
 	}
 	for next := c.Next; next >= 0; {
-		st, err := s.FinishTarget(ctx, batch.FinishParams{JobID: c.Job.ID, Runner: runner,
-			Target: batch.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}})
+		st, err := s.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: runner,
+			Target: batchdriver.TargetFinish{Idx: next, Status: batch.TargetDone, Outcome: batch.OutcomeOK, Result: result}})
 		if err != nil {
 			return err
 		}

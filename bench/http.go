@@ -16,6 +16,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchstore"
 )
 
@@ -135,12 +136,12 @@ func newHTTPServer(ctx context.Context, tmp string, agents int) (_ *httpServer, 
 	if err := s.runner.Start(ctx); err != nil {
 		return nil, err
 	}
-	var keys []batchhttp.Key
+	var keys []batchserver.Key
 	for a := range agents {
-		keys = append(keys, batchhttp.Key{Name: fmt.Sprint("agent-", a), Secret: fmt.Sprint("key-", a)})
+		keys = append(keys, batchserver.Key{Name: fmt.Sprint("agent-", a), Secret: fmt.Sprint("key-", a)})
 		s.keys = append(s.keys, keys[a].Secret)
 	}
-	auth, err := batchhttp.NewKeyAuth(keys)
+	auth, err := batchserver.NewKeyAuth(keys)
 	if err != nil {
 		return nil, err
 	}

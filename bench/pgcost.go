@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 )
 
@@ -448,7 +448,7 @@ func costBatchkit(nodes, workers int, steady bool) *costContender {
 				}
 				stores = append(stores, s)
 			}
-			nodesOf := make([]batch.Store, len(stores))
+			nodesOf := make([]batchdriver.Store, len(stores))
 			for i, s := range stores {
 				nodesOf[i] = s
 			}
@@ -483,13 +483,13 @@ func costBatchkit(nodes, workers int, steady bool) *costContender {
 // warmStore drains the workload once on stores, untimed, then sweeps all
 // of it and vacuums job and target (their TOAST table with them) without
 // truncating the files: the steady state of costBatchkit.
-func warmStore(ctx context.Context, e *drainEnv, stores []batch.Store, workers int, pool *pgxpool.Pool, schema string) error {
+func warmStore(ctx context.Context, e *drainEnv, stores []batchdriver.Store, workers int, pool *pgxpool.Pool, schema string) error {
 	if _, err := drainNodes(ctx, e, stores, workers, nil); err != nil {
 		return fmt.Errorf("warm-up drain: %w", err)
 	}
 	later := time.Now().Add(24 * time.Hour)
 	for {
-		n, err := stores[0].Sweep(ctx, batch.SweepParams{TTL: time.Second, Now: &later})
+		n, err := stores[0].Sweep(ctx, batchdriver.SweepParams{TTL: time.Second, Now: &later})
 		if err != nil {
 			return fmt.Errorf("warm-up sweep: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/testbin"
 	"github.com/siftfetch/batchkit/internal/apitest"
 )
@@ -40,7 +41,7 @@ func decodeJSON[T any](t *testing.T, s string) T {
 func serve(t *testing.T, fetch batch.FetchFunc) string {
 	t.Helper()
 	r := batchtest.NewRunner(t, batch.Config{Fetch: fetch, Options: batchsift.Options, PollInterval: batch.Duration(10 * time.Millisecond)})
-	return apitest.Serve(t, r, batchhttp.Key{Name: "alice", Secret: "s3cret"})
+	return apitest.Serve(t, r, batchserver.Key{Name: "alice", Secret: "s3cret"})
 }
 
 // runBatch runs the command line args in process, and returns its exit

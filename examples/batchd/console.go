@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/siftfetch/batchkit/batchconsole"
-	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // adminKeyEnv holds the operator console's key, as -admin-key-file does.
@@ -18,7 +18,7 @@ const adminKeyEnv = "BATCHD_ADMIN_KEY"
 func loadAdminKey(o options) (string, error) {
 	from, k := "$"+adminKeyEnv, strings.TrimSpace(os.Getenv(adminKeyEnv))
 	if o.adminKeyFile != "" {
-		s, err := batchhttp.ReadSecretFile(o.adminKeyFile)
+		s, err := batchserver.ReadSecretFile(o.adminKeyFile)
 		if err != nil {
 			return "", fmt.Errorf("-admin-key-file: %w", err)
 		}

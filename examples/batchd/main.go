@@ -43,6 +43,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
 	"go.opentelemetry.io/otel/trace"
@@ -193,21 +194,21 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 
 // loadKeys gathers the keys of -key, $BATCHD_KEYS and -key-file (which
 // must be readable by its owner only).
-func loadKeys(o options) ([]batchhttp.Key, error) {
+func loadKeys(o options) ([]batchserver.Key, error) {
 	specs := []string(o.keys)
 	if env := os.Getenv(keysEnv); env != "" {
 		specs = append(specs, strings.FieldsFunc(env, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })...)
 	}
-	var keys []batchhttp.Key
+	var keys []batchserver.Key
 	for _, s := range specs {
-		k, err := batchhttp.ParseKey(s)
+		k, err := batchserver.ParseKey(s)
 		if err != nil {
 			return nil, err
 		}
 		keys = append(keys, k)
 	}
 	if o.keyFile != "" {
-		fromFile, err := batchhttp.ReadKeyFile(o.keyFile)
+		fromFile, err := batchserver.ReadKeyFile(o.keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("-key-file: %w", err)
 		}
@@ -223,7 +224,7 @@ func loadWebhookSecret(o options) (string, error) {
 	if o.webhookSecretFile == "" {
 		return strings.TrimSpace(os.Getenv(webhookSecretEnv)), nil
 	}
-	s, err := batchhttp.ReadSecretFile(o.webhookSecretFile)
+	s, err := batchserver.ReadSecretFile(o.webhookSecretFile)
 	if err != nil {
 		return "", fmt.Errorf("-webhook-secret-file: %w", err)
 	}
@@ -287,7 +288,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		keys = append(keys, batchhttp.Key{Name: "local", Secret: secret})
+		keys = append(keys, batchserver.Key{Name: "local", Secret: secret})
 		generated = secret
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -321,7 +322,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MetricsKey:    metricsKey,
 		AdminKey:      adminKey,
 		Logger:        log,
-		Limits:        batchhttp.Limits{MaxConns: o.maxConns},
+		Limits:        batchserver.Limits{MaxConns: o.maxConns},
 
 		TracerProvider: tracer,
 	})

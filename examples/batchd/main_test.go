@@ -22,6 +22,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/testbin"
 )
@@ -600,7 +601,7 @@ func TestServe_GeneratedSecretsToFile(t *testing.T) {
 			}
 		}
 	}
-	if len(key) < batchhttp.MinSecretBytes || !strings.HasPrefix(hook, "whsec_") {
+	if len(key) < batchserver.MinSecretBytes || !strings.HasPrefix(hook, "whsec_") {
 		t.Fatalf("the generated file holds key %q and webhook secret %q:\n%s", key, hook, b)
 	}
 	for _, out := range []string{stdout.String(), stderr.String()} {

@@ -7,16 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
 )
 
 // loadMetricsKey returns the metrics key of -metrics-key-file (readable by
 // its owner only), $BATCHD_METRICS_KEY or -metrics-key, in that order, or
-// "" for none. A key shorter than batchhttp.MinSecretBytes is refused.
+// "" for none. A key shorter than batchserver.MinSecretBytes is refused.
 func loadMetricsKey(o options) (string, error) {
 	if o.metricsKeyFile != "" {
-		k, err := batchhttp.ReadSecretFile(o.metricsKeyFile)
+		k, err := batchserver.ReadSecretFile(o.metricsKeyFile)
 		if err != nil {
 			return "", fmt.Errorf("-metrics-key-file: %w", err)
 		}
@@ -26,8 +26,8 @@ func loadMetricsKey(o options) (string, error) {
 	if k == "" {
 		from, k = "-metrics-key", o.metricsKey
 	}
-	if k != "" && len(k) < batchhttp.MinSecretBytes {
-		return "", fmt.Errorf("%s: shorter than %d bytes (make one with: openssl rand -hex 16)", from, batchhttp.MinSecretBytes)
+	if k != "" && len(k) < batchserver.MinSecretBytes {
+		return "", fmt.Errorf("%s: shorter than %d bytes (make one with: openssl rand -hex 16)", from, batchserver.MinSecretBytes)
 	}
 	return k, nil
 }

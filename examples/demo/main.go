@@ -22,6 +22,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
 )
 
@@ -79,7 +80,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, delay time.Duration) err
 	}
 	d, err := daemon.Open(ctx, daemon.Config{
 		DB:     filepath.Join(dir, "batchkit.db"),
-		Keys:   []batchhttp.Key{{Name: "demo-agent", Secret: key}},
+		Keys:   []batchserver.Key{{Name: "demo-agent", Secret: key}},
 		Allow:  []string{pages.Addr().String()},
 		Logger: slog.New(slog.DiscardHandler),
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchnet"
 	"github.com/siftfetch/batchkit/batchstore"
 )
@@ -56,11 +57,11 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	keys, err := batchhttp.ReadKeyFile(cfg.Auth.KeysFile) // refused if others can read it
+	keys, err := batchserver.ReadKeyFile(cfg.Auth.KeysFile) // refused if others can read it
 	if err != nil {
 		return err
 	}
-	auth, err := batchhttp.NewKeyAuth(keys)
+	auth, err := batchserver.NewKeyAuth(keys)
 	if err != nil {
 		return err
 	}
@@ -68,7 +69,7 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	m, err := batchhttp.NewMetrics(batchhttp.MetricsOpts{Prefix: "embed", Authenticate: auth})
+	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "embed", Authenticate: auth})
 	if err != nil {
 		return err
 	}
@@ -103,9 +104,9 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", withCaller(auth, v1))
 	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, log))
-	mux.Handle("GET /readyz", batchhttp.Instrument("/readyz", batchhttp.ReadyHandler(runner), m.Observe, log))
+	mux.Handle("GET /readyz", batchhttp.Instrument("/readyz", batchserver.ReadyHandler(runner), m.Observe, log))
 	log.Info("embed serving", "addr", ln.Addr().String()) // then, once ctx ends: runner, requests, store
-	return batchhttp.Serve(ctx, ln, batchhttp.ServerOpts{Handler: mux, Runner: runner, Logger: log, AfterShutdown: store.Close})
+	return batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner, Logger: log, AfterShutdown: store.Close})
 }
 
 type callerKey struct{}

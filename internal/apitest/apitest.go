@@ -9,14 +9,15 @@ import (
 	"testing"
 
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // Serve serves r through a [batchhttp.Handler] that accepts keys (and no
 // pre-check), on "/v1/batch" and "/v1/batch/" of a loopback test server
 // that tb's cleanup closes, and returns the server's URL.
-func Serve(tb testing.TB, r batchhttp.Runner, keys ...batchhttp.Key) string {
+func Serve(tb testing.TB, r batchhttp.Runner, keys ...batchserver.Key) string {
 	tb.Helper()
-	auth, err := batchhttp.NewKeyAuth(keys)
+	auth, err := batchserver.NewKeyAuth(keys)
 	if err != nil {
 		tb.Fatal(err)
 	}

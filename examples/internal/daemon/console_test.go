@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // The console is served at /console only with an admin key, which no
@@ -28,12 +28,12 @@ func TestDaemon_Console(t *testing.T) {
 		t.Error("the console's requests have no route label /console in /metrics")
 	}
 	_, err := Open(t.Context(), Config{DB: filepath.Join(t.TempDir(), "d.db"), AdminKey: "alice-key-0123456789",
-		Keys: []batchhttp.Key{{Name: "alice", Secret: "alice-key-0123456789"}}})
+		Keys: []batchserver.Key{{Name: "alice", Secret: "alice-key-0123456789"}}})
 	if err == nil || !strings.Contains(err.Error(), "admin key") || strings.Contains(err.Error(), "alice-key-0123456789") {
 		t.Errorf("an admin key that is a caller's: %v, want it refused without repeating it", err)
 	}
 	if _, err := Open(t.Context(), Config{DB: filepath.Join(t.TempDir(), "d.db"), AdminKey: "short",
-		Keys: []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}}); err == nil {
+		Keys: []batchserver.Key{{Name: "alice", Secret: "alice-key"}}}); err == nil {
 		t.Error("a short admin key was accepted")
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchconsole"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchnet"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
@@ -49,7 +50,7 @@ type Config struct {
 	// Schema is the PostgreSQL store's schema. Defaults to pgstore's.
 	Schema string
 	// Keys are the bearer keys callers use. At least one is required.
-	Keys []batchhttp.Key
+	Keys []batchserver.Key
 	// Allow lists exact host:port addresses the guard lets through (for
 	// local testing); see batchnet.Guard. Webhooks pass the same guard.
 	Allow []string
@@ -79,7 +80,7 @@ type Config struct {
 	// Logger receives the daemon's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Limits are the HTTP server's; the zero value is the defaults.
-	Limits batchhttp.Limits
+	Limits batchserver.Limits
 	// BodyTimeout bounds the read of a submit's body. Defaults to
 	// batchhttp.DefaultBodyTimeout.
 	BodyTimeout time.Duration
@@ -128,7 +129,7 @@ func DescribeDB(db string) string {
 // Daemon is a running batch service. Create one with [Open].
 type Daemon struct {
 	store   closingStore
-	limits  batchhttp.Limits
+	limits  batchserver.Limits
 	runner  *batch.Runner
 	fetcher *fetcher.Fetcher
 	secret  string
@@ -146,17 +147,17 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	if len(cfg.Keys) == 0 {
 		return nil, errors.New("daemon: at least one key is required")
 	}
-	auth, err := batchhttp.NewKeyAuth(cfg.Keys)
+	auth, err := batchserver.NewKeyAuth(cfg.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	var metricsAuth batchhttp.CallerFunc
 	if cfg.MetricsKey != "" {
-		if metricsAuth, err = batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "metrics", Secret: cfg.MetricsKey}}); err != nil {
+		if metricsAuth, err = batchserver.NewKeyAuth([]batchserver.Key{{Name: "metrics", Secret: cfg.MetricsKey}}); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	m, err := batchhttp.NewMetrics(batchhttp.MetricsOpts{Prefix: "batchd", Authenticate: metricsAuth})
+	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "batchd", Authenticate: metricsAuth})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
@@ -226,8 +227,8 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	mux.Handle("GET /metrics", route("/metrics", m))
-	mux.Handle("GET /healthz", route("/healthz", batchhttp.HealthHandler()))
-	mux.Handle("GET /readyz", route("/readyz", batchhttp.ReadyHandler(runner)))
+	mux.Handle("GET /healthz", route("/healthz", batchserver.HealthHandler()))
+	mux.Handle("GET /readyz", route("/readyz", batchserver.ReadyHandler(runner)))
 	mux.Handle("/", route("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		batchhttp.WriteError(w, http.StatusNotFound, batchhttp.CodeNotFound, "not found", "")
 	})))
@@ -277,10 +278,10 @@ func (d *Daemon) Close(ctx context.Context) error {
 }
 
 // Serve serves the daemon on ln until ctx is done, then shuts down as
-// batchhttp.Serve does: the runner first, then the requests still in
+// batchserver.Serve does: the runner first, then the requests still in
 // flight (for at most grace), then the store.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	return batchhttp.Serve(ctx, ln, batchhttp.ServerOpts{
+	return batchserver.Serve(ctx, ln, batchserver.ServerOpts{
 		Handler: d.handler,
 		Runner:  d.runner,
 		Limits:  d.limits,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchstore"
 )
 
@@ -36,7 +37,7 @@ func testConfig(t *testing.T, cfg Config) Config {
 		cfg.DB = filepath.Join(t.TempDir(), "d.db")
 	}
 	if cfg.Keys == nil {
-		cfg.Keys = []batchhttp.Key{{Name: "alice", Secret: "alice-key"}}
+		cfg.Keys = []batchserver.Key{{Name: "alice", Secret: "alice-key"}}
 	}
 	return cfg
 }
@@ -201,7 +202,7 @@ func TestOpen_Errors(t *testing.T) {
 	if err := os.WriteFile(bad, bytes.Repeat([]byte("junk"), 1024), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(t.Context(), Config{DB: bad, Keys: []batchhttp.Key{{Name: "a", Secret: "b"}}}); err == nil {
+	if _, err := Open(t.Context(), Config{DB: bad, Keys: []batchserver.Key{{Name: "a", Secret: "b"}}}); err == nil {
 		t.Error("Open on a junk file succeeded")
 	}
 }
@@ -226,7 +227,7 @@ func TestDaemon_ShutdownEndsLongPolls(t *testing.T) {
 	}()
 	d, err := Open(t.Context(), Config{
 		DB:    filepath.Join(t.TempDir(), "d.db"),
-		Keys:  []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Keys:  []batchserver.Key{{Name: "alice", Secret: "alice-key"}},
 		Allow: []string{hang.Addr().String()},
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // serveTest opens a daemon on cfg (a database in the test's directory and
@@ -83,7 +84,7 @@ func TestDaemon_HeaderSizeCapped(t *testing.T) {
 // a connection for good (finding 1).
 func TestDaemon_StalledClientsCutOff(t *testing.T) {
 	t.Parallel()
-	addr := serveTest(t, Config{Limits: batchhttp.Limits{HeaderTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}, BodyTimeout: 500 * time.Millisecond})
+	addr := serveTest(t, Config{Limits: batchserver.Limits{HeaderTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}, BodyTimeout: 500 * time.Millisecond})
 	for name, raw := range map[string]string{
 		"half the headers":    "POST /v1/batch HTTP/1.1\r\nHost: x\r\n",
 		"a stalled body":      "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-key\r\nContent-Length: 100\r\n\r\n{",
@@ -108,7 +109,7 @@ func TestDaemon_StalledClientsCutOff(t *testing.T) {
 // accepted, and is served once one closes.
 func TestDaemon_ConnectionsCapped(t *testing.T) {
 	t.Parallel()
-	addr := serveTest(t, Config{Limits: batchhttp.Limits{MaxConns: 2, HeaderTimeout: time.Minute}, BodyTimeout: time.Minute})
+	addr := serveTest(t, Config{Limits: batchserver.Limits{MaxConns: 2, HeaderTimeout: time.Minute}, BodyTimeout: time.Minute})
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
@@ -139,7 +140,7 @@ func TestDaemon_ConnectionsCapped(t *testing.T) {
 // connection idle longest closed to make room (issue 17, finding 5).
 func TestDaemon_IdleConnectionsMakeRoom(t *testing.T) {
 	t.Parallel()
-	addr := serveTest(t, Config{Limits: batchhttp.Limits{MaxConns: 2, HeaderTimeout: time.Minute, IdleTimeout: time.Minute}})
+	addr := serveTest(t, Config{Limits: batchserver.Limits{MaxConns: 2, HeaderTimeout: time.Minute, IdleTimeout: time.Minute}})
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestDaemon_HeldRequestsCappedPerCaller(t *testing.T) {
 		}
 	}()
 	addr := serveTest(t, Config{
-		Keys:  []batchhttp.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}},
+		Keys:  []batchserver.Key{{Name: "alice", Secret: "alice-key"}, {Name: "bob", Secret: "bob-key"}},
 		Allow: []string{hang.Addr().String()},
 	})
 	server := "http://" + addr

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 // BenchmarkDaemon_StatusLoad: status-summary reads against the whole daemon
@@ -81,9 +81,9 @@ func loadDaemonInProcess(b *testing.B) (*Daemon, string) {
 	b.Cleanup(func() { psrv.Close() })
 	cfg := Config{
 		DB:     filepath.Join(b.TempDir(), "load.db"),
-		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Keys:   []batchserver.Key{{Name: "alice", Secret: "alice-key"}},
 		Allow:  []string{pln.Addr().String()},
-		Limits: batchhttp.Limits{MaxConns: 1024},
+		Limits: batchserver.Limits{MaxConns: 1024},
 	}
 	d, err := Open(context.Background(), cfg)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
 const testWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -138,7 +139,7 @@ func TestDaemon_WebhookGuard(t *testing.T) {
 	logs := &batchtest.Buffer{}
 	d, err := Open(t.Context(), Config{
 		DB:            filepath.Join(t.TempDir(), "d.db"),
-		Keys:          []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Keys:          []batchserver.Key{{Name: "alice", Secret: "alice-key"}},
 		Allow:         []string{pages, "localhost:" + port},
 		WebhookSecret: testWebhookSecret,
 		Logger:        slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -194,7 +195,7 @@ func TestDaemon_WebhookDelivered(t *testing.T) {
 	logs := &batchtest.Buffer{}
 	d, err := Open(t.Context(), Config{
 		DB:     filepath.Join(t.TempDir(), "d.db"),
-		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Keys:   []batchserver.Key{{Name: "alice", Secret: "alice-key"}},
 		Allow:  []string{pages, rc.addr},
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -262,7 +263,7 @@ func runWebhookChild(raw string) int {
 	defer stop()
 	return ServeChild(ctx, Config{
 		DB: c.DB, Allow: c.Allow, WebhookSecret: c.Secret,
-		Keys:   []batchhttp.Key{{Name: "alice", Secret: "alice-key"}},
+		Keys:   []batchserver.Key{{Name: "alice", Secret: "alice-key"}},
 		Batch:  batch.Config{PollInterval: batch.Duration(20 * time.Millisecond)},
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}, os.Stdout, os.Stderr)

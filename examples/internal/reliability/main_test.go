@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
 	"go.uber.org/goleak"
 )
@@ -56,9 +56,9 @@ type childConfig struct {
 func keyOf(caller string) string { return caller + "-secret-key" }
 
 func (c childConfig) daemonConfig(log *slog.Logger) daemon.Config {
-	keys := make([]batchhttp.Key, len(c.Callers))
+	keys := make([]batchserver.Key, len(c.Callers))
 	for i, name := range c.Callers {
-		keys[i] = batchhttp.Key{Name: name, Secret: keyOf(name)}
+		keys[i] = batchserver.Key{Name: name, Secret: keyOf(name)}
 	}
 	return daemon.Config{
 		DB: c.DB, Schema: c.Schema, Keys: keys, Allow: c.Allow, Batch: c.Batch,

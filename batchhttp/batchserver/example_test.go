@@ -1,4 +1,4 @@
-package batchhttp_test
+package batchserver_test
 
 import (
 	"context"
@@ -14,26 +14,47 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 )
 
-// A host serves the API under a prefix of its own.
-func ExampleHandler_Mount() {
-	runner := startRunner(batch.Config{})
-	defer runner.Close(context.Background())
-	auth, err := batchhttp.NewKeyAuth([]batchhttp.Key{{Name: "agent-1", Secret: "s3cret"}})
+// A daemon that serves the API: keys, the handler, metrics and probes on
+// one mux, served until its context ends.
+func Example() {
+	runner := startRunner(batch.Config{MetricsPrefix: "demo_batch"})
+	keys, err := batchserver.ParseKeys(strings.NewReader("agent-1=correct-horse-battery\n")) // or ReadKeyFile
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{Authenticate: auth, Prefix: "/api"})
+	auth, err := batchserver.NewKeyAuth(keys)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "demo", Authenticate: auth})
+	if err != nil {
+		log.Fatal(err)
+	}
+	m.Add(runner.Metrics(), runner.MetricsHelp())
+	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{Authenticate: auth, Observe: m.Observe})
 	if err != nil {
 		log.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	h.Mount(mux) // on /api/v1/batch and /api/v1/batch/
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	h.Mount(mux)
+	mux.Handle("GET /healthz", batchhttp.Instrument("/healthz", batchserver.HealthHandler(), m.Observe, nil))
+	mux.Handle("GET /readyz", batchhttp.Instrument("/readyz", batchserver.ReadyHandler(runner), m.Observe, nil))
+	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, nil))
 
-	client, err := batchhttp.NewClient(srv.URL+"/api", "s3cret", nil) // the client appends /v1/batch…
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background()) // signal.NotifyContext in a daemon
+	done := make(chan error, 1)
+	go func() {
+		done <- batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner})
+	}()
+
+	client, err := batchhttp.NewClient("http://"+ln.Addr().String(), "correct-horse-battery", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,33 +62,33 @@ func ExampleHandler_Mount() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(sub.Status, sub.Targets)
-	for _, r := range batchhttp.Routes() {
-		fmt.Println(r.Method, "/api"+r.Path, r.Name)
+	fmt.Println("submitted:", sub.Status)
+	resp, err := http.Get("http://" + ln.Addr().String() + "/readyz")
+	if err != nil {
+		log.Fatal(err)
 	}
+	resp.Body.Close()
+	fmt.Println("readyz:", resp.StatusCode)
+
+	stop() // SIGTERM
+	fmt.Println("served:", <-done)
 	// Output:
-	// queued 1
-	// POST /api/v1/batch submitBatch
-	// GET /api/v1/batch listBatches
-	// GET /api/v1/batch/{id} getBatch
-	// DELETE /api/v1/batch/{id} cancelBatch
-	// GET /api/v1/batch/{id}/{idx} getBatchResult
-	// GET /api/v1/batch/{id}/results streamBatchResults
-	// POST /api/v1/batch/{id}/retry retryBatch
-	// GET /api/v1/batch/webhook-secret getWebhookSecret
+	// submitted: queued
+	// readyz: 200
+	// served: <nil>
 }
 
 func ExampleParseKeys() {
-	keys, err := batchhttp.ParseKeys(strings.NewReader("# callers\nalice=correct-horse-battery\nagency=t0ps3cret-t0ps3cret:restricted\n"))
+	keys, err := batchserver.ParseKeys(strings.NewReader("# callers\nalice=correct-horse-battery\nagency=t0ps3cret-t0ps3cret:restricted\n"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, k := range keys {
 		fmt.Println(k.Name, k.Restricted)
 	}
-	_, err = batchhttp.ParseKeys(strings.NewReader("alice=correct-horse-battery\nbob\ncarol=s3cret\n"))
+	_, err = batchserver.ParseKeys(strings.NewReader("alice=correct-horse-battery\nbob\ncarol=s3cret\n"))
 	fmt.Println(err)
-	_, err = batchhttp.ParseKeys(strings.NewReader("carol=s3cret\n"))
+	_, err = batchserver.ParseKeys(strings.NewReader("carol=s3cret\n"))
 	fmt.Println(err)
 	// Output:
 	// alice false
@@ -81,12 +102,12 @@ func ExampleParseKeys() {
 func ExampleNewMetrics() {
 	runner := startRunner(batch.Config{MetricsPrefix: "sift_batch"})
 	defer runner.Close(context.Background())
-	m, err := batchhttp.NewMetrics(batchhttp.MetricsOpts{Prefix: "sift", NoProcessMetrics: true})
+	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "sift", NoProcessMetrics: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
-	health := batchhttp.Instrument("/healthz", batchhttp.HealthHandler(), m.Observe, nil)
+	health := batchhttp.Instrument("/healthz", batchserver.HealthHandler(), m.Observe, nil)
 	health.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
 
 	rec := httptest.NewRecorder()
@@ -110,7 +131,7 @@ func ExampleNewMetrics() {
 func ExampleServe() {
 	runner := startRunner(batch.Config{})
 	mux := http.NewServeMux()
-	mux.Handle("GET /readyz", batchhttp.ReadyHandler(runner))
+	mux.Handle("GET /readyz", batchserver.ReadyHandler(runner))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -118,7 +139,7 @@ func ExampleServe() {
 	ctx, stop := context.WithCancel(context.Background()) // signal.NotifyContext in a daemon
 	done := make(chan error, 1)
 	go func() {
-		done <- batchhttp.Serve(ctx, ln, batchhttp.ServerOpts{
+		done <- batchserver.Serve(ctx, ln, batchserver.ServerOpts{
 			Handler: mux, Runner: runner,
 			AfterShutdown: func() error { fmt.Println("store closed"); return nil },
 		})

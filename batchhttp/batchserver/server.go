@@ -1,4 +1,4 @@
-package batchhttp
+package batchserver
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ type Limits struct {
 	// bytes. Defaults to 8 KiB.
 	MaxHeaderBytes int
 	// ReadTimeout bounds the read of a whole request. Defaults to 30s. (A
-	// submit's body has its own, shorter bound: [HandlerOpts].BodyTimeout.)
+	// submit's body has its own, shorter bound: [batchhttp.HandlerOpts].BodyTimeout.)
 	ReadTimeout time.Duration
 	// WriteTimeout bounds the writing of an answer; it must outlast the
 	// longest long-poll. Defaults to [batch.MaxWait] + 30s (90s).
@@ -63,10 +63,10 @@ func (l Limits) withDefaults() Limits {
 
 func (l Limits) validate() error {
 	if l.MaxConns < 0 || l.HeaderTimeout < 0 || l.MaxHeaderBytes < 0 || l.ReadTimeout < 0 || l.WriteTimeout < 0 || l.IdleTimeout < 0 {
-		return errors.New("batchhttp: Limits must not be negative")
+		return errors.New("batchserver: Limits must not be negative")
 	}
 	if l.WriteTimeout != 0 && l.WriteTimeout <= batch.MaxWait {
-		return fmt.Errorf("batchhttp: Limits.WriteTimeout %s must exceed the longest long-poll, %s", l.WriteTimeout, batch.MaxWait)
+		return fmt.Errorf("batchserver: Limits.WriteTimeout %s must exceed the longest long-poll, %s", l.WriteTimeout, batch.MaxWait)
 	}
 	return nil
 }
@@ -79,8 +79,8 @@ type Closer interface {
 
 // ServerOpts configure [Serve].
 type ServerOpts struct {
-	// Handler serves every request: the host's mux, with the [Handler]
-	// mounted on it. Required.
+	// Handler serves every request: the host's mux, with the
+	// [batchhttp.Handler] mounted on it. Required.
 	Handler http.Handler
 	// Runner is the batch runner behind Handler. Required.
 	Runner Closer
@@ -145,13 +145,13 @@ const endWait = time.Second
 // same order (see the package documentation).
 func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 	if opts.Handler == nil || opts.Runner == nil {
-		return errors.New("batchhttp: Serve needs a Handler and a Runner")
+		return errors.New("batchserver: Serve needs a Handler and a Runner")
 	}
 	if err := opts.Limits.validate(); err != nil {
 		return err
 	}
 	if opts.CloseTimeout < 0 || opts.Grace < 0 {
-		return errors.New("batchhttp: ServerOpts timeouts must not be negative")
+		return errors.New("batchserver: ServerOpts timeouts must not be negative")
 	}
 	log := opts.Logger
 	if log == nil {
@@ -203,7 +203,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 		ecancel()
 	}
 	if shutErr != nil {
-		shutErr = errors.Join(fmt.Errorf("batchhttp: shutdown: %w", shutErr), srv.Close())
+		shutErr = errors.Join(fmt.Errorf("batchserver: shutdown: %w", shutErr), srv.Close())
 	}
 	if serveErr == nil {
 		serveErr = <-errc
@@ -232,8 +232,8 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 // one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
 // (it needs no key for that) holds none of them once others need the room,
 // and a caller's active requests (a long-poll, a stream; capped per caller
-// by [HandlerOpts]) are not cut; nor is a connection whose next request
-// has begun to arrive, but one whose request arrives in the instant it is
+// by [batchhttp.HandlerOpts]) are not cut; nor is a connection whose next
+// request has begun to arrive, but one whose request arrives in the instant it is
 // closed is lost, as at IdleTimeout. An idle connection closed so is what a
 // client sees after IdleTimeout: Go's client and most others retry an
 // idempotent request on a fresh connection.

@@ -1,9 +1,12 @@
-package batchhttp
+package batchserver
 
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // Readier is what [ReadyHandler] asks whether the service can serve; a
@@ -24,17 +27,16 @@ const ReadyTimeout = time.Second
 // [ReadyTimeout] and by the request's context. It needs no key and says
 // nothing of why (the logs do).
 func ReadyHandler(r Readier) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		requestID(w, req)
+	return batchhttp.WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx, cancel := context.WithTimeout(req.Context(), ReadyTimeout)
 		defer cancel()
 		if err := r.Ready(ctx); err != nil {
 			w.Header().Set("Retry-After", "5")
-			WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "not ready", "")
+			batchhttp.WriteError(w, http.StatusServiceUnavailable, batchhttp.CodeUnavailable, "not ready", "")
 			return
 		}
-		writeBody(w, http.StatusOK, okBody)
-	})
+		writeOK(w)
+	}))
 }
 
 // HealthHandler answers a liveness probe (the example daemon's GET
@@ -42,10 +44,21 @@ func ReadyHandler(r Readier) http.Handler {
 // [ReadyHandler] it asks nothing of the runner or the store, so that a
 // store outage does not get the process restarted.
 func HealthHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		requestID(w, req)
-		writeBody(w, http.StatusOK, okBody)
-	})
+	return batchhttp.WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeOK(w)
+	}))
 }
 
 var okBody = []byte(`{"ok":true}` + "\n")
+
+// writeOK answers 200 {"ok":true} with the headers of the API's JSON
+// answers.
+func writeOK(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(okBody)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(okBody)
+}

@@ -3,71 +3,12 @@ package batchhttp
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchnet"
 )
-
-func TestNewKeyAuth(t *testing.T) {
-	t.Parallel()
-
-	t.Run("Errors", func(t *testing.T) {
-		t.Parallel()
-		for name, keys := range map[string][]Key{
-			"NoKeys":     nil,
-			"NoName":     {{Secret: "s"}},
-			"NoSecret":   {{Name: "n"}},
-			"SameSecret": {{Name: "a", Secret: "s"}, {Name: "b", Secret: "s"}},
-		} {
-			if _, err := NewKeyAuth(keys); err == nil {
-				t.Errorf("%s: NewKeyAuth succeeded", name)
-			}
-		}
-	})
-
-	t.Run("Header", func(t *testing.T) {
-		t.Parallel()
-		auth, err := NewKeyAuth(slices.Concat(testKeys, []Key{{Name: "alice", Secret: "alice-new-key", Class: "agent"}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := func(header []string, want batch.Caller, wantOK bool) {
-			t.Helper()
-			req := httptest.NewRequest(http.MethodGet, "/v1/batch", nil)
-			for _, h := range header {
-				req.Header.Add("Authorization", h)
-			}
-			rec := httptest.NewRecorder()
-			got, ok := auth(rec, req)
-			if ok != wantOK || got != want {
-				t.Errorf("%q: got %+v, %v; want %+v, %v", header, got, ok, want, wantOK)
-			}
-			if !ok {
-				wantError(t, rec, http.StatusUnauthorized, "unauthorized")
-				if !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer") {
-					t.Errorf("%q: no Bearer challenge", header)
-				}
-			}
-		}
-		f([]string{"Bearer " + keyAlice}, alice, true)
-		f([]string{"bearer  " + keyAlice + " "}, alice, true)
-		f([]string{"Bearer alice-new-key"}, alice, true)
-		f([]string{"Bearer " + keyRita}, batch.Caller{Name: "rita", Class: "guest", Restricted: true}, true)
-		f(nil, batch.Caller{}, false)
-		f([]string{""}, batch.Caller{}, false)
-		f([]string{"Bearer"}, batch.Caller{}, false)
-		f([]string{"Bearer "}, batch.Caller{}, false)
-		f([]string{"Basic " + keyAlice}, batch.Caller{}, false)
-		f([]string{keyAlice}, batch.Caller{}, false)
-		f([]string{"Bearer " + keyAlice + "x"}, batch.Caller{}, false)
-		f([]string{"Bearer " + keyAlice[:len(keyAlice)-1]}, batch.Caller{}, false)
-		f([]string{"Bearer " + keyAlice, "Bearer " + keyBob}, batch.Caller{}, false)
-	})
-}
 
 // PrecheckURL is batchnet's pre-check; batchnet's table tests it in full
 // (and the connect-time check with the same rows). Here: the shapes of its

@@ -1,4 +1,4 @@
-package batchhttp
+package batchserver
 
 import (
 	"bufio"

@@ -1,12 +1,10 @@
-package batchhttp
+package batchserver
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,11 +17,25 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 type readierFunc func(ctx context.Context) error
 
 func (f readierFunc) Ready(ctx context.Context) error { return f(ctx) }
+
+// wantAPIHeaders checks that rec carries the headers of the API's JSON
+// answers: those of an answer written by batchhttp.WriteError.
+func wantAPIHeaders(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	api := httptest.NewRecorder()
+	batchhttp.WriteError(api, http.StatusServiceUnavailable, batchhttp.CodeUnavailable, "not ready", "")
+	for _, name := range []string{"Content-Type", "Cache-Control", "X-Content-Type-Options"} {
+		if got, want := rec.Header().Get(name), api.Header().Get(name); got != want {
+			t.Errorf("%s %q, want the API's %q", name, got, want)
+		}
+	}
+}
 
 func TestReadyHandler(t *testing.T) {
 	t.Parallel()
@@ -31,9 +43,10 @@ func TestReadyHandler(t *testing.T) {
 		t.Helper()
 		rec := httptest.NewRecorder()
 		ReadyHandler(r).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		if rec.Code != wantStatus || rec.Header().Get(RequestIDHeader) == "" {
-			t.Errorf("status %d (request id %q), want %d", rec.Code, rec.Header().Get(RequestIDHeader), wantStatus)
+		if rec.Code != wantStatus || rec.Header().Get(batchhttp.RequestIDHeader) == "" {
+			t.Errorf("status %d (request id %q), want %d", rec.Code, rec.Header().Get(batchhttp.RequestIDHeader), wantStatus)
 		}
+		wantAPIHeaders(t, rec)
 		if wantStatus == http.StatusServiceUnavailable && (rec.Header().Get("Retry-After") != "5" || !strings.Contains(rec.Body.String(), `"code":"unavailable"`)) {
 			t.Errorf("503 without Retry-After or code: %v %s", rec.Header(), rec.Body)
 		}
@@ -63,41 +76,7 @@ func TestReadyHandler(t *testing.T) {
 	if rec.Code != http.StatusOK || rec.Body.String() != "{\"ok\":true}\n" {
 		t.Errorf("healthz: %d %q", rec.Code, rec.Body)
 	}
-}
-
-// Instrument observes a host route under its fixed label, logs one line
-// without the URL, and gives the answer a request id.
-func TestInstrument(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var got []string
-	observe := func(route string, status int, _ time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, route+" "+http.StatusText(status))
-	}
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := Instrument("/v1/fetch", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("url") == "" {
-			WriteError(w, http.StatusBadRequest, CodeInvalidRequest, "no url", "")
-			return
-		}
-		io.WriteString(w, "page")
-	}), observe, log)
-	for _, target := range []string{"/v1/fetch?url=https://secret.example/token-abc", "/v1/fetch"} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
-		if rec.Header().Get(RequestIDHeader) == "" {
-			t.Errorf("%s: no request id", target)
-		}
-	}
-	if want := []string{"/v1/fetch OK", "/v1/fetch Bad Request"}; strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("observations %q, want %q", got, want)
-	}
-	if n := strings.Count(logs.String(), "msg=request"); n != 2 || strings.Contains(logs.String(), "secret.example") || strings.Contains(logs.String(), "token") {
-		t.Errorf("%d log lines, want 2 without the URL:\n%s", n, &logs)
-	}
+	wantAPIHeaders(t, rec)
 }
 
 // The metrics endpoint: every family has a # HELP text and a # TYPE before
@@ -118,8 +97,8 @@ func TestMetrics(t *testing.T) {
 	extra := metrics.NewSet()
 	extra.NewCounter("host_cache_hits_total").Inc()
 	m.Add(extra, map[string]string{"host_cache_hits_total": "Cache hits."})
-	m.Observe(RouteJob, 200, time.Millisecond)
-	m.Observe(RouteJob, 200, time.Millisecond)
+	m.Observe(batchhttp.RouteJob, 200, time.Millisecond)
+	m.Observe(batchhttp.RouteJob, 200, time.Millisecond)
 	m.Observe("/v1/fetch", 502, time.Millisecond)
 
 	get := func(key string) *httptest.ResponseRecorder {

@@ -1,4 +1,4 @@
-package batchhttp
+package batchserver
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // MetricsOpts configure [NewMetrics].
@@ -23,22 +25,22 @@ type MetricsOpts struct {
 	Prefix string
 	// Authenticate, if set, guards the endpoint: a request it refuses gets
 	// its answer (401), and one it accepts the metrics, whoever the caller.
-	// A host passes the API's [CallerFunc] to put /metrics behind the
-	// callers' keys, or a [NewKeyAuth] of a key of its own. Defaults to
-	// none: the metrics hold no caller's data, only counts.
-	Authenticate CallerFunc
+	// A host passes the API's [batchhttp.CallerFunc] to put /metrics
+	// behind the callers' keys, or a [NewKeyAuth] of a key of its own.
+	// Defaults to none: the metrics hold no caller's data, only counts.
+	Authenticate batchhttp.CallerFunc
 	// NoProcessMetrics leaves out the Go runtime and process series
 	// (go_*, process_*). Defaults to false: they are written.
 	NoProcessMetrics bool
 }
 
 // Metrics is a host's GET /metrics: the runner's series, the HTTP series
-// of every route (the [Handler]'s through [Metrics.Observe], the host's own
-// through [Instrument]), any other sets the host adds, and the Go process
-// series, as Prometheus text in which every family has a # HELP and a
-// # TYPE line (promtool check metrics passes it). It serves the endpoint
-// itself (ServeHTTP). Create one with [NewMetrics]; it is safe for
-// concurrent use.
+// of every route (the [batchhttp.Handler]'s through [Metrics.Observe], the
+// host's own through [batchhttp.Instrument]), any other sets the host
+// adds, and the Go process series, as Prometheus text in which every
+// family has a # HELP and a # TYPE line (promtool check metrics passes
+// it). It serves the endpoint itself (ServeHTTP). Create one with
+// [NewMetrics]; it is safe for concurrent use.
 //
 // The # TYPE lines come from github.com/VictoriaMetrics/metrics, whose
 // metadata switch is global: NewMetrics turns on [metrics.ExposeMetadata]
@@ -46,9 +48,10 @@ type MetricsOpts struct {
 // # HELP and # TYPE lines too (which Prometheus reads as before).
 type Metrics struct {
 	prefix  string
-	auth    CallerFunc
+	auth    batchhttp.CallerFunc
 	process bool
 	http    *metrics.Set
+	serve   http.Handler // ServeHTTP behind a request id
 
 	mu   sync.Mutex
 	sets []*metrics.Set
@@ -65,7 +68,7 @@ type Metrics struct {
 func NewMetrics(opts MetricsOpts) (*Metrics, error) {
 	prefix := cmp.Or(opts.Prefix, "batch")
 	if err := metrics.ValidateMetric(prefix + "_http_requests_total"); err != nil {
-		return nil, fmt.Errorf("batchhttp: MetricsOpts.Prefix %q: %w", prefix, err)
+		return nil, fmt.Errorf("batchserver: MetricsOpts.Prefix %q: %w", prefix, err)
 	}
 	metrics.ExposeMetadata(true)
 	m := &Metrics{prefix: prefix, auth: opts.Authenticate, process: !opts.NoProcessMetrics, http: metrics.NewSet()}
@@ -74,6 +77,7 @@ func NewMetrics(opts MetricsOpts) (*Metrics, error) {
 		prefix + "_http_request_seconds": "HTTP request handling time by fixed route label.",
 	}
 	m.sets = []*metrics.Set{m.http}
+	m.serve = batchhttp.WithRequestID(http.HandlerFunc(m.serveHTTP))
 	return m, nil
 }
 
@@ -88,9 +92,10 @@ func (m *Metrics) Add(set *metrics.Set, help map[string]string) {
 }
 
 // Observe counts one request of a fixed route label with its status and
-// time. It is an [ObserveFunc], for [HandlerOpts].Observe and [Instrument].
-// route must come from a fixed set (never a job id or a URL): each route
-// and status is a series.
+// time. It is a [batchhttp.ObserveFunc], for
+// [batchhttp.HandlerOpts].Observe and [batchhttp.Instrument]. route must
+// come from a fixed set (never a job id or a URL): each route and status
+// is a series.
 func (m *Metrics) Observe(route string, status int, d time.Duration) {
 	s, ok := m.series.Load(routeStatus{route, status})
 	if !ok { // the first request of its route and status: name the series once
@@ -118,10 +123,13 @@ type httpSeries struct {
 
 // ServeHTTP serves the metrics to GET and HEAD, after Authenticate if set.
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	requestID(w, r)
+	m.serve.ServeHTTP(w, r)
+}
+
+func (m *Metrics) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		WriteError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed", "")
+		batchhttp.WriteError(w, http.StatusMethodNotAllowed, batchhttp.CodeMethodNotAllowed, "method not allowed", "")
 		return
 	}
 	if m.auth != nil {
@@ -131,7 +139,7 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf bytes.Buffer
 	if err := m.WritePrometheus(&buf); err != nil {
-		WriteError(w, http.StatusInternalServerError, CodeInternal, "internal error", "")
+		batchhttp.WriteError(w, http.StatusInternalServerError, batchhttp.CodeInternal, "internal error", "")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

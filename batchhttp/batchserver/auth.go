@@ -1,4 +1,4 @@
-package batchhttp
+package batchserver
 
 import (
 	"crypto/sha256"
@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // Key is one bearer key that [NewKeyAuth] accepts, and the caller it stands
@@ -26,7 +27,7 @@ type Key struct {
 	Restricted bool
 }
 
-// NewKeyAuth returns a [CallerFunc] that accepts "Authorization: Bearer
+// NewKeyAuth returns a [batchhttp.CallerFunc] that accepts "Authorization: Bearer
 // <secret>" for any of keys. It compares the presented token with every
 // key's secret in constant time (over SHA-256 digests, so that neither the
 // match nor a secret's length shows in the timing). A missing or unknown key
@@ -34,7 +35,7 @@ type Key struct {
 // error if a key has no name or secret, or two keys share a secret. It sets
 // no minimum length: keys an operator writes go through [ParseKey] (or
 // [ReadKeyFile]), which refuses one shorter than [MinSecretBytes].
-func NewKeyAuth(keys []Key) (CallerFunc, error) {
+func NewKeyAuth(keys []Key) (batchhttp.CallerFunc, error) {
 	type entry struct {
 		digest [sha256.Size]byte
 		caller batch.Caller
@@ -43,23 +44,23 @@ func NewKeyAuth(keys []Key) (CallerFunc, error) {
 	seen := make(map[[sha256.Size]byte]bool, len(keys))
 	for i, k := range keys {
 		if k.Name == "" || k.Secret == "" {
-			return nil, fmt.Errorf("batchhttp: key %d: name and secret are required", i)
+			return nil, fmt.Errorf("batchserver: key %d: name and secret are required", i)
 		}
 		d := sha256.Sum256([]byte(k.Secret))
 		if seen[d] {
-			return nil, fmt.Errorf("batchhttp: key %d (%s): secret used by another key", i, k.Name)
+			return nil, fmt.Errorf("batchserver: key %d (%s): secret used by another key", i, k.Name)
 		}
 		seen[d] = true
 		entries = append(entries, entry{d, batch.Caller{Name: k.Name, Class: k.Class, Restricted: k.Restricted}})
 	}
 	if len(entries) == 0 {
-		return nil, errors.New("batchhttp: no keys")
+		return nil, errors.New("batchserver: no keys")
 	}
 	return func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
 		token, ok := bearer(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="batch"`)
-			WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "unauthorized", "send Authorization: Bearer <key>")
+			batchhttp.WriteError(w, http.StatusUnauthorized, batchhttp.CodeUnauthorized, "unauthorized", "send Authorization: Bearer <key>")
 			return batch.Caller{}, false
 		}
 		d := sha256.Sum256([]byte(token))
@@ -70,7 +71,7 @@ func NewKeyAuth(keys []Key) (CallerFunc, error) {
 		}
 		if found < 0 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="batch", error="invalid_token"`)
-			WriteError(w, http.StatusUnauthorized, CodeUnauthorized, "unauthorized", "")
+			batchhttp.WriteError(w, http.StatusUnauthorized, batchhttp.CodeUnauthorized, "unauthorized", "")
 			return batch.Caller{}, false
 		}
 		return entries[found].caller, true
