@@ -203,10 +203,10 @@
 // Any other refusal whose body was not read closes its connection within a
 // quarter of a second. [Serve] does the same for a refusal written before
 // the Handler runs, by a host's own auth middleware say; a host that runs
-// its own server wraps its handler in [CloseRefused]. The server's own limits (header size and timeouts,
-// idle connections, the number of connections, which idle ones are closed
-// to make room) are [Limits], which [Serve] applies; their defaults fit
-// this API.
+// its own server wraps its handler in [CloseRefused]. The server's own
+// limits (header size and timeouts, idle connections, the number of
+// connections, which idle ones are closed to make room) are [Limits],
+// which [Serve] applies; their defaults fit this API.
 //
 // # Serving and shutdown
 //
@@ -220,9 +220,10 @@
 // host routes see theirs done, for the rest of the grace period; then the
 // store. A host that runs its
 // own [http.Server] does the same: BaseContext from a context it cancels,
-// [CloseRefused] around its handler, [LimitListener] around its listener with its [LimitedListener.ConnState]
-// as the server's ConnState (so that idle connections make room for new
-// ones), WriteTimeout above [batch.MaxWait].
+// [CloseRefused] around its handler, [LimitListener] around its listener
+// with its [LimitedListener.ConnState] as the server's ConnState (so that
+// idle connections make room for new ones), WriteTimeout above
+// [batch.MaxWait].
 //
 // # A host's own routes
 //
