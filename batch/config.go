@@ -251,8 +251,11 @@ func (cfg Config) validate() error {
 		"webhook_timeout": cfg.WebhookTimeout, "webhook_backoff": cfg.WebhookBackoff,
 		"webhook_retry_for": cfg.WebhookRetryFor,
 	} {
-		if d < 0 {
+		switch {
+		case d < 0:
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", name, d))
+		case d != 0 && d < minDuration: // a bare number a decoder read as nanoseconds
+			errs = append(errs, fmt.Errorf("%s: %w (it reads as %s)", name, bareNumberError(float64(d)), d))
 		}
 	}
 	if cfg.JobsPerCaller > cfg.JobsTotal {
@@ -261,7 +264,7 @@ func (cfg Config) validate() error {
 	if cfg.HeartbeatInterval > 0 && cfg.StaleAfter > 0 && cfg.StaleAfter < 2*cfg.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("stale_after (%s) must be at least twice heartbeat_interval (%s)", cfg.StaleAfter, cfg.HeartbeatInterval))
 	}
-	if cfg.TTL > 0 && cfg.TTL < Duration(batchdriver.LeaseGrain) {
+	if cfg.TTL >= minDuration && cfg.TTL < Duration(batchdriver.LeaseGrain) {
 		errs = append(errs, fmt.Errorf("ttl must be at least %s, got %s", batchdriver.LeaseGrain, cfg.TTL))
 	}
 	if err := metrics.ValidateMetric(cfg.MetricsPrefix + "_jobs_total"); err != nil {

@@ -23,6 +23,9 @@ type httpError struct {
 	code       string // one of the Code constants, safe to log
 	retryAfter int    // seconds; 0 means no Retry-After header
 	cause      error  // logged with a 5xx answer, for unrestricted callers only
+	// routes: hint names routes as /v1/batch…, which the answer writes
+	// under the path the client reached the API at (see basePath).
+	routes bool
 }
 
 func (e *httpError) Error() string { return e.msg }
@@ -69,12 +72,12 @@ var errorTable = []struct {
 	{batch.ErrFinished, httpError{status: http.StatusConflict, msg: "job already finished", code: CodeJobFinished}},
 	{batch.ErrLive, httpError{
 		status: http.StatusConflict, msg: "job still live", code: CodeJobLive,
-		hint: "retry it once it has finished (GET /v1/batch/{id}?wait=60s waits for that) or cancel it",
+		hint: "retry it once it has finished (GET /v1/batch/{id}?wait=60s waits for that) or cancel it", routes: true,
 	}},
 	{batch.ErrNothingToRetry, httpError{status: http.StatusConflict, msg: "nothing to retry: every target is done", code: CodeNothingToRetry}},
 	{batch.ErrCallerBusy, httpError{
 		status: http.StatusTooManyRequests, msg: "busy: a batch of yours is still running",
-		hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", code: CodeCallerBusy, retryAfter: 30,
+		hint: "wait for it (GET /v1/batch lists your jobs) or cancel it", routes: true, code: CodeCallerBusy, retryAfter: 30,
 	}},
 	{batch.ErrBusy, httpError{status: http.StatusTooManyRequests, msg: "batch jobs busy", code: CodeJobsBusy, retryAfter: 60}},
 	{batch.ErrWebhooksBusy, httpError{

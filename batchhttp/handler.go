@@ -85,7 +85,9 @@ type HandlerOpts struct {
 	// routes are then Prefix+"/v1/batch…", and [Handler.Mount] registers
 	// them there. It starts with "/" and does not end with one. A host
 	// that strips the prefix itself (http.StripPrefix) leaves it empty.
-	// Defaults to "" (the routes at the root).
+	// Either way, a hint that names a route names it under the path the
+	// request came in on, such as "GET /api/v1/batch". Defaults to ""
+	// (the routes at the root).
 	Prefix string
 	// Precheck checks each target URL at submit. Defaults to no check; see
 	// [PrecheckURL] for a ready one.
@@ -351,6 +353,9 @@ func (h *Handler) route(label string, fn handlerFunc) http.Handler {
 			return // the client is gone: nothing to answer
 		}
 		ans = answerFor(err, h.runner.TargetsPerJob())
+		if ans.routes {
+			ans = ans.under(h.basePath(r))
+		}
 		writeAnswer(sw, ans)
 	})
 }

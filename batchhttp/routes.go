@@ -210,7 +210,7 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 		return &httpError{
 			status: http.StatusUnprocessableEntity, code: CodeResultsTooLarge,
 			msg:  fmt.Sprintf("results too large for one answer (%d bytes, max %d)", info.Bytes, h.maxResultsBytes),
-			hint: "read the results one at a time: GET /v1/batch/{id}/{idx}",
+			hint: "read the results one at a time: GET /v1/batch/{id}/{idx}", routes: true,
 		}
 	}
 	wait := time.NewTimer(time.Second)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/siftfetch/batchkit/batchhttp"
 	"log/slog"
 	"net"
 	"net/http"
@@ -80,7 +81,9 @@ type Closer interface {
 // ServerOpts configure [Serve].
 type ServerOpts struct {
 	// Handler serves every request: the host's mux, with the
-	// [batchhttp.Handler] mounted on it. Required.
+	// [batchhttp.Handler] mounted on it. Required. Serve wraps it in
+	// batchhttp.CloseRefused, so that a refusal by the host's own
+	// middleware closes its connection as the Handler's refusals do.
 	Handler http.Handler
 	// Runner is the batch runner behind Handler. Required.
 	Runner Closer
@@ -115,7 +118,8 @@ const shutdownSettle = 250 * time.Millisecond
 const endWait = time.Second
 
 // Serve serves opts.Handler on ln, within opts.Limits (at most MaxConns
-// connections at once, the timeouts on every connection), until ctx is
+// connections at once, the timeouts on every connection, and
+// [batchhttp.CloseRefused] around every request), until ctx is
 // done (a signal, say), and then shuts down in the order a batch host
 // needs, returning once everything is closed:
 //
@@ -161,7 +165,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           opts.Handler,
+		Handler:           batchhttp.CloseRefused(opts.Handler),
 		ReadHeaderTimeout: l.HeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,

@@ -112,6 +112,9 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 type callerKey struct{}
 
 // withCaller is the host's auth middleware: the caller goes in the context.
+// Serve wraps the mux in batchhttp.CloseRefused, so that a request this
+// refuses cannot hold its connection with a body it never sends; a host
+// that runs its own http.Server wraps its mux in CloseRefused itself.
 func withCaller(auth batchhttp.CallerFunc, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := auth(w, r); ok {
