@@ -453,8 +453,7 @@ func (w *statusWriter) WriteHeader(code int) {
 			// And after the answer, net/http reads the rest of the body
 			// before it closes the connection: a client that announced a
 			// body and stalls would hold the socket until the server's
-			// read timeout. A near deadline ends that read (issue 17,
-			// finding 6).
+			// read timeout. A near deadline ends that read.
 			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusalLinger))
 		}
 	}
