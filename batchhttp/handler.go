@@ -162,9 +162,9 @@ type Handler struct {
 // summaryCacheBytes bounds the encoded status summaries a handler keeps.
 const summaryCacheBytes = 4 << 20
 
-// NewHandler returns a handler serving runner over HTTP, as described in the
-// package documentation: the operations of [Routes], under
-// [HandlerOpts].Prefix. Mount it with [Handler.Mount].
+// NewHandler returns a handler serving runner over HTTP: the operations of
+// [Routes], under [HandlerOpts].Prefix. Mount it with [Handler.Mount].
+// docs/http-api.md in the repository describes each route.
 func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if runner == nil {
 		return nil, errors.New("batchhttp: runner is required")

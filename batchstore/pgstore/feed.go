@@ -16,7 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The change feed (see the package documentation): every change the store
+// The change feed (see docs/design/postgres-store.md in the repository):
+// every change the store
 // commits is delivered at once to this store's subscribers and, batched,
 // to the other nodes through NOTIFY on one channel; a listener connection
 // per store delivers the other nodes' changes. Polling stays the runner's
