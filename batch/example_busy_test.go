@@ -31,7 +31,7 @@ func ExampleErrFetchBusy() {
 	r, err := batch.New(batch.Config{
 		Store:    batchtest.NewStore(),
 		Fetch:    fetch,
-		BusyWait: batch.Duration(500 * time.Millisecond), // the total back-off for one target
+		BusyWait: batch.Duration(time.Second), // the total back-off for one target
 	})
 	if err != nil {
 		panic(err)
@@ -67,5 +67,5 @@ func ExampleErrFetchBusy() {
 	// gate fetched 3 times
 	// 0 done outcome=ok hint="" retryable=false
 	// 1 failed outcome=busy hint="browser" retryable=true
-	//   error: busy: fetcher still busy after 500ms
+	//   error: busy: fetcher still busy after 1s
 }
