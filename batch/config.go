@@ -44,8 +44,8 @@ const (
 	// DefaultWebhookRetryFor: a day of retries (some 30 to 40 attempts), as
 	// long as a finished job is kept by default.
 	DefaultWebhookRetryFor = 24 * time.Hour
-	// DefaultWebhookWorkers: as many deliveries at once as the one claim
-	// of eight took before, without its wait for the slowest.
+	// DefaultWebhookWorkers: eight deliveries at once, each in a slot of
+	// its own, so that none waits for the slowest.
 	DefaultWebhookWorkers = 8
 	// DefaultWebhookInFlightPerCaller: a caller whose receiver hangs holds
 	// two of the eight slots; the other six serve everyone else.
@@ -150,14 +150,13 @@ type Config struct {
 	Logger *slog.Logger `json:"-" toml:"-"`
 	// Now is a test clock. Without it the runner passes no time to the
 	// store, which then uses its own clock (the database's, for a shared
-	// store: see the clock note on [CreateParams]); with it every store
+	// store: see the clock note on [CreateParams]). With it every store
 	// call carries Config.Now's time, and in a cluster every node's
 	// Config.Now must agree. So leave it unset in production, even as
 	// time.Now: set, it puts a shared store on the nodes' clocks, whose
-	// skew then moves leases and staleness (before pgstore's RunnerClock
-	// option was removed, that store ignored it unless told otherwise). The runner's own timers (the store health of
-	// the package documentation's Liveness) use it too. Defaults to
-	// time.Now.
+	// skew then moves leases and staleness. The runner's own record of
+	// the store's health uses it too (see docs/design/liveness.md in the
+	// repository). Defaults to time.Now.
 	Now func() time.Time `json:"-" toml:"-"`
 	// Observer observes each job's lifecycle, for traces (see [Observer];
 	// batchotel makes one for OpenTelemetry). Defaults to nil: nothing is
@@ -218,7 +217,8 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// validate reports the first invalid field of a defaulted config.
+// validate reports every invalid field of a defaulted config, joined in
+// one error.
 func (cfg Config) validate() error {
 	var errs []error
 	if cfg.Store == nil {

@@ -42,8 +42,8 @@ type Collected struct {
 // oldest lease first: see [Store.Evict]), and fails as "restart" the jobs
 // held by runners whose heartbeat is older than Config.StaleAfter (their
 // finished targets stay), unless the runner saw the store fail within the
-// last StaleAfter or started then (see the package documentation's
-// Liveness). Live jobs are never swept or evicted. It also
+// last StaleAfter or started then (see docs/design/liveness.md in the
+// repository). Live jobs are never swept or evicted. It also
 // samples the queue depth gauge.
 func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var c Collected

@@ -136,7 +136,7 @@ func (r *Runner) ID() string { return r.cfg.RunnerID }
 // this runner's id, while queued jobs are left for whoever claims them.
 // Those of runners whose heartbeat is older than Config.StaleAfter are
 // failed after a first continuous StaleAfter without a store failure (see
-// the package documentation's Liveness), so a node started right after an
+// docs/design/liveness.md in the repository), so a node started right after an
 // outage does not take the live nodes for dead.
 // Failed jobs get error "restart" and so does their target in flight; jobs
 // are never resumed. Start returns an error if the runner was already

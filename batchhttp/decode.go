@@ -92,7 +92,8 @@ func decodeSubmit(body []byte, opts batch.OptionSet) (SubmitRequest, error) {
 }
 
 // DecodeSubmitRequest decodes a submit by the rules and with the messages
-// of the submit decoder of [Handler] (see the package documentation), from
+// of the submit decoder of [Handler] (docs/http-api.md in the repository
+// lists them), from
 // the body of a submit, {"targets": […], "webhook"?: {…}}, or from a bare
 // list of targets, […]. A client or a CLI checks its input with it before
 // it sends any, so that it refuses exactly what the server would. Errors

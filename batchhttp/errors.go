@@ -32,7 +32,7 @@ func (e *httpError) Error() string { return e.msg }
 
 // The codes of error answers: the "code" field of every [ErrorResponse],
 // stable across releases, so that a client branches on it instead of on
-// the English of "error". The README's table lists each with its status.
+// the English of "error". docs/http-api.md lists each with its status.
 const (
 	CodeInvalidBatch     = "invalid_batch"      // 400: the submit body or a target is malformed
 	CodeInvalidRequest   = "invalid_request"    // 400: a bad query parameter or path element

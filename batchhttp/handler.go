@@ -165,9 +165,9 @@ type Handler struct {
 // summaryCacheBytes bounds the encoded status summaries a handler keeps.
 const summaryCacheBytes = 4 << 20
 
-// NewHandler returns a handler serving runner over HTTP, as described in the
-// package documentation: the operations of [Routes], under
-// [HandlerOpts].Prefix. Mount it with [Handler.Mount].
+// NewHandler returns a handler serving runner over HTTP: the operations of
+// [Routes], under [HandlerOpts].Prefix. Mount it with [Handler.Mount].
+// docs/http-api.md in the repository describes each route.
 func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	if runner == nil {
 		return nil, errors.New("batchhttp: runner is required")
@@ -459,8 +459,7 @@ func (w *statusWriter) WriteHeader(code int) {
 			// And after the answer, net/http reads the rest of the body
 			// before it closes the connection: a client that announced a
 			// body and stalls would hold the socket until the server's
-			// read timeout. A near deadline ends that read (issue 17,
-			// finding 6).
+			// read timeout. A near deadline ends that read.
 			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusalLinger))
 		}
 	}

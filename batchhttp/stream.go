@@ -148,8 +148,8 @@ func (h *Handler) writeLine(w http.ResponseWriter, ctx context.Context, caller b
 // writeTarget writes prefix, then ts as one JSON object, then suffix. The
 // result is written as stored, straight from ts.Result, and not copied
 // into an encoder's buffer: a line as large as its result would otherwise
-// hold it twice, and an answer holds one result at a time, once (issue 17,
-// finding 5). A stored result that is not compact JSON (no store of ours
+// hold it twice, and an answer holds one result at a time, once. A stored
+// result that is not compact JSON (no store of ours
 // writes one) is compacted into a copy first.
 func writeTarget(w io.Writer, prefix []byte, ts TargetStatus, suffix string) error {
 	raw := ts.Result

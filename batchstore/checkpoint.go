@@ -28,9 +28,8 @@ const (
 
 // startCheckpointer arms the writer connection and starts the goroutine,
 // under synchronous=NORMAL. Under FULL every commit waits for the disk, and
-// a checkpoint beside it would compete for that same disk (measured: the
-// drain benchmark fell from 0.90x to 0.69x its raw twin), so SQLite's own
-// checkpoints stay.
+// a checkpoint beside it would compete for that same disk and slow the
+// drain (BenchmarkDrain shows it), so SQLite's own checkpoints stay.
 func (s *Store) startCheckpointer() error {
 	if s.opts.Synchronous != SyncNormal {
 		return nil

@@ -6,12 +6,14 @@ import (
 	"zombiezen.com/go/sqlite"
 )
 
-// Quick readers: a status poll reads one small row, a few microseconds of
-// SQLite, yet a pool Take arms the connection's interrupt with a fresh
-// goroutine and the Put hands it back, two goroutine handoffs per read that
-// cost a loaded 2-core server more than the read. A store that owns its pool
-// ([Open]) therefore keeps a few of its reader connections out of the pool
-// for such point reads, each armed once, as the writer's is: until Close.
+// Quick readers are reader connections kept out of the pool for point
+// reads. A status poll reads one small row, which costs SQLite less than
+// the pool's bookkeeping: a pool Take arms the connection's interrupt with a
+// fresh goroutine and the Put hands it back, two goroutine handoffs per
+// read, which on a loaded 2-core server cost more than the read. A store
+// that owns its pool ([Open]) therefore keeps a few of its reader
+// connections out of the pool for such point reads, each armed once, as
+// the writer's is: until Close.
 //
 // A quick read does not wait: when every quick reader is busy it runs on
 // the pool as any read does. Its context is checked before it starts but
@@ -21,8 +23,8 @@ import (
 // interrupt would stay set on an idle connection and cut short the
 // checkpoint that closing the last connection runs, leaving the WAL behind.
 
-// maxQuickReaders caps the quick readers: one per core of the machines we
-// measure on is enough for reads this short.
+// maxQuickReaders caps the quick readers at one per core of a 2-core
+// server: enough for reads this short.
 const maxQuickReaders = 2
 
 // quickReaders returns how many quick readers a pool of size n spares: it

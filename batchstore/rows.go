@@ -42,8 +42,8 @@ const targetCols = `t.idx, t.url, t.options, t.status, t.error, t.hint, t.outcom
 //
 // SQLite re-prepares a cached statement whose plan looked at a bound value
 // every time its bindings are cleared, and zombiezen clears them on every
-// reuse: such a statement costs a full compile per call (25–50 µs instead
-// of 1–4 µs). Measured triggers: a join with a parameter, LIMIT ?, min/max,
+// reuse: such a statement costs a full compile per call instead of a
+// reuse. Plans that do this: a join with a parameter, LIMIT ?, min/max,
 // and "col = ?" on a column that an ORDER BY walks the index after. So these
 // reads are single-table queries, the result body is a correlated subquery,
 // and an equality that feeds an ORDER BY compares with +? (a unary plus on

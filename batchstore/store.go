@@ -25,7 +25,8 @@ const (
 )
 
 // journalSizeLimit is the size the WAL file is truncated back to after a
-// checkpoint resets it: the WAL overhead on disk at rest (see doc.go).
+// checkpoint resets it: the WAL overhead on disk at rest (see "File size"
+// in docs/design/sqlite-store.md in the repository).
 const journalSizeLimit = 4 << 20
 
 // Synchronous is SQLite's synchronous setting for the store's connections:

@@ -75,14 +75,15 @@ func (s *Store) stopWriting() {
 // maxGroup caps the writes one commit carries.
 const maxGroup = 16
 
-// Group commit (the package documentation, "Group commit", says why and
+// Group commit (docs/design/sqlite-store.md in the repository says why and
 // why it is safe). The writer takes every write already waiting, runs each
 // in a savepoint of one transaction, and commits once. Taking only what
-// waits would split a crowd in two (the writers a commit releases come back
-// one by one, and the first would commit alone), so a group smaller than
-// the last cycle's crowd (the last group's writes plus those that queued
-// while it ran) waits for the rest, for at most the writer's recent commit
-// time and never more than maxLinger. The wait is before BEGIN: no
+// waits would split the writers that draining jobs keep sending: the
+// writers a commit releases come back one by one, and the first would
+// commit alone. So a group smaller than the expected writers (the last
+// group's writes plus those that queued while it ran) waits for the rest,
+// for at most the writer's recent commit time and never more than
+// maxLinger. That wait is the linger. It comes before BEGIN: no
 // transaction is open, no lock held, no write run or answered.
 const maxLinger = 2 * time.Millisecond
 
@@ -126,8 +127,9 @@ func (s *Store) writer() {
 }
 
 // gather forms the next group: the writes that queued while the last group
-// ran, or else the next one to arrive, then, if fewer than the last cycle's
-// crowd, those that arrive within the linger. It returns no writes when the
+// ran, or else the next one to arrive, then, if fewer than the writers
+// expected (the last group plus those that queued behind it), those that
+// arrive within the linger. It returns no writes when the
 // store closes while none waits.
 func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
 	take := func(req *writeReq) { s.handing.Add(-1); group = append(group, req) }

@@ -11,8 +11,8 @@ import (
 const (
 	goalRawSQLite  = 0.85 // batchkit SQLite ÷ raw twin, same synchronous setting
 	goalPeerSQLite = 1.8  // batchkit SQLite ÷ the faster tuned peer
-	// batchkit SQLite at groupWorkers workers ÷ raw twin (issue 18): group
-	// commit under FULL, and no loss for it under NORMAL.
+	// batchkit SQLite at groupWorkers workers ÷ raw twin: group commit
+	// under FULL, and no loss for it under NORMAL.
 	goalGroupFull   = 2.0
 	goalGroupNormal = 1.0
 	goalRawPG4      = 1.0  // batchkit PostgreSQL, 4 workers ÷ raw pgx twin, 4 connections

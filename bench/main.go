@@ -1,5 +1,8 @@
 // Command bench measures batchkit beside River and goqite and a raw-engine
 // twin of each store, in one run on one machine, and writes BENCHMARKS.md.
+// A raw twin is the least work that stores the same results on the same
+// engine: no validation, caps, idempotency, lease, budget or fencing. Its
+// figure is the ceiling batchkit is measured against.
 //
 //	cd bench && go run . -out ../BENCHMARKS.md   # the full run (bench/run does this)
 //	cd bench && go run . -short                  # a smoke run of a few seconds

@@ -229,8 +229,7 @@ func (p *pgCostReport) waitsLine() string {
 	return strings.Join(parts, "; ")
 }
 
-// pgGoals judges the PostgreSQL goals of issue 18 on the drain and cost
-// phases.
+// pgGoals judges the PostgreSQL goals on the drain and cost phases.
 func (r *report) pgGoals() []goal {
 	var gs []goal
 	d := r.Drain

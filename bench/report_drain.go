@@ -165,7 +165,7 @@ func (r *report) groupTable(b *md) {
 	}
 	b.p("### SQLite group commit: %d workers", groupWorkers)
 	b.p("The same workload with %d workers, so that %d jobs drain at once: the store's one writer commits the target writes of "+
-		"jobs that arrive together in one transaction (see the batchstore package documentation, \"Group commit\"), where the raw twin "+
+		"jobs that arrive together in one transaction (see docs/design/sqlite-store.md, \"Group commit\"), where the raw twin "+
 		"commits once per item. Ratios are taken within each round; the last row is the %d-worker drain under FULL over the same under "+
 		"NORMAL, i.e. how close durable commits come to NORMAL's speed.", groupWorkers, groupWorkers, groupWorkers)
 	b.head("synchronous", fmt.Sprintf("batchkit, %d workers, items/s", groupWorkers), "raw twin, items/s",

@@ -72,7 +72,7 @@ func fmtRate(v float64) string {
 	return s
 }
 
-// fmtRatio formats a ratio as 0.93×.
+// fmtRatio formats a ratio with two decimals and a multiplication sign.
 func fmtRatio(v float64) string {
 	if math.IsNaN(v) {
 		return "–"

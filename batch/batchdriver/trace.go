@@ -8,8 +8,8 @@ import "strings"
 // the request that submitted it, so that its drain, on whichever node
 // claims it and however much later, continues that trace.
 type TraceContext struct {
-	// Parent is a traceparent value, such as
-	// "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".
+	// Parent is a traceparent value: version, trace id, parent id and
+	// flags in lowercase hex, joined by dashes.
 	Parent string
 	// State is a tracestate value, or "". It is kept only with a valid
 	// Parent, and dropped if it is not valid itself.

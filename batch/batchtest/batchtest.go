@@ -1,8 +1,3 @@
-// Package batchtest is the test kit of batchkit: an in-memory [batch.Store]
-// ([NewStore]), fake fetchers, a fake clock, a logger that writes to the
-// test log, a runner constructor that cleans up after itself, and the
-// conformance suites every Store must pass ([TestStore], [TestRunner],
-// [TestStoreReopen]), whose cases are named <Group>/<Case>.
 package batchtest
 
 import (

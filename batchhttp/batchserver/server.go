@@ -146,7 +146,7 @@ const endWait = time.Second
 // It returns nil after a shutdown that went as planned, and otherwise the
 // errors of the steps that failed, or the server's own error if serving
 // stopped by itself. A host that runs its own [http.Server] follows the
-// same order (see the package documentation).
+// same order (docs/design/http-server.md in the repository says how).
 func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 	if opts.Handler == nil || opts.Runner == nil {
 		return errors.New("batchserver: Serve needs a Handler and a Runner")

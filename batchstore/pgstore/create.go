@@ -30,8 +30,8 @@ import (
 // two pipelined round trips. Under REPEATABLE READ or SERIALIZABLE the
 // locks would protect nothing (the snapshot would predate the wait), so
 // the transaction sets READ COMMITTED itself. SERIALIZABLE with retries
-// was measured against this and is several times slower under contention
-// (see BenchmarkCreateCaps and the package documentation).
+// is slower under contention: BenchmarkCreateCaps compares the two, and
+// docs/design/postgres-store.md in the repository says why.
 func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
 	if len(p.Targets) == 0 {
 		return batchdriver.Job{}, false, batchdriver.ErrNoTargets // a job without a target could never be drained

@@ -181,7 +181,7 @@ func playwrightEnv(t *testing.T) (node, chromium string) {
 // ends done without a reload, its link leads to its targets' statuses and
 // outcomes, and no page or response carries a target URL's marker or host.
 // It saves a screenshot, to $BATCHKIT_CONSOLE_SCREENSHOT if set (the
-// README's docs/console.png is made so).
+// docs/console.md's console.png is made so).
 func TestBatchd_ConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

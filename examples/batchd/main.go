@@ -17,7 +17,7 @@
 // request at -log-level debug; never a target URL), and shuts down
 // gracefully on SIGINT or SIGTERM. With $OTEL_EXPORTER_OTLP_ENDPOINT (or
 // $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set it exports each job's spans over
-// OTLP/HTTP (see the README's Traces).
+// OTLP/HTTP (see Traces in docs/operations.md).
 //
 // With -admin-key-file or $BATCHD_ADMIN_KEY it also serves the read-only
 // operator console (package batchconsole) at /console, which requires that

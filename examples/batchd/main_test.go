@@ -507,7 +507,7 @@ func TestRun_ExitCodes(t *testing.T) {
 	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", bad}, exitError, "", "line 3")
 }
 
-// The keys file the README has a newcomer write at the root of a clone
+// The keys file docs/operations.md has a newcomer write at the root of a clone
 // (and examples/embed's) is git-ignored, so that it is not committed.
 func TestKeysFileIgnored(t *testing.T) {
 	t.Parallel()
