@@ -8,9 +8,9 @@
 //
 // Build a [Handler] from the runner and its hooks, then mount it:
 //
-//	keys, err := batchhttp.ReadKeyFile("keys")        // NAME=SECRET[:restricted] lines, chmod 600
-//	auth, err := batchhttp.NewKeyAuth(keys)           // or the host's own CallerFunc
-//	m, err := batchhttp.NewMetrics(batchhttp.MetricsOpts{Prefix: "sift", Authenticate: auth})
+//	keys, err := batchserver.ReadKeyFile("keys")        // NAME=SECRET[:restricted] lines, chmod 600
+//	auth, err := batchserver.NewKeyAuth(keys)           // or the host's own CallerFunc
+//	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "sift", Authenticate: auth})
 //	m.Add(runner.Metrics(), runner.MetricsHelp())
 //	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
 //		Authenticate: auth,
@@ -19,9 +19,9 @@
 //		Observe:      m.Observe,
 //	})
 //	h.Mount(mux)                                      // /v1/batch and /v1/batch/
-//	mux.Handle("GET /readyz", batchhttp.ReadyHandler(runner))
+//	mux.Handle("GET /readyz", batchserver.ReadyHandler(runner))
 //	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, logger))
-//	err = batchhttp.Serve(ctx, ln, batchhttp.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
+//	err = batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
 //
 // [HandlerOpts].Prefix serves the API under a path such as "/api".
 // examples/embed is a whole host built this way, in one file.
