@@ -2,12 +2,16 @@ module github.com/siftfetch/batchkit/examples
 
 go 1.26.0
 
-replace github.com/siftfetch/batchkit => ../
+replace (
+	github.com/siftfetch/batchkit => ../
+	github.com/siftfetch/batchkit/batchotel => ../batchotel
+)
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
+	github.com/siftfetch/batchkit/batchotel v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
