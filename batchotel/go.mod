@@ -2,10 +2,14 @@ module github.com/siftfetch/batchkit/batchotel
 
 go 1.26.0
 
-replace github.com/siftfetch/batchkit => ../
+replace (
+	github.com/siftfetch/batchkit => ../
+	github.com/siftfetch/batchkit/batchstore/pgstore => ../batchstore/pgstore
+)
 
 require (
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
+	github.com/siftfetch/batchkit/batchstore/pgstore v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0

@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/siftfetch/batchkit => ../
 	github.com/siftfetch/batchkit/batchotel => ../batchotel
+	github.com/siftfetch/batchkit/batchstore/pgstore => ../batchstore/pgstore
 )
 
 require (
@@ -12,6 +13,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
 	github.com/siftfetch/batchkit/batchotel v0.0.0-00010101000000-000000000000
+	github.com/siftfetch/batchkit/batchstore/pgstore v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
