@@ -3,11 +3,9 @@ module github.com/siftfetch/batchkit
 go 1.26.0
 
 require (
-	github.com/BurntSushi/toml v1.6.0
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/uuid v1.6.0
-	github.com/pelletier/go-toml/v2 v2.4.3
 	go.uber.org/goleak v1.3.0
 	zombiezen.com/go/sqlite v1.4.2
 )
