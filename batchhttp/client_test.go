@@ -11,8 +11,9 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
-// newClientServer serves h on a loopback server, each answer checked
-// against openapi.json, and returns a client for it with key.
+// newClientServer serves h on a loopback server, each answer recorded to
+// be checked against openapi.json (see checked), and returns a client for
+// it with key.
 func newClientServer(t *testing.T, h http.Handler, key string) *Client {
 	t.Helper()
 	srv := checkedServer(t, h)

@@ -126,7 +126,7 @@ func FuzzHandler(f *testing.F) {
 		if authed {
 			req.Header.Set("Authorization", "Bearer "+keyAlice)
 		}
-		rec := serveRequest(t, h, req) // which checks it against openapi.json
+		rec := serveRequest(t, h, req) // which records it, to be checked against openapi.json
 		checkAnswer(t, rec)
 	})
 }

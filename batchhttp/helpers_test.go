@@ -136,9 +136,9 @@ func (b *testBundle) do(t *testing.T, method, target, key, body string) *httptes
 	return serve(t, b.handler, method, target, key, body)
 }
 
-// serve serves one request with h and returns the answer, which it checks
-// against openapi.json (see serveRequest): an answer that the document does
-// not describe fails the test.
+// serve serves one request with h and returns the answer, which it
+// records to be checked against openapi.json (see serveRequest): an answer
+// that the document does not describe fails batchhttp/openapitest.
 func serve(t testing.TB, h http.Handler, method, target, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var rd io.Reader

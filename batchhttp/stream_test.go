@@ -297,10 +297,10 @@ func TestHandler_ResultsStreamMemory(t *testing.T) {
 	b := setup(t, setupOpts{fetch: batchtest.StaticFetcher(content), config: func(c *batch.Config) {
 		c.MaxResultBytes = size
 	}})
-	// Not a checkedServer, and no check of the lines: the checker's decoded
-	// copy of each 1 MiB line would count against the handler (it doubled
-	// the peak). The other stream tests check their lines against
-	// openapi.json.
+	// Not a checkedServer, and no check of the lines: a recorded copy of
+	// the answer, or a checker's decoded copy of each 1 MiB line, would
+	// count against the handler (the latter doubled the peak). The other
+	// stream tests have their lines checked against openapi.json.
 	srv := httptest.NewServer(b.handler)
 	t.Cleanup(srv.Close)
 	id := b.submit(t, keyAlice, batchtest.Targets("mem", n), http.StatusAccepted).JobID

@@ -10,15 +10,15 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
-	"github.com/siftfetch/batchkit/internal/pgtest"
+	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // pgSchema returns the database URL and a fresh schema for the test,
-// dropped when it ends (see package pgtest).
+// dropped when it ends (see package pgstoretest).
 func pgSchema(t *testing.T) (url, schema string) {
 	t.Helper()
-	return pgtest.Schema(t, "otel")
+	return pgstoretest.Schema(t, "otel")
 }
 
 // apiOnly is a node that takes submits and drains nothing: its claims

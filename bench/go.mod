@@ -2,7 +2,10 @@ module github.com/siftfetch/batchkit/bench
 
 go 1.26.0
 
-replace github.com/siftfetch/batchkit => ../
+replace (
+	github.com/siftfetch/batchkit => ../
+	github.com/siftfetch/batchkit/batchstore/pgstore => ../batchstore/pgstore
+)
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
@@ -11,6 +14,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
+	github.com/siftfetch/batchkit/batchstore/pgstore v0.0.0-00010101000000-000000000000
 	maragu.dev/goqite v0.4.0
 	modernc.org/sqlite v1.62.0
 	zombiezen.com/go/sqlite v1.4.2

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -148,7 +149,7 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 							ts[i].URL = fmt.Sprintf("https://growth.example/%d/%d", seq, i)
 						}
 						_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: fmt.Sprint("g-", seq), Caller: caller,
-							IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
+							IdemKey: batchdrivertest.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
 						return err
 					}
 				case "status":
@@ -224,7 +225,7 @@ func seedStore(ctx context.Context, s batchdriver.Store, n int) error {
 				}
 				caller := batch.Caller{Name: seedCaller(j)}
 				_, _, err := s.Create(ctx, batchdriver.CreateParams{ID: seedID(j), Caller: caller,
-					IdemKey: batch.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
+					IdemKey: batchdrivertest.IdemKey(caller.Name, ts), Targets: ts, Limits: growthLimits})
 				if err == nil {
 					err = drainOne(ctx, s, "seeder", result)
 				}

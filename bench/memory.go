@@ -179,7 +179,7 @@ func liveTargets(j, n int) []batch.Target {
 	ts := make([]batch.Target, n)
 	for i := range ts {
 		ts[i] = batch.Target{URL: fmt.Sprintf("https://www.example-news-site.test/articles/2026/%d/story-%d.html", j, i),
-			Options: batch.Options{Mode: batch.ModeClean}}
+			Options: json.RawMessage(`{"mode":"clean"}`)}
 	}
 	return ts
 }

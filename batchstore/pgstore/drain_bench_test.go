@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/internal/pgtest"
+	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 )
 
 // The drain benchmark (issue 10, acceptance 4): the runner's whole write
@@ -103,7 +103,7 @@ func roundSchema(b *testing.B) (string, func()) {
 	return name, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := pgtest.DropSchema(ctx, pgURL(b), name); err != nil {
+		if err := pgstoretest.DropSchema(ctx, pgURL(b), name); err != nil {
 			b.Errorf("drop %s: %v", name, err)
 		}
 	}

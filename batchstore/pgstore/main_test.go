@@ -1,15 +1,15 @@
 package pgstore
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/internal/pgtest"
+	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 	"go.uber.org/goleak"
 )
 
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 // pgURL returns the server's URL or skips the test.
 func pgURL(tb testing.TB) string {
 	tb.Helper()
-	return pgtest.URL(tb)
+	return pgstoretest.URL(tb)
 }
 
 // newSchema returns the name of a schema that does not exist yet and is
@@ -54,7 +54,7 @@ func pgURL(tb testing.TB) string {
 // registered later, such as the stores' Close).
 func newSchema(tb testing.TB) string {
 	tb.Helper()
-	_, name := pgtest.Schema(tb, "bkt")
+	_, name := pgstoretest.Schema(tb, "bkt")
 	return name
 }
 

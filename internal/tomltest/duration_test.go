@@ -1,6 +1,7 @@
-package batch_test
+package tomltest_test
 
 import (
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"strings"
 	"testing"
 
@@ -49,4 +50,32 @@ func TestDuration_BareNumberTOML(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bareNumbers are durations written without a unit, and what the error
+// must say about each: the number, and the string to write instead.
+var bareNumbers = []struct {
+	field, value string
+	want         []string
+}{
+	{"ttl", "43200", []string{"43200 is not a duration", `"12h"`}},
+	{"target_timeout", "30", []string{"30 is not a duration", `"30s"`}},
+	{"poll_interval", "1", []string{"1 is not a duration", `"1s"`}},
+	{"webhook_backoff", "1.5", []string{"is not a duration", `"1.5s"`}},
+}
+
+// decodeThenNew decodes doc with decode and, if that accepts it, hands
+// the config to [batch.New]: a bare number must be refused by one of them.
+func decodeThenNew(t *testing.T, decode func(doc string, cfg *batch.Config) error, doc string) error {
+	t.Helper()
+	var cfg batch.Config
+	if err := decode(doc, &cfg); err != nil {
+		return err
+	}
+	cfg.Store, cfg.Fetch = batchtest.NewStore(), batchtest.StaticFetcher("x")
+	r, err := batch.New(cfg)
+	if err == nil {
+		t.Cleanup(func() { r.Close(t.Context()) })
+	}
+	return err
 }

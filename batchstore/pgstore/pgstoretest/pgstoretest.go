@@ -1,10 +1,10 @@
-// Package pgtest gives the tests that need PostgreSQL their database: the
+// Package pgstoretest gives the tests that need PostgreSQL their database: the
 // server BATCHKIT_PG_URL names (e.g.
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable), and a schema of
 // each test's own, dropped when it ends, so that tests run in parallel on
 // one database. Without the URL a test skips, except under CI=true, where
 // it fails: CI must not pass by skipping them.
-package pgtest
+package pgstoretest
 
 import (
 	"context"
