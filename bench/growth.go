@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"

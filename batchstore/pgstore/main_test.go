@@ -1,9 +1,9 @@
 package pgstore
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"context"
 	"fmt"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"testing"
 	"time"
