@@ -173,9 +173,17 @@ func contractReport() string {
 	return report + fmt.Sprintf("; %d documented answers no test produced:\n\t%s", len(unseen), strings.Join(unseen, "\n\t"))
 }
 
+// loadContract is the document of a server whose targets take sift's
+// options, the ones batchhttp's tests submit.
 var loadContract = sync.OnceValues(func() (*contract, error) {
+	return newContract(batchhttp.OpenAPI(batchsift.Options))
+})
+
+// newContract loads data, an OpenAPI document of the API, for checking
+// answers.
+func newContract(data []byte) (*contract, error) {
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(batchhttp.OpenAPI(batchsift.Options))
+	doc, err := loader.LoadFromData(data)
 	if err != nil {
 		return nil, fmt.Errorf("load openapi.json: %w", err)
 	}
@@ -205,7 +213,7 @@ var loadContract = sync.OnceValues(func() (*contract, error) {
 		return nil, err
 	}
 	return c, nil
-})
+}
 
 func mustContract(t testing.TB) *contract {
 	t.Helper()
