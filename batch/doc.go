@@ -10,7 +10,7 @@
 // Build a [Runner] from a [Config] with a store and a fetch function:
 //
 //	r, err := batch.New(batch.Config{
-//		Store:  store,     // batchstore.Open(ctx, "batch.db", batchstore.Options{})
+//		Store:  store,     // batchstore.Open(ctx, "batch.db", batchstore.Config{})
 //		Fetch:  fetch,     // func(ctx, batch.Caller, batch.Target) (batch.Result, error)
 //		Logger: logger,    // nil discards
 //	})

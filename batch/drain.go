@@ -74,7 +74,7 @@ func (r *Runner) claimAndDrain() bool {
 	c, ok, err := r.store.Claim(ctx, batchdriver.ClaimParams{Runner: r.cfg.RunnerID, Now: r.now()})
 	cancel()
 	claimed := time.Now()
-	r.observe("claim", began, err)
+	r.recordStoreCall("claim", began, err)
 	if err != nil {
 		r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch claim failed", storeErrAttrs(err)...)
 		return false
@@ -174,7 +174,7 @@ func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdri
 		began := time.Now()
 		step, err = r.store.FinishTarget(sctx, batchdriver.FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
 		cancel()
-		r.observe("finish target", began, err)
+		r.recordStoreCall("finish target", began, err)
 		if err == nil || errors.Is(err, batchdriver.ErrNotHeld) || errors.Is(err, ErrNotFound) {
 			return step, err
 		}

@@ -52,13 +52,13 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var err error
 	began := time.Now()
 	c.Swept, err = r.store.Sweep(ctx, batchdriver.SweepParams{TTL: time.Duration(r.cfg.TTL), Now: r.at(now)})
-	r.observe("sweep", began, err)
+	r.recordStoreCall("sweep", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: sweep: %w", err))
 	}
 	began = time.Now()
 	c.Evicted, err = r.store.Evict(ctx, batchdriver.EvictParams{MaxBytes: r.cfg.MaxBytes})
-	r.observe("evict", began, err)
+	r.recordStoreCall("evict", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
@@ -71,7 +71,7 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	}
 	began = time.Now()
 	st, err := r.store.Stats(ctx)
-	r.observe("stats", began, err)
+	r.recordStoreCall("stats", began, err)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("batch: stats: %w", err))
 	} else {

@@ -27,7 +27,7 @@ func (r *Runner) heartbeat() {
 		ctx, cancel := storeCtx()
 		start, now := time.Now(), r.cfg.Now()
 		err := r.store.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)})
-		r.observe("heartbeat", start, err)
+		r.recordStoreCall("heartbeat", start, err)
 		if err == nil && time.Since(start) > time.Duration(r.cfg.HeartbeatInterval) {
 			// A heartbeat that took longer than the interval may have
 			// waited out an outage: other runners' beats may not have
@@ -98,7 +98,7 @@ func (h *storeHealth) reachableFor(now time.Time, d time.Duration) bool {
 	return !h.since.IsZero() && now.Sub(h.since) >= d
 }
 
-// observe records the outcome of one background store call named op,
+// recordStoreCall records the outcome of one background store call named op,
 // begun at began (time.Now). An answer of the job model (not found, not
 // held, …) is the store answering; a success ends an outage only if its
 // call began after the outage's first failure (one in flight before
@@ -108,7 +108,7 @@ func (h *storeHealth) reachableFor(now time.Time, d time.Duration) bool {
 // not, both at WARN, with the error's class and never its text (a
 // driver's error may name the database's user, host and port); each
 // failed call is logged at DEBUG by its caller.
-func (r *Runner) observe(op string, began time.Time, err error) {
+func (r *Runner) recordStoreCall(op string, began time.Time, err error) {
 	h := &r.health
 	if err == nil || isModelErr(err) {
 		h.mu.Lock()

@@ -185,7 +185,7 @@ func (r *Runner) reap(ctx context.Context, p batchdriver.ReapParams, reason, msg
 	defer func() { end(batchobserve.ReapEnd{Jobs: n, Err: err}) }()
 	began := time.Now()
 	n, err = r.store.Reap(ctx, p)
-	r.observe("reap", began, err)
+	r.recordStoreCall("reap", began, err)
 	if err != nil {
 		return 0, fmt.Errorf("reap: %w", err)
 	}

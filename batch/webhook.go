@@ -205,7 +205,7 @@ func (r *Runner) claimWebhooks(pool *hookPool) {
 		Lease: r.webhookLease(), Now: r.now(),
 	})
 	cancel()
-	r.observe("claim webhooks", began, err)
+	r.recordStoreCall("claim webhooks", began, err)
 	if err != nil {
 		// An outage is logged at its start and end; the driver's text,
 		// which names the database, stays out of the line.

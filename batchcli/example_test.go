@@ -26,7 +26,7 @@ func ExampleCLI_Run() {
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
 	auth, _ := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent", Secret: "s3cret"}})
-	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
+	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerConfig{Authenticate: auth})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
@@ -64,7 +64,7 @@ func ExampleConfig_mounted() {
 	_ = r.Start(ctx)
 	defer r.Close(ctx)
 	auth, _ := batchserver.NewKeyAuth([]batchserver.Key{{Name: "agent", Secret: "s3cret"}})
-	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
+	h, _ := batchhttp.NewHandler(r, &batchhttp.HandlerConfig{Authenticate: auth})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 

@@ -20,7 +20,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// Defaults of [Opts].
+// Defaults of [Config].
 const (
 	DefaultPrefix  = "/console"
 	DefaultRefresh = 2 * time.Second
@@ -51,8 +51,8 @@ func mustSub(f fs.FS, dir string) fs.FS {
 	return sub
 }
 
-// Opts configure a [Handler].
-type Opts struct {
+// Config configures a [Handler].
+type Config struct {
 	// Store is what the console reads. Required.
 	Store batchdriver.Inspector
 	// Keys are the operator keys, each at least [MinKeyBytes] long. At
@@ -89,16 +89,16 @@ type Opts struct {
 
 // Handler serves the console. Build one with [New].
 type Handler struct {
-	opts      Opts
-	readClock bool // the host gave Opts.Now: the reads take it too
+	opts      Config
+	readClock bool // the host gave Config.Now: the reads take it too
 	keys      [][sha256.Size]byte
 	mux       *http.ServeMux
 }
 
 // New returns a console handler.
-func New(opts Opts) (*Handler, error) {
+func New(opts Config) (*Handler, error) {
 	if opts.Store == nil {
-		return nil, errors.New("batchconsole: Opts.Store is required")
+		return nil, errors.New("batchconsole: Config.Store is required")
 	}
 	if len(opts.Keys) == 0 {
 		return nil, errors.New("batchconsole: at least one operator key is required")
@@ -113,7 +113,7 @@ func New(opts Opts) (*Handler, error) {
 	opts.Prefix = cmp.Or(opts.Prefix, DefaultPrefix)
 	if opts.Prefix != path.Clean(opts.Prefix) || !strings.HasPrefix(opts.Prefix, "/") || opts.Prefix == "/" ||
 		strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("batchconsole: Opts.Prefix %q: want a clean path such as \"/console\", without a trailing slash", opts.Prefix)
+		return nil, fmt.Errorf("batchconsole: Config.Prefix %q: want a clean path such as \"/console\", without a trailing slash", opts.Prefix)
 	}
 	opts.TTL = cmp.Or(opts.TTL, batch.DefaultTTL)
 	opts.StaleAfter = cmp.Or(opts.StaleAfter, batch.DefaultStaleAfter)
@@ -121,7 +121,7 @@ func New(opts Opts) (*Handler, error) {
 	opts.Jobs = cmp.Or(opts.Jobs, DefaultJobs)
 	opts.Refresh = cmp.Or(opts.Refresh, DefaultRefresh)
 	if opts.TTL < 0 || opts.StaleAfter < 0 || opts.MaxBytes < 0 || opts.Jobs < 0 || opts.Refresh < 0 {
-		return nil, errors.New("batchconsole: Opts: TTL, StaleAfter, MaxBytes, Jobs and Refresh must not be negative")
+		return nil, errors.New("batchconsole: Config: TTL, StaleAfter, MaxBytes, Jobs and Refresh must not be negative")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

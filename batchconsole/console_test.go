@@ -37,7 +37,7 @@ func setup(t *testing.T, fetch batch.FetchFunc) *testBundle {
 		Store: store, Fetch: fetch, JobsPerCaller: 4,
 		Deliver: func(context.Context, batch.WebhookEvent) error { return errors.New("receiver down") },
 	})
-	h, err := batchconsole.New(batchconsole.Opts{Store: store, Keys: []string{operatorKey}})
+	h, err := batchconsole.New(batchconsole.Config{Store: store, Keys: []string{operatorKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestConsole_StaleRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := batchconsole.New(batchconsole.Opts{Store: store, Keys: []string{operatorKey}, StaleAfter: time.Minute,
+	h, err := batchconsole.New(batchconsole.Config{Store: store, Keys: []string{operatorKey}, StaleAfter: time.Minute,
 		Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func (failingStore) InspectJob(context.Context, string) (batchdriver.Job, []batc
 
 func TestConsole_StoreDown(t *testing.T) {
 	t.Parallel()
-	h, err := batchconsole.New(batchconsole.Opts{Store: failingStore{}, Keys: []string{operatorKey}, Prefix: "/ops/console"})
+	h, err := batchconsole.New(batchconsole.Config{Store: failingStore{}, Keys: []string{operatorKey}, Prefix: "/ops/console"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,17 +320,17 @@ func TestConsole_StoreDown(t *testing.T) {
 func TestNew_Errors(t *testing.T) {
 	t.Parallel()
 	store := batchtest.NewStore()
-	f := func(what string, opts batchconsole.Opts) {
+	f := func(what string, opts batchconsole.Config) {
 		t.Helper()
 		if _, err := batchconsole.New(opts); err == nil {
 			t.Errorf("%s: no error", what)
 		}
 	}
-	f("no store", batchconsole.Opts{Keys: []string{operatorKey}})
-	f("no key", batchconsole.Opts{Store: store})
-	f("a short key", batchconsole.Opts{Store: store, Keys: []string{"short"}})
+	f("no store", batchconsole.Config{Keys: []string{operatorKey}})
+	f("no key", batchconsole.Config{Store: store})
+	f("a short key", batchconsole.Config{Store: store, Keys: []string{"short"}})
 	for _, p := range []string{"console", "/console/", "/", "/a/../b", "/{x}"} {
-		f("prefix "+p, batchconsole.Opts{Store: store, Keys: []string{operatorKey}, Prefix: p})
+		f("prefix "+p, batchconsole.Config{Store: store, Keys: []string{operatorKey}, Prefix: p})
 	}
-	f("a negative TTL", batchconsole.Opts{Store: store, Keys: []string{operatorKey}, TTL: -time.Second})
+	f("a negative TTL", batchconsole.Config{Store: store, Keys: []string{operatorKey}, TTL: -time.Second})
 }

@@ -9,9 +9,9 @@
 //
 // [New] returns a [Handler] over a store that implements [batch.Inspector].
 // The SQLite, PostgreSQL and in-memory stores do. Mount it on the host's
-// mux, under [Opts].Prefix ("/console" by default):
+// mux, under [Config].Prefix ("/console" by default):
 //
-//	console, err := batchconsole.New(batchconsole.Opts{
+//	console, err := batchconsole.New(batchconsole.Config{
 //		Store: store, // a batch.Inspector
 //		Keys:  []string{operatorKey},
 //		TTL:   cfg.TTL, StaleAfter: cfg.StaleAfter, MaxBytes: cfg.MaxBytes,
@@ -20,7 +20,7 @@
 //
 // # Access
 //
-// Every route needs an operator key, one of [Opts].Keys. A request carries
+// Every route needs an operator key, one of [Config].Keys. A request carries
 // it as a bearer token, or as the password of HTTP Basic authentication,
 // which a browser asks for. Without a valid key the answer is 401.
 // Operator keys must not be callers' keys: the console cannot know those,

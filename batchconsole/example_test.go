@@ -17,7 +17,7 @@ import (
 func ExampleNew() {
 	store := batchtest.NewStore() // any store that implements batch.Inspector
 	cfg := batch.Config{TTL: batch.Duration(12 * time.Hour), MaxBytes: 32 << 20}
-	console, err := batchconsole.New(batchconsole.Opts{
+	console, err := batchconsole.New(batchconsole.Config{
 		Store:  store,
 		Keys:   []string{"operator-key-0123456789"},
 		Prefix: "/ops/console",

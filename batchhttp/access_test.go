@@ -129,17 +129,17 @@ func TestNewHandler(t *testing.T) {
 
 	r := batchtest.NewRunner(t, batch.Config{})
 	auth := func(http.ResponseWriter, *http.Request) (batch.Caller, bool) { return batch.Caller{}, true }
-	if _, err := NewHandler(nil, &HandlerOpts{Authenticate: auth}); err == nil {
+	if _, err := NewHandler(nil, &HandlerConfig{Authenticate: auth}); err == nil {
 		t.Error("NewHandler(nil runner) succeeded")
 	}
 	if _, err := NewHandler(r, nil); err == nil {
 		t.Error("NewHandler(nil opts) succeeded")
 	}
-	if _, err := NewHandler(r, &HandlerOpts{}); err == nil {
+	if _, err := NewHandler(r, &HandlerConfig{}); err == nil {
 		t.Error("NewHandler without Authenticate succeeded")
 	}
 	// An authenticator that lets a nameless caller through is a host bug.
-	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth})
+	h, err := NewHandler(r, &HandlerConfig{Authenticate: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@
 //
 //	keys, err := batchserver.ReadKeyFile("keys")        // NAME=SECRET[:restricted] lines, chmod 600
 //	auth, err := batchserver.NewKeyAuth(keys)           // or the host's own CallerFunc
-//	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "sift", Authenticate: auth})
+//	m, err := batchserver.NewMetrics(batchserver.MetricsConfig{Prefix: "sift", Authenticate: auth})
 //	m.Add(runner.Metrics(), runner.MetricsHelp())
-//	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+//	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{
 //		Authenticate: auth,
 //		Precheck:     guard.PrecheckFunc,             // batchnet: the same rules as the fetcher's dialer
 //		Logger:       logger,
@@ -21,9 +21,9 @@
 //	h.Mount(mux)                                      // /v1/batch and /v1/batch/
 //	mux.Handle("GET /readyz", batchserver.ReadyHandler(runner))
 //	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, logger))
-//	err = batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
+//	err = batchserver.Serve(ctx, ln, batchserver.ServerConfig{Handler: mux, Runner: runner, AfterShutdown: store.Close})
 //
-// [HandlerOpts].Prefix serves the API under a path such as "/api".
+// [HandlerConfig].Prefix serves the API under a path such as "/api".
 // examples/embed is a whole host built this way, in one file.
 //
 // # The API

@@ -21,7 +21,7 @@ func ExampleHandler_Mount() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{Authenticate: auth, Prefix: "/api"})
+	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{Authenticate: auth, Prefix: "/api"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{
 		Authenticate: auth,
 		Precheck:     batchhttp.PrecheckURL,
 	})

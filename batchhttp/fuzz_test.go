@@ -112,7 +112,7 @@ func FuzzHandler(f *testing.F) {
 		JobsPerCaller: 4, JobsTotal: 8, Logger: slog.New(slog.DiscardHandler),
 	})
 	auth := CallerFunc(testAuth)
-	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Precheck: PrecheckURL})
+	h, err := NewHandler(r, &HandlerConfig{Authenticate: auth, Precheck: PrecheckURL})
 	if err != nil {
 		f.Fatal(err)
 	}

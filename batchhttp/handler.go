@@ -76,8 +76,8 @@ const (
 // statusClientGone is reported when the client went away before the answer.
 const statusClientGone = 499
 
-// HandlerOpts configure [NewHandler].
-type HandlerOpts struct {
+// HandlerConfig configures [NewHandler].
+type HandlerConfig struct {
 	// Authenticate resolves every request to a caller before anything else
 	// happens. Required; batchserver.NewKeyAuth is a ready one.
 	Authenticate CallerFunc
@@ -132,7 +132,7 @@ type HandlerOpts struct {
 	MaxStreamsPerCaller int
 }
 
-// Defaults for [HandlerOpts].
+// Defaults for [HandlerConfig].
 const (
 	DefaultBodyTimeout         = 10 * time.Second
 	DefaultMaxResultsBytes     = 8 << 20
@@ -166,18 +166,18 @@ type Handler struct {
 const summaryCacheBytes = 4 << 20
 
 // NewHandler returns a handler serving runner over HTTP: the operations of
-// [Routes], under [HandlerOpts].Prefix. Mount it with [Handler.Mount].
+// [Routes], under [HandlerConfig].Prefix. Mount it with [Handler.Mount].
 // docs/http-api.md in the repository describes each route.
-func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
+func NewHandler(runner Runner, opts *HandlerConfig) (*Handler, error) {
 	if runner == nil {
 		return nil, errors.New("batchhttp: runner is required")
 	}
 	if opts == nil || opts.Authenticate == nil {
-		return nil, errors.New("batchhttp: HandlerOpts.Authenticate is required")
+		return nil, errors.New("batchhttp: HandlerConfig.Authenticate is required")
 	}
 	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 ||
 		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 {
-		return nil, errors.New("batchhttp: HandlerOpts limits must not be negative")
+		return nil, errors.New("batchhttp: HandlerConfig limits must not be negative")
 	}
 	if err := checkPrefix(opts.Prefix); err != nil {
 		return nil, err
@@ -215,13 +215,13 @@ func NewHandler(runner Runner, opts *HandlerOpts) (*Handler, error) {
 	return h, nil
 }
 
-// checkPrefix reports whether p can be [HandlerOpts].Prefix.
+// checkPrefix reports whether p can be [HandlerConfig].Prefix.
 func checkPrefix(p string) error {
 	if p == "" {
 		return nil
 	}
 	if p[0] != '/' || strings.HasSuffix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "{}?#% ") {
-		return fmt.Errorf("batchhttp: HandlerOpts.Prefix %q: want a clean path such as \"/api\", without a trailing slash", p)
+		return fmt.Errorf("batchhttp: HandlerConfig.Prefix %q: want a clean path such as \"/api\", without a trailing slash", p)
 	}
 	return nil
 }

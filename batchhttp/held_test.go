@@ -42,7 +42,7 @@ func TestHandler_HeldPerCaller(t *testing.T) {
 		t.Helper()
 		fetch := batchtest.NewBlockingFetcher()
 		r := batchtest.NewRunner(t, batch.Config{Fetch: fetch.Fetch})
-		h := limitsHandler(t, r, HandlerOpts{MaxWaitsPerCaller: 2, MaxStreamsPerCaller: 2})
+		h := limitsHandler(t, r, HandlerConfig{MaxWaitsPerCaller: 2, MaxStreamsPerCaller: 2})
 		mine, _, err := r.Submit(t.Context(), alice, batchtest.Targets("held-a", 1))
 		if err != nil {
 			t.Fatal(err)

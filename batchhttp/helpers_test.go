@@ -79,7 +79,7 @@ type testBundle struct {
 type setupOpts struct {
 	fetch    batch.FetchFunc
 	precheck PrecheckFunc
-	check    CheckTargetFunc // HandlerOpts.CheckTarget
+	check    CheckTargetFunc // HandlerConfig.CheckTarget
 	store    batchdriver.Store
 	config   func(*batch.Config) // adjusts the runner config
 	noStart  bool                // build the runner without starting it
@@ -118,7 +118,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 func newTestHandler(t *testing.T, r Runner, precheck PrecheckFunc, logs *logBuffer, obs *observations) *Handler {
 	t.Helper()
 	auth := CallerFunc(testAuth)
-	h, err := NewHandler(r, &HandlerOpts{
+	h, err := NewHandler(r, &HandlerConfig{
 		Authenticate: auth,
 		Precheck:     precheck,
 		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -8,7 +8,7 @@ import (
 
 // basePath is the path the client reached the API's routes under: what a
 // middleware such as [http.StripPrefix] took off the front of the request's
-// path, then [HandlerOpts].Prefix. It is "" for the API at the root.
+// path, then [HandlerConfig].Prefix. It is "" for the API at the root.
 func (h *Handler) basePath(r *http.Request) string {
 	stripped := ""
 	if u, err := url.ParseRequestURI(r.RequestURI); err == nil {

@@ -24,7 +24,7 @@ func TestHandler_PrefixHints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Prefix: prefix, MaxResultsBytes: 1})
+		h, err := NewHandler(r, &HandlerConfig{Authenticate: auth, Prefix: prefix, MaxResultsBytes: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

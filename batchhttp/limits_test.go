@@ -18,7 +18,7 @@ import (
 )
 
 // limitsHandler is a handler over a started runner with the given limits.
-func limitsHandler(t *testing.T, r Runner, opts HandlerOpts) *Handler {
+func limitsHandler(t *testing.T, r Runner, opts HandlerConfig) *Handler {
 	t.Helper()
 	auth := CallerFunc(testAuth)
 	opts.Authenticate = auth
@@ -56,7 +56,7 @@ func rawRequest(t *testing.T, srv *httptest.Server, head, body string, timeout t
 func TestHandler_RefusalDoesNotWaitForBody(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})
-	srv := checkedServer(t, limitsHandler(t, r, HandlerOpts{}))
+	srv := checkedServer(t, limitsHandler(t, r, HandlerConfig{}))
 	for _, head := range []string{
 		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 10",
 		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 10",
@@ -72,7 +72,7 @@ func TestHandler_RefusalDoesNotWaitForBody(t *testing.T) {
 func TestHandler_StalledBodyTimesOut(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})
-	srv := checkedServer(t, limitsHandler(t, r, HandlerOpts{BodyTimeout: 200 * time.Millisecond}))
+	srv := checkedServer(t, limitsHandler(t, r, HandlerConfig{BodyTimeout: 200 * time.Millisecond}))
 	head := "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyAlice + "\r\nContent-Length: 100"
 	if got := rawRequest(t, srv, head, `{"targets":`, 5*time.Second); got != "HTTP/1.1 408 Request Timeout" {
 		t.Fatalf("answer to a stalled body: %q, want 408", got)
@@ -84,7 +84,7 @@ func TestHandler_StalledBodyTimesOut(t *testing.T) {
 func TestHandler_ResultsAnswerCapped(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.StaticFetcher(strings.Repeat("x", 400))})
-	h := limitsHandler(t, r, HandlerOpts{MaxResultsBytes: 1000})
+	h := limitsHandler(t, r, HandlerConfig{MaxResultsBytes: 1000})
 	small, _, err := r.Submit(t.Context(), alice, batchtest.Targets("small", 2))
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestHandler_ResultsAnswersInFlight(t *testing.T) {
 	}
 	batchtest.WaitFinished(t, r, alice, job.ID, 10*time.Second)
 	slow := &slowResults{Runner: r, entered: make(chan struct{}, 4), release: make(chan struct{})}
-	h := limitsHandler(t, slow, HandlerOpts{MaxResultsInFlight: 1})
+	h := limitsHandler(t, slow, HandlerConfig{MaxResultsInFlight: 1})
 	target := "/v1/batch/" + job.ID + "?results=1"
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -196,7 +196,7 @@ func TestHandler_RefusalClosesConnection(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})
 	mux := http.NewServeMux()
-	limitsHandler(t, r, HandlerOpts{}).Mount(mux)
+	limitsHandler(t, r, HandlerConfig{}).Mount(mux)
 	mux.Handle("/private", Instrument("/private", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		WriteError(w, http.StatusForbidden, CodeForbidden, "forbidden", "")
 	}), nil, nil))

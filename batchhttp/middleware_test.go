@@ -22,7 +22,7 @@ func hostAuthAPI(t *testing.T) http.Handler {
 	t.Helper()
 	type callerKey struct{}
 	r := batchtest.NewRunner(t, batch.Config{})
-	api, err := NewHandler(r, &HandlerOpts{Authenticate: func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
+	api, err := NewHandler(r, &HandlerConfig{Authenticate: func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool) {
 		c, ok := r.Context().Value(callerKey{}).(batch.Caller)
 		return c, ok
 	}})

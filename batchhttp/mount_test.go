@@ -13,14 +13,14 @@ import (
 )
 
 // TestHandler_Prefix serves the API under "/api" two ways, with
-// HandlerOpts.Prefix and Mount, and with http.StripPrefix in front of a
+// HandlerConfig.Prefix and Mount, and with http.StripPrefix in front of a
 // handler without one, and drives every route through a Client whose base
 // URL carries the prefix.
 func TestHandler_Prefix(t *testing.T) {
 	t.Parallel()
 	mounts := map[string]func(t *testing.T, r Runner, auth CallerFunc) *http.ServeMux{
 		"Option": func(t *testing.T, r Runner, auth CallerFunc) *http.ServeMux {
-			h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Prefix: "/api"})
+			h, err := NewHandler(r, &HandlerConfig{Authenticate: auth, Prefix: "/api"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -29,7 +29,7 @@ func TestHandler_Prefix(t *testing.T) {
 			return mux
 		},
 		"StripPrefix": func(t *testing.T, r Runner, auth CallerFunc) *http.ServeMux {
-			h, err := NewHandler(r, &HandlerOpts{Authenticate: auth})
+			h, err := NewHandler(r, &HandlerConfig{Authenticate: auth})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,12 +118,12 @@ func TestNewHandler_BadPrefix(t *testing.T) {
 	auth := CallerFunc(testAuth)
 	r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.StaticFetcher("x")})
 	for _, p := range []string{"api", "/api/", "/", "/a//b", "/a/../b", "/{id}", "/a b"} {
-		if _, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Prefix: p}); err == nil || !strings.Contains(err.Error(), "Prefix") {
+		if _, err := NewHandler(r, &HandlerConfig{Authenticate: auth, Prefix: p}); err == nil || !strings.Contains(err.Error(), "Prefix") {
 			t.Errorf("Prefix %q: %v, want an error naming Prefix", p, err)
 		}
 	}
 	for _, p := range []string{"", "/api", "/sift/v2"} {
-		if _, err := NewHandler(r, &HandlerOpts{Authenticate: auth, Prefix: p}); err != nil {
+		if _, err := NewHandler(r, &HandlerConfig{Authenticate: auth, Prefix: p}); err != nil {
 			t.Errorf("Prefix %q: %v", p, err)
 		}
 	}

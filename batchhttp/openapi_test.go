@@ -239,7 +239,7 @@ func TestHandler_Refusals(t *testing.T) {
 			if auth == nil {
 				auth = testAuth
 			}
-			h, err := NewHandler(tc.runner, &HandlerOpts{Authenticate: auth})
+			h, err := NewHandler(tc.runner, &HandlerConfig{Authenticate: auth})
 			if err != nil {
 				t.Fatal(err)
 			}

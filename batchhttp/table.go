@@ -10,7 +10,7 @@ import (
 type Route struct {
 	// Method is the operation's HTTP method; a GET route answers HEAD too.
 	Method string
-	// Path is the path pattern under [HandlerOpts].Prefix, as the OpenAPI
+	// Path is the path pattern under [HandlerConfig].Prefix, as the OpenAPI
 	// document writes it, such as "/v1/batch/{id}". It is also the route
 	// label an [ObserveFunc] gets and the log line carries.
 	Path string

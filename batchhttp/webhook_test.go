@@ -543,7 +543,7 @@ func TestHandler_SubmitWebhooksBusy(t *testing.T) {
 }
 
 // GET /v1/batch/webhook-secret answers each caller its own secret, the
-// one its deliveries verify with; without HandlerOpts.WebhookSecret it is
+// one its deliveries verify with; without HandlerConfig.WebhookSecret it is
 // 422 webhooks_disabled.
 func TestHandler_WebhookSecretRoute(t *testing.T) {
 	t.Parallel()
@@ -553,7 +553,7 @@ func TestHandler_WebhookSecretRoute(t *testing.T) {
 	}
 	auth := CallerFunc(testAuth)
 	r := batchtest.NewRunner(t, batch.Config{})
-	h, err := NewHandler(r, &HandlerOpts{Authenticate: auth, WebhookSecret: sender.CallerSecret})
+	h, err := NewHandler(r, &HandlerConfig{Authenticate: auth, WebhookSecret: sender.CallerSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,12 +580,12 @@ func TestHandler_WebhookSecretRoute(t *testing.T) {
 		WriteError(w, http.StatusForbidden, CodeForbidden, "forbidden", "")
 		return batch.Caller{}, false
 	}
-	refused, err := NewHandler(r, &HandlerOpts{Authenticate: forbid, WebhookSecret: sender.CallerSecret})
+	refused, err := NewHandler(r, &HandlerConfig{Authenticate: forbid, WebhookSecret: sender.CallerSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantError(t, serve(t, refused, http.MethodGet, "/v1/batch/webhook-secret", keyAlice, ""), http.StatusForbidden, "forbidden")
-	plain, err := NewHandler(r, &HandlerOpts{Authenticate: auth})
+	plain, err := NewHandler(r, &HandlerConfig{Authenticate: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

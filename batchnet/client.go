@@ -14,7 +14,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 )
 
-// Defaults for [ClientOptions].
+// Defaults for [ClientConfig].
 const (
 	// DefaultTimeout bounds one request made with [Client.Do], redirects
 	// and reading the body included.
@@ -35,9 +35,9 @@ type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
 // connection.
 type ConnectFunc func(network string, addr netip.AddrPort) error
 
-// ClientOptions configure a [Client]. The zero value is ready to use; a
+// ClientConfig configures a [Client]. The zero value is ready to use; a
 // negative duration or count is an error from [NewClient].
-type ClientOptions struct {
+type ClientConfig struct {
 	// Allow lists exact "host:port" strings exempt from the guard's port
 	// and address rules, for local testing; see [Guard]. Defaults to none.
 	Allow []string
@@ -63,7 +63,7 @@ type ClientOptions struct {
 	BeforeConnect ConnectFunc
 }
 
-func (o ClientOptions) validate() error {
+func (o ClientConfig) validate() error {
 	switch {
 	case o.Timeout < 0:
 		return errors.New("batchnet: negative Timeout")
@@ -106,7 +106,7 @@ type Client struct {
 
 // NewClient returns a Client configured by opts. It fails only for a
 // negative Timeout, HeaderTimeout or MaxRedirects.
-func NewClient(opts ClientOptions) (*Client, error) {
+func NewClient(opts ClientConfig) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 
 // Do checks req's URL with [Guard.Precheck], sends req, and returns the
 // response, whatever its status ([StatusError] classifies it). It bounds
-// the request by [ClientOptions.Timeout] within req's context, redirects
+// the request by [ClientConfig.Timeout] within req's context, redirects
 // and reading the body included.
 //
 // Every error Do returns, and every error of reading the response body

@@ -282,7 +282,7 @@ func TestClient_IgnoresProxyEnv(t *testing.T) {
 
 	b := setup(t, nil)
 	// A name, not a loopback literal: net/http never proxies loopback literals.
-	b.c = newTestClient(t, ClientOptions{
+	b.c = newTestClient(t, ClientConfig{
 		Allow:         []string{"proxied.test:" + b.port, b.addr},
 		Lookup:        b.dns.lookup,
 		BeforeConnect: b.rec.beforeConnect,
@@ -316,7 +316,7 @@ func TestNewClient(t *testing.T) {
 
 	t.Run("Defaults", func(t *testing.T) {
 		t.Parallel()
-		c := newTestClient(t, ClientOptions{})
+		c := newTestClient(t, ClientConfig{})
 		if c.timeout != DefaultTimeout || c.headerTimeout != DefaultHeaderTimeout || c.maxRedirects != DefaultMaxRedirects {
 			t.Errorf("defaults = %s, %s, %d", c.timeout, c.headerTimeout, c.maxRedirects)
 		}
@@ -337,7 +337,7 @@ func TestNewClient(t *testing.T) {
 
 	t.Run("HeaderTimeout", func(t *testing.T) {
 		t.Parallel()
-		c := newTestClient(t, ClientOptions{Timeout: time.Minute, HeaderTimeout: time.Second})
+		c := newTestClient(t, ClientConfig{Timeout: time.Minute, HeaderTimeout: time.Second})
 		if got := c.transport.ResponseHeaderTimeout; got != time.Second {
 			t.Errorf("ResponseHeaderTimeout = %s, want 1s", got)
 		}
@@ -345,7 +345,7 @@ func TestNewClient(t *testing.T) {
 
 	t.Run("Negative", func(t *testing.T) {
 		t.Parallel()
-		for name, opts := range map[string]ClientOptions{
+		for name, opts := range map[string]ClientConfig{
 			"Timeout":       {Timeout: -time.Second},
 			"HeaderTimeout": {HeaderTimeout: -time.Second},
 			"MaxRedirects":  {MaxRedirects: -1},
@@ -360,7 +360,7 @@ func TestNewClient(t *testing.T) {
 
 func TestClient_Precheck(t *testing.T) {
 	t.Parallel()
-	c := newTestClient(t, ClientOptions{Allow: []string{"127.0.0.1:8081"}})
+	c := newTestClient(t, ClientConfig{Allow: []string{"127.0.0.1:8081"}})
 	if err := c.Precheck("http://127.0.0.1:8081/"); err != nil {
 		t.Errorf("Precheck(allow-listed) = %v, want nil", err)
 	}
@@ -381,7 +381,7 @@ func TestClient_Get(t *testing.T) {
 		io.WriteString(w, r.Method+" page")
 	}))
 	t.Cleanup(srv.Close)
-	c, err := NewClient(ClientOptions{Allow: []string{srv.Listener.Addr().String()}})
+	c, err := NewClient(ClientConfig{Allow: []string{srv.Listener.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}

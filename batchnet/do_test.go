@@ -43,7 +43,7 @@ func TestClient_Do(t *testing.T) {
 	t.Run("BodyDeadline", func(t *testing.T) {
 		t.Parallel()
 		// Timeout bounds the body too, not only the wait for headers.
-		b := setup(t, func(o *ClientOptions) { o.Timeout = 150 * time.Millisecond })
+		b := setup(t, func(o *ClientConfig) { o.Timeout = 150 * time.Millisecond })
 		b.mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "start")
 			w.(http.Flusher).Flush()
@@ -124,7 +124,7 @@ func TestClient_Do(t *testing.T) {
 			{&net.DNSError{Err: "server misbehaving", Name: "c-dns.test", Server: "10.9.8.7:53", IsTemporary: true}, batch.OutcomeUpstream5xx, "dns: lookup failed"},
 			{errors.New("lookup c-dns.test: odd failure"), batch.OutcomeUpstream5xx, "dns: lookup failed"},
 		} {
-			b := setup(t, func(o *ClientOptions) {
+			b := setup(t, func(o *ClientConfig) {
 				o.Lookup = func(context.Context, string) ([]netip.Addr, error) { return nil, tc.err }
 			})
 			u := "http://c-dns.test/x"
@@ -136,7 +136,7 @@ func TestClient_Do(t *testing.T) {
 
 	t.Run("HeaderTimeout", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(o *ClientOptions) { o.HeaderTimeout, o.Timeout = 100*time.Millisecond, 10*time.Second })
+		b := setup(t, func(o *ClientConfig) { o.HeaderTimeout, o.Timeout = 100*time.Millisecond, 10*time.Second })
 		stall := make(chan struct{})
 		t.Cleanup(func() { close(stall) }) // before the server's Close, which waits for the handler
 		b.mux.HandleFunc("/stall", func(w http.ResponseWriter, r *http.Request) { <-stall })
@@ -151,7 +151,7 @@ func TestClient_Do(t *testing.T) {
 	t.Run("Redirects", func(t *testing.T) {
 		t.Parallel()
 		for _, limit := range []int{0, 1} { // 0: DefaultMaxRedirects
-			b := setup(t, func(o *ClientOptions) { o.MaxRedirects = limit })
+			b := setup(t, func(o *ClientConfig) { o.MaxRedirects = limit })
 			b.mux.HandleFunc("/hop/{n}", func(w http.ResponseWriter, r *http.Request) {
 				n, _ := strconv.Atoi(r.PathValue("n"))
 				if n == 0 {
@@ -216,12 +216,12 @@ func TestClient_Do(t *testing.T) {
 
 	t.Run("Timeout", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(o *ClientOptions) { o.Timeout = 150 * time.Millisecond })
+		b := setup(t, func(o *ClientConfig) { o.Timeout = 150 * time.Millisecond })
 		b.mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()
 		})
 		u := b.base + "/slow"
-		_, err := b.get(t, u) // ClientOptions.Timeout
+		_, err := b.get(t, u) // ClientConfig.Timeout
 		b.wantErr(t, err, u, batch.OutcomeTimeout, "timeout: no response before the deadline")
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("errors.Is(%v, DeadlineExceeded) = false", err)

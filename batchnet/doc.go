@@ -12,8 +12,8 @@
 //
 // Build one client and give it to the three places that reach out:
 //
-//	client, err := batchnet.NewClient(batchnet.ClientOptions{Allow: cfg.Allow})
-//	handler, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+//	client, err := batchnet.NewClient(batchnet.ClientConfig{Allow: cfg.Allow})
+//	handler, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{
 //		Precheck: client.Guard().PrecheckFunc, // at submit
 //	})
 //	sender, err := batchhttp.NewWebhookSender(client.HTTPClient(), secret)

@@ -78,7 +78,7 @@ const (
 //     context.Canceled).
 //   - "timeout: upstream sent no response headers in time" and
 //     "timeout: upstream did not answer in time": a timeout of the
-//     transport's own, such as [ClientOptions.HeaderTimeout], before the
+//     transport's own, such as [ClientConfig.HeaderTimeout], before the
 //     fetch's deadline (timeout; no context sentinel, so that nobody takes
 //     it for the deadline of the whole fetch).
 //   - "dns: host not found": the name does not exist (upstream_4xx; a retry

@@ -24,7 +24,7 @@ func ExampleNewClient() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	client, err := batchnet.NewClient(batchnet.ClientOptions{
+	client, err := batchnet.NewClient(batchnet.ClientConfig{
 		Allow:   []string{srv.Listener.Addr().String()},
 		Timeout: 10 * time.Second,
 	})
@@ -82,7 +82,7 @@ func ExampleClient_Do() {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 
 	answers := map[string]string{"svc.test": "127.0.0.1", "internal.test": "10.0.0.7"}
-	client, err := batchnet.NewClient(batchnet.ClientOptions{
+	client, err := batchnet.NewClient(batchnet.ClientConfig{
 		// The name for the pre-check, the address for the dial.
 		Allow: []string{"svc.test:" + port, "127.0.0.1:" + port},
 		Lookup: func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -163,7 +163,7 @@ func ExampleStatusError() {
 }
 
 // The guard's pre-check as the pre-check hook of a batchhttp handler
-// (HandlerOpts{Precheck: guard.PrecheckFunc}), here assigned to a variable
+// (HandlerConfig{Precheck: guard.PrecheckFunc}), here assigned to a variable
 // of the hook's type.
 func ExampleGuard_PrecheckFunc() {
 	guard := batchnet.NewGuard([]string{"127.0.0.1:8081"})

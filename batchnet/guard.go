@@ -102,7 +102,7 @@ func Precheck(rawURL string) error { return (*Guard)(nil).Precheck(rawURL) }
 
 // PrecheckFunc is [Guard.Precheck] in the shape of the batchhttp pre-check
 // hook (batchhttp.PrecheckFunc), so that a handler refuses at submit what
-// the guard would refuse: HandlerOpts{Precheck: guard.PrecheckFunc}. ctx
+// the guard would refuse: HandlerConfig{Precheck: guard.PrecheckFunc}. ctx
 // and caller are not used.
 func (g *Guard) PrecheckFunc(_ context.Context, _ batch.Caller, rawURL string) error {
 	return g.Precheck(rawURL)

@@ -129,7 +129,7 @@ type testBundle struct {
 // setup starts a loopback test server, allow-lists its address, and returns
 // a client with a stub resolver and a dial recorder. extraAllow is added to
 // the allow list; the client's options may be adjusted with tweak.
-func setup(t *testing.T, tweak func(*ClientOptions), extraAllow ...string) *testBundle {
+func setup(t *testing.T, tweak func(*ClientConfig), extraAllow ...string) *testBundle {
 	t.Helper()
 	b := &testBundle{rec: &dialRecorder{}, dns: newStubDNS(), mux: http.NewServeMux()}
 	b.srv = httptest.NewServer(b.mux)
@@ -137,7 +137,7 @@ func setup(t *testing.T, tweak func(*ClientOptions), extraAllow ...string) *test
 	b.addr = b.srv.Listener.Addr().String()
 	_, b.port, _ = net.SplitHostPort(b.addr)
 	b.base = b.srv.URL
-	opts := ClientOptions{
+	opts := ClientConfig{
 		Allow:         append([]string{b.addr}, extraAllow...),
 		Lookup:        b.dns.lookup,
 		BeforeConnect: b.rec.beforeConnect,
@@ -156,7 +156,7 @@ func setup(t *testing.T, tweak func(*ClientOptions), extraAllow ...string) *test
 
 // newTestClient returns a client for opts whose idle connections are
 // closed when the test ends.
-func newTestClient(t *testing.T, opts ClientOptions) *Client {
+func newTestClient(t *testing.T, opts ClientConfig) *Client {
 	t.Helper()
 	c, err := NewClient(opts)
 	if err != nil {

@@ -113,7 +113,7 @@ func drainRound(b *testing.B, kind, tracer string) round {
 	ctx := context.Background()
 	var store batchdriver.Store = batchtest.NewStore()
 	if kind == "sqlite" {
-		s, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Options{})
+		s, err := batchstore.Open(ctx, filepath.Join(b.TempDir(), "batch.db"), batchstore.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestCrossNode(t *testing.T) {
 	url, schema := pgSchema(t)
 	ctx := t.Context()
 	open := func() *pgstore.Store {
-		s, err := pgstore.Open(ctx, url, pgstore.Options{Schema: schema})
+		s, err := pgstore.Open(ctx, url, pgstore.Config{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func wantOpenError(t *testing.T, path, uri string, want error, times int) {
 	var took []time.Duration
 	for i := range max(times, 3) {
 		start := time.Now()
-		s, err := Open(t.Context(), uri, Options{})
+		s, err := Open(t.Context(), uri, Config{})
 		d := time.Since(start)
 		took = append(took, d)
 		if err == nil {
@@ -79,7 +79,7 @@ func wantOpenError(t *testing.T, path, uri string, want error, times int) {
 func populated(t *testing.T) (path string, targetRoot int64) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "batch.db")
-	s, err := Open(t.Context(), path, Options{Synchronous: SyncNormal}) // a fixture: speed over durability
+	s, err := Open(t.Context(), path, Config{Synchronous: SyncNormal}) // a fixture: speed over durability
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestOpen_ReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(t.Context(), pool, Options{})
+	_, err = New(t.Context(), pool, Config{})
 	pool.Close()
 	if !errors.Is(err, ErrReadOnly) {
 		t.Errorf("New on a read-only pool = %v, want ErrReadOnly", err)
@@ -184,7 +184,7 @@ func TestOpen_SecondProcess(t *testing.T) {
 	waitLine(t, holder.lines, "ready", 30*time.Second)
 
 	wantOpenError(t, path, path, ErrLocked, 3)
-	_, err := Open(t.Context(), path, Options{})
+	_, err := Open(t.Context(), path, Config{})
 	if want := fmt.Sprintf("by pid %d", holder.cmd.Process.Pid); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Open = %v, want it to name the holder (%s)", err, want)
 	}
@@ -195,12 +195,12 @@ func TestOpen_SecondProcess(t *testing.T) {
 	if err := holder.cmd.Wait(); err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	s, err := Open(t.Context(), path, Options{})
+	s, err := Open(t.Context(), path, Config{})
 	if err != nil {
 		t.Fatalf("Open after the holder exited: %v", err)
 	}
 	defer s.Close()
-	if _, err := Open(t.Context(), path, Options{}); !errors.Is(err, ErrLocked) {
+	if _, err := Open(t.Context(), path, Config{}); !errors.Is(err, ErrLocked) {
 		t.Errorf("second Open in one process = %v, want ErrLocked", err)
 	}
 }
@@ -227,7 +227,7 @@ func TestOpen_NewerSchema(t *testing.T) {
 
 func TestOpen_MissingDirectory(t *testing.T) {
 	t.Parallel()
-	_, err := Open(t.Context(), filepath.Join(t.TempDir(), "no", "such", "dir", "batch.db"), Options{})
+	_, err := Open(t.Context(), filepath.Join(t.TempDir(), "no", "such", "dir", "batch.db"), Config{})
 	if err == nil || !strings.HasPrefix(err.Error(), "batchstore: open ") {
 		t.Fatalf("Open in a missing directory = %v, want a batchstore: open error", err)
 	}

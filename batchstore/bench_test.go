@@ -77,7 +77,7 @@ func seededStore(b *testing.B, n int) *benchState {
 	}
 	start := time.Now()
 	tmpl := filepath.Join(bench.dir, fmt.Sprintf("template-%d.db", n))
-	s, err := Open(context.Background(), tmpl, Options{Synchronous: SyncNormal})
+	s, err := Open(context.Background(), tmpl, Config{Synchronous: SyncNormal})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func seededStore(b *testing.B, n int) *benchState {
 	if err := copyFile(tmpl, path); err != nil {
 		b.Fatal(err)
 	}
-	if s, err = Open(context.Background(), path, Options{Synchronous: SyncNormal}); err != nil {
+	if s, err = Open(context.Background(), path, Config{Synchronous: SyncNormal}); err != nil {
 		b.Fatal(err)
 	}
 	st := &benchState{s: s, nextLease: int64(n), nextSeed: int64(n), fixtures: map[string]string{}}

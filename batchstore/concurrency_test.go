@@ -26,7 +26,7 @@ func isLockError(err error) bool {
 // in an immediate transaction, so no lock error ever surfaces.
 func TestStore_ConcurrentMixed(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	const goroutines, ops = 16, 200
 	lim := batchdriver.Limits{JobsPerCaller: 4, JobsTotal: 24, TTL: time.Hour}
 	expected := []error{batchdriver.ErrCallerBusy, batchdriver.ErrBusy, batchdriver.ErrNotFound, batchdriver.ErrFinished}
@@ -149,7 +149,7 @@ func readSome(ctx context.Context, s *Store, caller string, mine []string, rng *
 // exactly one row for the key in the table.
 func TestStore_ConcurrentIdenticalSubmit(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	rounds := 500
 	for round := range rounds {
 		nj := newJob(fmt.Sprintf("r%d", round), "alice", 2, time.Now())
@@ -185,7 +185,7 @@ func TestStore_ConcurrentIdenticalSubmit(t *testing.T) {
 // and one caller racing 50 different lists never beats its own cap.
 func TestStore_ConcurrentCaps(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	f := func(round int, perCaller, total int, caller func(i int) string, wantErr error, want int) {
 		t.Helper()
 		lim := batchdriver.Limits{JobsPerCaller: perCaller, JobsTotal: total, TTL: time.Hour}
@@ -246,7 +246,7 @@ func countRows(t testing.TB, s *Store, q string, args ...any) int64 {
 // a margin; and the store is fine afterwards.
 func TestStore_LockWaitBounded(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	conn, err := s.take(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestStore_LockWaitBounded(t *testing.T) {
 // Polling touches coalesce: within batch.LeaseGrain they commit nothing.
 func TestStore_TouchCoalesces(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{PoolSize: 3}) // the writer, the watch and a reader
+	s := openTest(t, Config{PoolSize: 3}) // the writer, the watch and a reader
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	if _, _, err := s.Create(ctx, withLimits(newJob("job", "alice", 1, now), testLimits)); err != nil {

@@ -140,7 +140,7 @@ func verifyAfterCrash(t *testing.T, path string, facts []string) (checked, resul
 	t.Helper()
 	ctx := t.Context()
 	start := time.Now()
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(ctx, path, Config{})
 	if err != nil {
 		t.Fatalf("reopen after kill: %v", err)
 	}

@@ -8,7 +8,7 @@
 //
 // Open a file, then give the store to the runner:
 //
-//	store, err := batchstore.Open(ctx, "/var/lib/sift/batch.db", batchstore.Options{})
+//	store, err := batchstore.Open(ctx, "/var/lib/sift/batch.db", batchstore.Config{})
 //	if err != nil { … }         // ErrLocked, ErrCorrupt, ErrReadOnly, …
 //	defer store.Close()         // after the runner's Close
 //	runner, err := batch.New(batch.Config{Store: store, Fetch: fetch})
@@ -34,7 +34,7 @@
 //     file that cannot be written is [ErrReadOnly] at open.
 //
 // Every call is bounded: a context without a deadline gets
-// [Options.Timeout]. Migrations are tracked in the store's own table, not
+// [Config.Timeout]. Migrations are tracked in the store's own table, not
 // in PRAGMA user_version, so a host may share the file.
 //
 // # Errors

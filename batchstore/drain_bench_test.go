@@ -102,7 +102,7 @@ func drainRound(b *testing.B, sync Synchronous, workers int, count bool) roundRe
 	dir, remove := roundDir(b)
 	defer remove()
 	path := filepath.Join(dir, "drain.db")
-	s, err := Open(ctx, path, Options{Synchronous: sync})
+	s, err := Open(ctx, path, Config{Synchronous: sync})
 	if err != nil {
 		b.Fatal(err)
 	}

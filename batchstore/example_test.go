@@ -23,7 +23,7 @@ func ExampleOpen() {
 	defer os.RemoveAll(dir)
 
 	ctx := context.Background()
-	store, err := batchstore.Open(ctx, filepath.Join(dir, "batch.db"), batchstore.Options{})
+	store, err := batchstore.Open(ctx, filepath.Join(dir, "batch.db"), batchstore.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func ExampleNew() {
 	}
 	defer pool.Close() // the host's pool outlives the store
 
-	store, err := batchstore.New(ctx, pool, batchstore.Options{})
+	store, err := batchstore.New(ctx, pool, batchstore.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

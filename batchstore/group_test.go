@@ -37,7 +37,7 @@ func TestStore_GroupAnswersAfterCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "told.db")
-	s, err := Open(ctx, path, Options{Synchronous: SyncFull})
+	s, err := Open(ctx, path, Config{Synchronous: SyncFull})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func walCommits(t *testing.T, path string) int {
 func TestRunner_WorkerToldStoredAfterCommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "runner.db"), Options{Synchronous: SyncFull})
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "runner.db"), Config{Synchronous: SyncFull})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestStore_GroupFailsOneWriteAlone(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "alone.db")
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(ctx, path, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestStore_GroupWaitOutlivesOneWrite(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "wait.db")
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(ctx, path, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

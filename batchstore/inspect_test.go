@@ -11,7 +11,7 @@ import (
 // that keep them flat as the store grows (see inspect.go).
 func TestStore_InspectPlans(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	plans := []struct {
 		name, query string
 		want        []string

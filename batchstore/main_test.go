@@ -20,7 +20,7 @@ import (
 const (
 	childEnv     = "BATCHSTORE_TEST_CHILD" // the child's mode
 	childPathEnv = "BATCHSTORE_TEST_PATH"  // the database it opens
-	childSyncEnv = "BATCHSTORE_TEST_SYNC"  // its Options.Synchronous
+	childSyncEnv = "BATCHSTORE_TEST_SYNC"  // its Config.Synchronous
 )
 
 func TestMain(m *testing.M) {
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // each written only after the fact is committed.
 func runChild(mode, path string, sync Synchronous) int {
 	ctx := context.Background()
-	s, err := Open(ctx, path, Options{Synchronous: sync})
+	s, err := Open(ctx, path, Config{Synchronous: sync})
 	if err != nil {
 		fmt.Printf("open-error %v\n", err)
 		return 3

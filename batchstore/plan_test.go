@@ -13,7 +13,7 @@ import (
 // BenchmarkStatus and friends measure.
 func TestStore_QueryPlans(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	plans := []struct {
 		name, query string
 		want        []string // substrings every plan must contain

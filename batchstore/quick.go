@@ -18,7 +18,7 @@ import (
 // A quick read does not wait: when every quick reader is busy it runs on
 // the pool as any read does. Its context is checked before it starts but
 // cannot cut the statement short (a quick reader has no interrupt channel
-// at all); the connection's busy timeout ([Options.Timeout]) bounds a lock
+// at all); the connection's busy timeout ([Config.Timeout]) bounds a lock
 // wait instead, and Close waits for it. Close must not interrupt it: the
 // interrupt would stay set on an idle connection and cut short the
 // checkpoint that closing the last connection runs, leaving the WAL behind.

@@ -22,7 +22,7 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 	for _, size := range []int{2, 4, 5, 8} {
 		t.Run(fmt.Sprintf("pool=%d", size), func(t *testing.T) {
 			t.Parallel()
-			s := openTest(t, Options{PoolSize: size})
+			s := openTest(t, Config{PoolSize: size})
 			ctx := t.Context()
 			const n = 24
 			if _, _, err := s.Create(ctx, newJob("poll", "alice", n, time.Now())); err != nil {
@@ -97,7 +97,7 @@ func TestStore_PointReadsSeeEveryWrite(t *testing.T) {
 // with ErrClosed.
 func TestStore_CloseDuringPointReads(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "close.db"), Options{})
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "close.db"), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

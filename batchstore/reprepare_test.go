@@ -22,7 +22,7 @@ import (
 // they run once per pass.)
 func TestStore_StatementsNotReprepared(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{PoolSize: 2}) // every write on the writer, every read on the one reader
+	s := openTest(t, Config{PoolSize: 2}) // every write on the writer, every read on the one reader
 	var compiles atomic.Int64
 	count := sqlite.AuthorizeFunc(func(a sqlite.Action) sqlite.AuthResult {
 		if a.Type() != sqlite.OpPragma { // a pragma compiles on every run, by design

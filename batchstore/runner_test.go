@@ -9,5 +9,5 @@ import (
 // The runner's behaviour, drained through this store. Not parallel: see
 // batchdrivertest.TestRunner.
 func TestRunner_OnSQLite(t *testing.T) {
-	batchdrivertest.TestRunner(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestRunner(t, func(t *testing.T) batchdriver.Store { return openTest(t, Config{}) })
 }

@@ -35,7 +35,7 @@ func TestStore_FileSizeBounded(t *testing.T) {
 		targets = 4
 	)
 	path := filepath.Join(t.TempDir(), "size.db")
-	s, err := Open(t.Context(), path, Options{Synchronous: SyncNormal})
+	s, err := Open(t.Context(), path, Config{Synchronous: SyncNormal})
 	if err != nil {
 		t.Fatal(err)
 	}

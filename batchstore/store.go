@@ -18,7 +18,7 @@ import (
 	"zombiezen.com/go/sqlite/sqlitex"
 )
 
-// Defaults for [Options].
+// Defaults for [Config].
 const (
 	DefaultPoolSize = 8
 	DefaultTimeout  = 30 * time.Second
@@ -44,8 +44,8 @@ const (
 	SyncNormal Synchronous = "NORMAL"
 )
 
-// Options configure a [Store]. The zero value is ready to use.
-type Options struct {
+// Config configures a [Store]. The zero value is ready to use.
+type Config struct {
 	// Synchronous is the durability of a commit. Defaults to SyncFull.
 	Synchronous Synchronous
 	// PoolSize is how many connections [Open] opens: one the store keeps
@@ -59,7 +59,7 @@ type Options struct {
 	Timeout time.Duration
 }
 
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	if o.Synchronous == "" {
 		o.Synchronous = SyncFull
 	}
@@ -100,7 +100,7 @@ type Store struct {
 	pool Pool
 	own  *sqlitex.Pool // the pool Open made; nil for New
 	lock *os.File      // the sidecar flock; nil without a file
-	opts Options
+	opts Config
 
 	// The writer (see writer.go): one goroutine runs every write
 	// transaction of the store, on wconn, in arrival order.
@@ -142,7 +142,7 @@ var _ batchdriver.Store = (*Store)(nil)
 // file or one that is not a database, left byte for byte as it was), applies
 // the embedded migrations, and checks that the file can be written
 // ([ErrReadOnly]).
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -191,11 +191,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // as [Open], and locks the sidecar of the pool's main database file.
 //
 // The first time the store takes each connection it sets PRAGMA
-// foreign_keys = ON, synchronous (see [Options]) and journal_size_limit on
+// foreign_keys = ON, synchronous (see [Config]) and journal_size_limit on
 // it; these stay on the connection, so the host's own use of it sees them
 // too. (A host that sets them in its pool's PrepareConn loses nothing: the
 // store applies the same values.)
-func New(ctx context.Context, pool Pool, opts Options) (*Store, error) {
+func New(ctx context.Context, pool Pool, opts Config) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

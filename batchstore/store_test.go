@@ -19,7 +19,7 @@ import (
 
 // openTest opens a store on a new file under t.TempDir and closes it when
 // the test ends, after checking that its counters match its rows.
-func openTest(t testing.TB, opts Options) *Store {
+func openTest(t testing.TB, opts Config) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "batch.db"), opts)
 	if err != nil {
@@ -100,7 +100,7 @@ func (s *Store) checkCounters(ctx context.Context) error {
 
 func TestStore_Conformance(t *testing.T) {
 	t.Parallel()
-	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store { return openTest(t, Config{}) })
 }
 
 func TestStore_Reopen(t *testing.T) {
@@ -108,7 +108,7 @@ func TestStore_Reopen(t *testing.T) {
 	batchdrivertest.TestStoreReopen(t, func(t *testing.T) (batchdriver.Store, func() batchdriver.Store) {
 		path := filepath.Join(t.TempDir(), "batch.db")
 		open := func() *Store {
-			s, err := Open(t.Context(), path, Options{})
+			s, err := Open(t.Context(), path, Config{})
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}
@@ -130,7 +130,7 @@ func TestStore_Reopen(t *testing.T) {
 // in 3.51.3; a pool of connections on one file is exactly its trigger.
 func TestStore_SQLiteVersion(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	var v string
 	err := s.read(t.Context(), "version", func(conn *sqlite.Conn) (err error) {
 		v, err = queryText(conn, "SELECT sqlite_version()")
@@ -161,7 +161,7 @@ func versionAtLeast(v string, want ...int) bool {
 // Every pooled connection, not just the first, carries the settings.
 func TestStore_PragmasOnEveryConnection(t *testing.T) {
 	t.Parallel()
-	f := func(opts Options, wantSync int64) {
+	f := func(opts Config, wantSync int64) {
 		t.Helper()
 		s := openTest(t, opts)
 		readers, release := holdReaders(t, s)
@@ -184,15 +184,15 @@ func TestStore_PragmasOnEveryConnection(t *testing.T) {
 			}
 		}
 	}
-	f(Options{PoolSize: 3}, 2)
-	f(Options{}, 2) // with the quick readers
-	f(Options{PoolSize: 3, Synchronous: SyncNormal}, 1)
-	f(Options{PoolSize: 2, Synchronous: "normal"}, 1)
+	f(Config{PoolSize: 3}, 2)
+	f(Config{}, 2) // with the quick readers
+	f(Config{PoolSize: 3, Synchronous: SyncNormal}, 1)
+	f(Config{PoolSize: 2, Synchronous: "normal"}, 1)
 }
 
 func TestOpen_Options(t *testing.T) {
 	t.Parallel()
-	for _, opts := range []Options{{Synchronous: "OFF"}, {PoolSize: -1}, {PoolSize: 1}, {Timeout: -time.Second}} {
+	for _, opts := range []Config{{Synchronous: "OFF"}, {PoolSize: -1}, {PoolSize: 1}, {Timeout: -time.Second}} {
 		_, err := Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), opts)
 		if err == nil || !strings.HasPrefix(err.Error(), "batchstore: invalid options") {
 			t.Errorf("Open(%+v) = %v, want an invalid options error", opts, err)
@@ -225,7 +225,7 @@ func hostPool(t *testing.T) *sqlitex.Pool {
 func TestNew_Conformance(t *testing.T) {
 	t.Parallel()
 	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store {
-		s, err := New(t.Context(), hostPool(t), Options{})
+		s, err := New(t.Context(), hostPool(t), Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,11 +239,11 @@ func TestNew_Conformance(t *testing.T) {
 func TestNew_HostPool(t *testing.T) {
 	t.Parallel()
 	pool := hostPool(t)
-	s, err := New(t.Context(), pool, Options{Synchronous: SyncNormal})
+	s, err := New(t.Context(), pool, Config{Synchronous: SyncNormal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(t.Context(), pool, Options{}); !errors.Is(err, ErrLocked) {
+	if _, err := New(t.Context(), pool, Config{}); !errors.Is(err, ErrLocked) {
 		t.Errorf("second New on the same file = %v, want ErrLocked", err)
 	}
 	conns := []*sqlite.Conn{}
@@ -297,7 +297,7 @@ func TestOpen_Reopen(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := range 3 {
-		s, err := Open(ctx, path, Options{})
+		s, err := Open(ctx, path, Config{})
 		if err != nil {
 			t.Fatalf("open %d: %v", i, err)
 		}
@@ -371,7 +371,7 @@ func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int
 func TestOpen_FilesArePrivate(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "private.db")
-	s2, err := Open(t.Context(), path, Options{})
+	s2, err := Open(t.Context(), path, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

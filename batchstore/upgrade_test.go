@@ -55,7 +55,7 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 	t.Parallel()
 	path, want := readFixtureV1(t)
 	ctx := t.Context()
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(ctx, path, Config{})
 	if err != nil {
 		t.Fatalf("Open of a schema-1 file: %v", err)
 	}

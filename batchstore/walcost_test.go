@@ -26,7 +26,7 @@ func TestStore_OneCommitPerTarget(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "wal.db")
-	s, err := Open(ctx, path, Options{}) // FULL: SQLite's own checkpoints only
+	s, err := Open(ctx, path, Config{}) // FULL: SQLite's own checkpoints only
 	if err != nil {
 		t.Fatal(err)
 	}

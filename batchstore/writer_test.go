@@ -19,7 +19,7 @@ func TestStore_WritesShareACommit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "group.db")
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(ctx, path, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

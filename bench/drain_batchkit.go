@@ -39,7 +39,7 @@ func batchkitSQLiteWorkers(sync batchstore.Synchronous, group string, workers in
 				return 0, err
 			}
 			defer remove()
-			s, err := batchstore.Open(ctx, filepath.Join(dir, "batchkit.db"), batchstore.Options{Synchronous: sync})
+			s, err := batchstore.Open(ctx, filepath.Join(dir, "batchkit.db"), batchstore.Config{Synchronous: sync})
 			if err != nil {
 				return 0, err
 			}
@@ -60,7 +60,7 @@ func batchkitPG(group string, workers int) *contender {
 				return 0, err
 			}
 			defer drop()
-			s, err := pgstore.Open(ctx, e.pgURL, pgstore.Options{Schema: schema, MaxConns: int32(workers) + 2})
+			s, err := pgstore.Open(ctx, e.pgURL, pgstore.Config{Schema: schema, MaxConns: int32(workers) + 2})
 			if err != nil {
 				return 0, err
 			}

@@ -71,7 +71,7 @@ func growthPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*growthRepor
 	targets := []growthTarget{{
 		name: "SQLite (batchstore)", settings: "`synchronous=NORMAL`, so that the figures are the store's work rather than the disk's fsync; default pool",
 		open: func(ctx context.Context, n int) (batchdriver.Store, func(), error) {
-			s, err := batchstore.Open(ctx, filepath.Join(tmp, fmt.Sprintf("growth-%d.db", n)), batchstore.Options{Synchronous: batchstore.SyncNormal})
+			s, err := batchstore.Open(ctx, filepath.Join(tmp, fmt.Sprintf("growth-%d.db", n)), batchstore.Config{Synchronous: batchstore.SyncNormal})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -86,7 +86,7 @@ func growthPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*growthRepor
 				if err != nil {
 					return nil, nil, err
 				}
-				s, err := pgstore.Open(ctx, pgURL, pgstore.Options{Schema: schema, MaxConns: 8})
+				s, err := pgstore.Open(ctx, pgURL, pgstore.Config{Schema: schema, MaxConns: 8})
 				if err != nil {
 					drop()
 					return nil, nil, err

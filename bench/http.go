@@ -111,7 +111,7 @@ func newHTTPServer(ctx context.Context, tmp string, agents int) (_ *httpServer, 
 			s.close()
 		}
 	}()
-	if s.store, err = batchstore.Open(ctx, filepath.Join(tmp, "http.db"), batchstore.Options{}); err != nil {
+	if s.store, err = batchstore.Open(ctx, filepath.Join(tmp, "http.db"), batchstore.Config{}); err != nil {
 		return nil, err
 	}
 	env, err := newDrainEnv(drainWork{ResultBytes: 10 << 10}, tmp, "")
@@ -145,7 +145,7 @@ func newHTTPServer(ctx context.Context, tmp string, agents int) (_ *httpServer, 
 	if err != nil {
 		return nil, err
 	}
-	h, err := batchhttp.NewHandler(s.runner, &batchhttp.HandlerOpts{Authenticate: auth, Precheck: batchhttp.PrecheckURL})
+	h, err := batchhttp.NewHandler(s.runner, &batchhttp.HandlerConfig{Authenticate: auth, Precheck: batchhttp.PrecheckURL})
 	if err != nil {
 		return nil, err
 	}

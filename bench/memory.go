@@ -131,7 +131,7 @@ func childLive(ctx context.Context, dir string, jobs int) (liveMemory, error) {
 		return m, err
 	}
 	defer os.RemoveAll(d)
-	s, err := batchstore.Open(ctx, filepath.Join(d, "live.db"), batchstore.Options{})
+	s, err := batchstore.Open(ctx, filepath.Join(d, "live.db"), batchstore.Config{})
 	if err != nil {
 		return m, err
 	}
@@ -194,7 +194,7 @@ func childPeak(ctx context.Context, dir string, jobs, items, size int) (peakMemo
 		return m, err
 	}
 	defer os.RemoveAll(d)
-	s, err := batchstore.Open(ctx, filepath.Join(d, "peak.db"), batchstore.Options{})
+	s, err := batchstore.Open(ctx, filepath.Join(d, "peak.db"), batchstore.Config{})
 	if err != nil {
 		return m, err
 	}

@@ -442,7 +442,7 @@ func costBatchkit(nodes, workers int, steady bool) *costContender {
 					return costRun{}, err
 				}
 				pools = append(pools, pool)
-				s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: schema})
+				s, err := pgstore.New(ctx, pool, pgstore.Config{Schema: schema})
 				if err != nil {
 					return costRun{}, err
 				}

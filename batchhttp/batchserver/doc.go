@@ -9,13 +9,13 @@
 //
 //	keys, err := batchserver.ReadKeyFile("keys") // NAME=SECRET[:restricted] lines, chmod 600
 //	auth, err := batchserver.NewKeyAuth(keys)
-//	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "sift", Authenticate: auth})
+//	m, err := batchserver.NewMetrics(batchserver.MetricsConfig{Prefix: "sift", Authenticate: auth})
 //	m.Add(runner.Metrics(), runner.MetricsHelp())
-//	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{Authenticate: auth, Observe: m.Observe})
+//	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{Authenticate: auth, Observe: m.Observe})
 //	h.Mount(mux)
 //	mux.Handle("GET /readyz", batchserver.ReadyHandler(runner))
 //	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, logger))
-//	err = batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner, AfterShutdown: store.Close})
+//	err = batchserver.Serve(ctx, ln, batchserver.ServerConfig{Handler: mux, Runner: runner, AfterShutdown: store.Close})
 //
 // Serve returns once ctx is done and everything is closed. It closes the
 // runner first, with a context of its own. Then it ends the requests in

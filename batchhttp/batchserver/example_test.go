@@ -29,12 +29,12 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "demo", Authenticate: auth})
+	m, err := batchserver.NewMetrics(batchserver.MetricsConfig{Prefix: "demo", Authenticate: auth})
 	if err != nil {
 		log.Fatal(err)
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
-	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{Authenticate: auth, Observe: m.Observe})
+	h, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{Authenticate: auth, Observe: m.Observe})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func Example() {
 	ctx, stop := context.WithCancel(context.Background()) // signal.NotifyContext in a daemon
 	done := make(chan error, 1)
 	go func() {
-		done <- batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner})
+		done <- batchserver.Serve(ctx, ln, batchserver.ServerConfig{Handler: mux, Runner: runner})
 	}()
 
 	client, err := batchhttp.NewClient("http://"+ln.Addr().String(), "correct-horse-battery", nil)
@@ -102,7 +102,7 @@ func ExampleParseKeys() {
 func ExampleNewMetrics() {
 	runner := startRunner(batch.Config{MetricsPrefix: "sift_batch"})
 	defer runner.Close(context.Background())
-	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "sift", NoProcessMetrics: true})
+	m, err := batchserver.NewMetrics(batchserver.MetricsConfig{Prefix: "sift", NoProcessMetrics: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func ExampleServe() {
 	ctx, stop := context.WithCancel(context.Background()) // signal.NotifyContext in a daemon
 	done := make(chan error, 1)
 	go func() {
-		done <- batchserver.Serve(ctx, ln, batchserver.ServerOpts{
+		done <- batchserver.Serve(ctx, ln, batchserver.ServerConfig{
 			Handler: mux, Runner: runner,
 			AfterShutdown: func() error { fmt.Println("store closed"); return nil },
 		})

@@ -88,7 +88,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMetrics(MetricsOpts{Prefix: "host", Authenticate: auth})
+	m, err := NewMetrics(MetricsConfig{Prefix: "host", Authenticate: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s is exposed under a misleading type", fam)
 		}
 	}
-	if _, err := NewMetrics(MetricsOpts{Prefix: "bad-prefix"}); err == nil {
+	if _, err := NewMetrics(MetricsConfig{Prefix: "bad-prefix"}); err == nil {
 		t.Error("a prefix that is not a metric name was accepted")
 	}
 	head := httptest.NewRecorder()
@@ -227,7 +227,7 @@ func TestServe_ShutdownOrder(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, ServerOpts{Handler: handler, Runner: c, Grace: 100 * time.Millisecond, AfterShutdown: func() error {
+		served <- Serve(ctx, ln, ServerConfig{Handler: handler, Runner: c, Grace: 100 * time.Millisecond, AfterShutdown: func() error {
 			note("store closed")
 			return nil
 		}})
@@ -262,7 +262,7 @@ func TestServe_Errors(t *testing.T) {
 	defer ln.Close()
 	c := &closer{events: new([]string)}
 	h := http.NotFoundHandler()
-	for _, o := range []ServerOpts{
+	for _, o := range []ServerConfig{
 		{Runner: c},
 		{Handler: h},
 		{Handler: h, Runner: c, Limits: Limits{WriteTimeout: 30 * time.Second}},
@@ -332,7 +332,7 @@ func TestLimitListener(t *testing.T) {
 // race, no crash.
 func TestMetrics_AddWhileWriting(t *testing.T) {
 	t.Parallel()
-	m, err := NewMetrics(MetricsOpts{NoProcessMetrics: true})
+	m, err := NewMetrics(MetricsConfig{NoProcessMetrics: true})
 	if err != nil {
 		t.Fatal(err)
 	}

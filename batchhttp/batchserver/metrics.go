@@ -17,8 +17,8 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp"
 )
 
-// MetricsOpts configure [NewMetrics].
-type MetricsOpts struct {
+// MetricsConfig configures [NewMetrics].
+type MetricsConfig struct {
 	// Prefix names the HTTP series [Metrics.Observe] keeps:
 	// <Prefix>_http_requests_total{route,status} and
 	// <Prefix>_http_request_seconds{route}. Defaults to "batch".
@@ -65,10 +65,10 @@ type Metrics struct {
 // NewMetrics returns a metrics endpoint with its HTTP series and, if
 // opts.NoProcessMetrics is false, the process series. Add the runner with
 // m.Add(runner.Metrics(), runner.MetricsHelp()).
-func NewMetrics(opts MetricsOpts) (*Metrics, error) {
+func NewMetrics(opts MetricsConfig) (*Metrics, error) {
 	prefix := cmp.Or(opts.Prefix, "batch")
 	if err := metrics.ValidateMetric(prefix + "_http_requests_total"); err != nil {
-		return nil, fmt.Errorf("batchserver: MetricsOpts.Prefix %q: %w", prefix, err)
+		return nil, fmt.Errorf("batchserver: MetricsConfig.Prefix %q: %w", prefix, err)
 	}
 	metrics.ExposeMetadata(true)
 	m := &Metrics{prefix: prefix, auth: opts.Authenticate, process: !opts.NoProcessMetrics, http: metrics.NewSet()}
@@ -93,7 +93,7 @@ func (m *Metrics) Add(set *metrics.Set, help map[string]string) {
 
 // Observe counts one request of a fixed route label with its status and
 // time. It is a [batchhttp.ObserveFunc], for
-// [batchhttp.HandlerOpts].Observe and [batchhttp.Instrument]. route must
+// [batchhttp.HandlerConfig].Observe and [batchhttp.Instrument]. route must
 // come from a fixed set (never a job id or a URL): each route and status
 // is a series.
 func (m *Metrics) Observe(route string, status int, d time.Duration) {

@@ -32,7 +32,7 @@ type Limits struct {
 	// bytes. Defaults to 8 KiB.
 	MaxHeaderBytes int
 	// ReadTimeout bounds the read of a whole request. Defaults to 30s. (A
-	// submit's body has its own, shorter bound: [batchhttp.HandlerOpts].BodyTimeout.)
+	// submit's body has its own, shorter bound: [batchhttp.HandlerConfig].BodyTimeout.)
 	ReadTimeout time.Duration
 	// WriteTimeout bounds the writing of an answer; it must outlast the
 	// longest long-poll. Defaults to [batch.MaxWait] + 30s (90s).
@@ -78,8 +78,8 @@ type Closer interface {
 	Close(ctx context.Context) error
 }
 
-// ServerOpts configure [Serve].
-type ServerOpts struct {
+// ServerConfig configures [Serve].
+type ServerConfig struct {
 	// Handler serves every request: the host's mux, with the
 	// [batchhttp.Handler] mounted on it. Required. Serve wraps it in
 	// batchhttp.CloseRefused, so that a refusal by the host's own
@@ -103,7 +103,7 @@ type ServerOpts struct {
 	AfterShutdown func() error
 }
 
-// Defaults for [ServerOpts].
+// Defaults for [ServerConfig].
 const (
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultGrace        = 5 * time.Second
@@ -147,7 +147,7 @@ const endWait = time.Second
 // errors of the steps that failed, or the server's own error if serving
 // stopped by itself. A host that runs its own [http.Server] follows the
 // same order (docs/design/http-server.md in the repository says how).
-func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
+func Serve(ctx context.Context, ln net.Listener, opts ServerConfig) error {
 	if opts.Handler == nil || opts.Runner == nil {
 		return errors.New("batchserver: Serve needs a Handler and a Runner")
 	}
@@ -155,7 +155,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 		return err
 	}
 	if opts.CloseTimeout < 0 || opts.Grace < 0 {
-		return errors.New("batchserver: ServerOpts timeouts must not be negative")
+		return errors.New("batchserver: ServerConfig timeouts must not be negative")
 	}
 	log := opts.Logger
 	if log == nil {
@@ -236,7 +236,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOpts) error {
 // one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
 // (it needs no key for that) holds none of them once others need the room,
 // and a caller's active requests (a long-poll, a stream; capped per caller
-// by [batchhttp.HandlerOpts]) are not cut; nor is a connection whose next
+// by [batchhttp.HandlerConfig]) are not cut; nor is a connection whose next
 // request has begun to arrive, but one whose request arrives in the instant it is
 // closed is lost, as at IdleTimeout. An idle connection closed so is what a
 // client sees after IdleTimeout: Go's client and most others retry an

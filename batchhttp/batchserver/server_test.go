@@ -23,7 +23,7 @@ func serveLimited(t *testing.T, h http.Handler, limits Limits) string {
 	served := make(chan error, 1)
 	var events []string
 	go func() {
-		served <- Serve(ctx, ln, ServerOpts{Handler: h, Runner: &closer{events: &events}, Limits: limits, Grace: time.Second})
+		served <- Serve(ctx, ln, ServerConfig{Handler: h, Runner: &closer{events: &events}, Limits: limits, Grace: time.Second})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -56,7 +56,7 @@ func TestOtherHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
+	api, err := batchhttp.NewHandler(r, &batchhttp.HandlerConfig{Authenticate: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // so the row then holds the caller's bytes and the log is empty.
 func TestStore_CallerDeltasFolded(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	ctx := t.Context()
 	for i, size := range []int{10, 20} {
 		id := fmt.Sprint("fold-", i)

@@ -36,7 +36,7 @@ const (
 // never closes anything: the parent kills it.
 func runChild(mode string) int {
 	ctx := context.Background()
-	s, err := Open(ctx, os.Getenv(urlEnv), Options{Schema: os.Getenv(childSchemaEnv), MaxConns: testMaxConns})
+	s, err := Open(ctx, os.Getenv(urlEnv), Config{Schema: os.Getenv(childSchemaEnv), MaxConns: testMaxConns})
 	if err != nil {
 		fmt.Printf("error %v\n", err)
 		return 3

@@ -91,7 +91,7 @@ func (h hostClock) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhoo
 func skewedNodes(t *testing.T, dbClock bool, cfg batch.Config) func(d time.Duration) *batch.Runner {
 	t.Helper()
 	schema := newSchema(t)
-	stores := []*Store{openOn(t, Options{Schema: schema}), openOn(t, Options{Schema: schema})}
+	stores := []*Store{openOn(t, Config{Schema: schema}), openOn(t, Config{Schema: schema})}
 	n := 0
 	return func(d time.Duration) *batch.Runner {
 		cfg := cfg
@@ -197,7 +197,7 @@ func TestClock_SkewedNodesAgreeOnLeases(t *testing.T) {
 // an age at that Now, whatever the database's clock says.
 func TestClock_BoundsAreAges(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	ctx := t.Context()
 	caller := batchdriver.Caller{Name: "alice"}
 	ts := batchtest.Targets("age", 1)

@@ -25,7 +25,7 @@ func cluster(t *testing.T, n int) []*Store {
 	schema := newSchema(t)
 	stores := make([]*Store, n)
 	for i := range stores {
-		stores[i] = openOn(t, Options{Schema: schema})
+		stores[i] = openOn(t, Config{Schema: schema})
 	}
 	return stores
 }

@@ -90,7 +90,7 @@ func BenchmarkCreateCaps(b *testing.B) {
 		b.StopTimer()
 		schema, drop := roundSchema(b)
 		defer drop()
-		s, err := Open(context.Background(), pgURL(b), Options{Schema: schema, MaxConns: submitters})
+		s, err := Open(context.Background(), pgURL(b), Config{Schema: schema, MaxConns: submitters})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func percentile(ds []time.Duration, p int) float64 {
 // makes one job per identical list under a race, as Create does.
 func TestCreateSerializable_KeepsCaps(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	const racers = 40
 	lim := batchdriver.Limits{JobsPerCaller: 2, JobsTotal: 5, TTL: time.Hour}
 	var wg sync.WaitGroup
@@ -233,7 +233,7 @@ func mustStats(t *testing.T, s *Store) batchdriver.Stats {
 func BenchmarkSubmit(b *testing.B) {
 	for _, conc := range []int{1, 8} {
 		b.Run(fmt.Sprintf("submitters=%d", conc), func(b *testing.B) {
-			s := openTest(b, Options{MaxConns: int32(conc + 4)})
+			s := openTest(b, Config{MaxConns: int32(conc + 4)})
 			r := batchtest.NewRunner(b, batch.Config{Store: s, JobsPerCaller: 1 << 20, JobsTotal: 1 << 20,
 				Logger: slog.New(slog.DiscardHandler)})
 			const perIter = 200 // submits per iteration, so that -benchtime 1x still has percentiles

@@ -11,7 +11,7 @@
 //
 // Open a database URL, then give each node's runner a stable id:
 //
-//	store, err := pgstore.Open(ctx, "postgres://batch@db.internal/app", pgstore.Options{})
+//	store, err := pgstore.Open(ctx, "postgres://batch@db.internal/app", pgstore.Config{})
 //	if err != nil { … }            // errors.Is(err, batch.ErrUnavailable): the server cannot serve now
 //	defer store.Close()            // after the runner's Close
 //	runner, err := batch.New(batch.Config{Store: store, Fetch: fetch, RunnerID: hostname})
@@ -22,11 +22,11 @@
 //
 // # What it needs from the server
 //
-//   - One schema ([Options.Schema], "batchkit" by default), created by
+//   - One schema ([Config.Schema], "batchkit" by default), created by
 //     versioned migrations. Nodes may start at once: one migrates.
 //   - A direct connection, or a pooler in session mode. A transaction pooler
 //     breaks the migration lock and LISTEN.
-//   - Connections: each node uses its pool ([Options.MaxConns]) plus one
+//   - Connections: each node uses its pool ([Config.MaxConns]) plus one
 //     for the change feed. Workers + 2 is enough for a node with few reads.
 //   - synchronous_commit on, the default: a write has committed when its
 //     method returns.

@@ -121,7 +121,7 @@ func drainRound(b *testing.B, nodes int) time.Duration {
 	}
 	var runners []*batch.Runner
 	for i := range nodes {
-		s, err := Open(ctx, pgURL(b), Options{Schema: schema, MaxConns: batch.DefaultWorkers + 2})
+		s, err := Open(ctx, pgURL(b), Config{Schema: schema, MaxConns: batch.DefaultWorkers + 2})
 		if err != nil {
 			b.Fatal(err)
 		}

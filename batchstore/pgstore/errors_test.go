@@ -103,7 +103,7 @@ func TestWrapErr_ConnectTextClean(t *testing.T) {
 // Nothing listens on port 1: the store cannot serve now.
 func TestOpen_Unreachable(t *testing.T) {
 	t.Parallel()
-	_, err := Open(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", Options{})
+	_, err := Open(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", Config{})
 	if !errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Fatalf("Open on a closed port = %v, want batch.ErrUnavailable", err)
 	}
@@ -141,7 +141,7 @@ func TestErrors_TooManyConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.User(role)
-	_, err = Open(t.Context(), u.String(), Options{Schema: "unused"})
+	_, err = Open(t.Context(), u.String(), Config{Schema: "unused"})
 	var pe *pgconn.PgError
 	if !errors.Is(err, batchdriver.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "53300" {
 		t.Fatalf("Open as a role at its connection limit = %v, want 53300 and batch.ErrUnavailable", err)
@@ -153,7 +153,7 @@ func TestErrors_TooManyConnections(t *testing.T) {
 func TestErrors_LockTimeout(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	s, err := Open(t.Context(), withParams(t, map[string]string{"lock_timeout": "100ms"}), Options{Schema: schema, MaxConns: 2})
+	s, err := Open(t.Context(), withParams(t, map[string]string{"lock_timeout": "100ms"}), Config{Schema: schema, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestErrors_AdminShutdown(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
 	app := "bkt_" + schema
-	s, err := Open(t.Context(), withParams(t, map[string]string{"application_name": app}), Options{Schema: schema, MaxConns: 2})
+	s, err := Open(t.Context(), withParams(t, map[string]string{"application_name": app}), Config{Schema: schema, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestErrors_AdminShutdown(t *testing.T) {
 // A closed store says so, as unavailable, and Close is idempotent.
 func TestStore_Closed(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestStore_Closed(t *testing.T) {
 // store is an error that names no target.
 func TestStore_BytesExact(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	url := "https://example.test/nul\x00and\xffbad"

@@ -237,7 +237,7 @@ func feedGoroutines() int {
 // not the pool's. Not parallel: it counts the goroutines of the process.
 func TestStore_CloseLeavesNoGoroutine(t *testing.T) {
 	schema := newSchema(t)
-	s, err := Open(t.Context(), pgURL(t), Options{Schema: schema, MaxConns: testMaxConns})
+	s, err := Open(t.Context(), pgURL(t), Config{Schema: schema, MaxConns: testMaxConns})
 	if err != nil {
 		t.Fatal(err)
 	}

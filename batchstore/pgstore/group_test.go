@@ -29,7 +29,7 @@ type groupFixture struct {
 func newGroupFixture(t *testing.T) *groupFixture {
 	t.Helper()
 	schema := newSchema(t)
-	s := openOn(t, Options{Schema: schema, MaxConns: 4})
+	s := openOn(t, Config{Schema: schema, MaxConns: 4})
 	ctx := t.Context()
 	for _, id := range []string{"blocker0", "blocker1", "a", "b"} {
 		ts := batchtest.Targets(id, 2)

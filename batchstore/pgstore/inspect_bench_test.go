@@ -49,7 +49,7 @@ func seedInspect(b *testing.B, s *Store, n int) {
 func BenchmarkInspect(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			s := openTest(b, Options{})
+			s := openTest(b, Config{})
 			seedInspect(b, s, n)
 			ctx := context.Background()
 			b.Run("overview", func(b *testing.B) {

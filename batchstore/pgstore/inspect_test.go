@@ -11,7 +11,7 @@ import (
 // seeded with finished jobs.
 func TestStore_InspectPlans(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	seed(t, s, 20000)
 	now := time.Now()
 	q := inspectTemplates

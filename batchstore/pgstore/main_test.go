@@ -61,7 +61,7 @@ func newSchema(tb testing.TB) string {
 // openTest opens a store on a new schema and closes it when the test
 // ends, after checking that its counters match its rows. Unless opts says
 // otherwise, it has a small pool.
-func openTest(tb testing.TB, opts Options) *Store {
+func openTest(tb testing.TB, opts Config) *Store {
 	tb.Helper()
 	if opts.Schema == "" {
 		opts.Schema = newSchema(tb)
@@ -71,7 +71,7 @@ func openTest(tb testing.TB, opts Options) *Store {
 
 // openOn opens one more store (one more node) on opts.Schema, which the
 // caller made with newSchema.
-func openOn(tb testing.TB, opts Options) *Store {
+func openOn(tb testing.TB, opts Config) *Store {
 	tb.Helper()
 	if opts.MaxConns == 0 {
 		opts.MaxConns = testMaxConns

@@ -26,7 +26,7 @@ func TestMigrate_Concurrent(t *testing.T) {
 	for i := range nodes {
 		wg.Go(func() {
 			<-start
-			stores[i], errs[i] = Open(context.Background(), pgURL(t), Options{Schema: schema, MaxConns: 2})
+			stores[i], errs[i] = Open(context.Background(), pgURL(t), Config{Schema: schema, MaxConns: 2})
 		})
 	}
 	close(start)
@@ -61,12 +61,12 @@ func TestMigrate_Concurrent(t *testing.T) {
 // A schema newer than the build is refused, and left as it is.
 func TestMigrate_NewerSchemaRefused(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	if _, err := s.pool.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{s.opts.Schema, "schema_migrations"}.Sanitize()+
 		` (version, name) VALUES (999, '999_from_the_future')`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(t.Context(), pgURL(t), Options{Schema: s.opts.Schema, MaxConns: 1})
+	_, err := Open(t.Context(), pgURL(t), Config{Schema: s.opts.Schema, MaxConns: 1})
 	if !errors.Is(err, ErrSchema) || errors.Is(err, batchdriver.ErrUnavailable) {
 		t.Fatalf("Open on a newer schema = %v, want ErrSchema (and not unavailable)", err)
 	}
@@ -86,7 +86,7 @@ func TestMigrate_ExistingSchema(t *testing.T) {
 		}
 	}
 	for range 2 {
-		s, err := New(t.Context(), admin, Options{Schema: schema})
+		s, err := New(t.Context(), admin, Config{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestNew_Conformance(t *testing.T) {
 	t.Parallel()
 	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store {
 		schema := newSchema(t)
-		s, err := New(t.Context(), hostPool(t), Options{Schema: schema})
+		s, err := New(t.Context(), hostPool(t), Config{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,7 @@ func seed(t testing.TB, s *Store, finished int) {
 // settles on. This pins what BenchmarkStoreSize measures.
 func TestStore_QueryPlans(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	seed(t, s, 20000)
 	now := time.Now()
 	q := s.q

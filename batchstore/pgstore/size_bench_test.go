@@ -20,7 +20,7 @@ import (
 func BenchmarkStoreSize(b *testing.B) {
 	for _, n := range []int{1_000, 50_000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			s := openTest(b, Options{})
+			s := openTest(b, Config{})
 			seed(b, s, n)
 			ctx := context.Background()
 			ops := []struct {

@@ -17,14 +17,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Defaults for [Options].
+// Defaults for [Config].
 const (
 	DefaultSchema  = "batchkit"
 	DefaultTimeout = 30 * time.Second
 )
 
-// Options configure a [Store]. The zero value is ready to use.
-type Options struct {
+// Config configures a [Store]. The zero value is ready to use.
+type Config struct {
 	// Schema is the PostgreSQL schema that holds the store's tables; the
 	// store creates it if it is missing. Several stores (or batchkit
 	// deployments) can share a database, each in a schema of its own.
@@ -52,7 +52,7 @@ const maxSchemaLen = 48
 
 var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	if o.Schema == "" {
 		o.Schema = DefaultSchema
 	}
@@ -84,7 +84,7 @@ func (o Options) withDefaults() (Options, error) {
 type Store struct {
 	pool *pgxpool.Pool
 	own  bool // Open made the pool; Close closes it
-	opts Options
+	opts Config
 	q    queries
 	// Advisory lock keys (see lockKey): Create's global cap and the
 	// migrations.
@@ -106,8 +106,8 @@ var (
 // connection string, as pgxpool.ParseConfig reads it, pool_ settings
 // included) with a pool of its own, which it closes at [Store.Close].
 // It checks that the server answers and is PostgreSQL 14 or later, and
-// applies the embedded migrations to the schema ([Options.Schema]).
-func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+// applies the embedded migrations to the schema ([Config.Schema]).
+func Open(ctx context.Context, url string, opts Config) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // migrations as [Open]. The store runs every statement with the pool's
 // settings; it never relies on search_path, and sets the isolation level
 // of each of its transactions itself.
-func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, opts Config) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	return newStore(ctx, pool, opts, false)
 }
 
-func newStore(ctx context.Context, pool *pgxpool.Pool, opts Options, own bool) (*Store, error) {
+func newStore(ctx context.Context, pool *pgxpool.Pool, opts Config, own bool) (*Store, error) {
 	s := &Store{
 		pool:       pool,
 		own:        own,

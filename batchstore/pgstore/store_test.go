@@ -15,13 +15,13 @@ import (
 // Now, on the database's clock.
 func TestStore_Conformance(t *testing.T) {
 	t.Parallel()
-	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestStore(t, func(t *testing.T) batchdriver.Store { return openTest(t, Config{}) })
 }
 
 func TestStore_Reopen(t *testing.T) {
 	t.Parallel()
 	batchdrivertest.TestStoreReopen(t, func(t *testing.T) (batchdriver.Store, func() batchdriver.Store) {
-		opts := Options{Schema: newSchema(t), MaxConns: testMaxConns}
+		opts := Config{Schema: newSchema(t), MaxConns: testMaxConns}
 		open := func() *Store {
 			s, err := Open(context.Background(), pgURL(t), opts)
 			if err != nil {
@@ -42,12 +42,12 @@ func TestStore_Reopen(t *testing.T) {
 // The runner's behaviour, cluster cases included, drained through this
 // store. Not parallel: see batchdrivertest.TestRunner.
 func TestRunner(t *testing.T) {
-	batchdrivertest.TestRunner(t, func(t *testing.T) batchdriver.Store { return openTest(t, Options{}) })
+	batchdrivertest.TestRunner(t, func(t *testing.T) batchdriver.Store { return openTest(t, Config{}) })
 }
 
 func TestOpen_Options(t *testing.T) {
 	t.Parallel()
-	for _, opts := range []Options{
+	for _, opts := range []Config{
 		{Schema: "Upper"}, {Schema: "with-dash"}, {Schema: "9lives"}, {Schema: "pg_catalog"},
 		{Schema: `x"; DROP TABLE y; --`}, {Schema: strings.Repeat("s", maxSchemaLen+1)},
 		{MaxConns: -1}, {Timeout: -time.Second},
@@ -57,7 +57,7 @@ func TestOpen_Options(t *testing.T) {
 			t.Errorf("Open(%+v) = %v, want an invalid options error", opts, err)
 		}
 	}
-	if _, err := (Options{Schema: strings.Repeat("s", maxSchemaLen)}).withDefaults(); err != nil {
+	if _, err := (Config{Schema: strings.Repeat("s", maxSchemaLen)}).withDefaults(); err != nil {
 		t.Errorf("a %d-byte schema: %v", maxSchemaLen, err)
 	}
 }

@@ -24,7 +24,7 @@ import (
 func measureWake(tb testing.TB, n int) []time.Duration {
 	tb.Helper()
 	schema := newSchema(tb)
-	sa, sb := openOn(tb, Options{Schema: schema}), openOn(tb, Options{Schema: schema})
+	sa, sb := openOn(tb, Config{Schema: schema}), openOn(tb, Config{Schema: schema})
 	f := batchtest.NewBlockingFetcher()
 	tb.Cleanup(func() {
 		for range n {

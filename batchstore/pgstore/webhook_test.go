@@ -18,7 +18,7 @@ import (
 // call with a Now two days ahead takes the lease as passed at that Now.
 func TestWebhook_DatabaseClock(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s := openTest(t, Config{})
 	p := batchdriver.CreateParams{
 		ID: "hook-clock", Caller: batchdriver.Caller{Name: "alice"}, IdemKey: "k", Targets: batchtest.Targets("clock", 1),
 		WebhookURL: "https://hooks.example/clock", Limits: testLimits,

@@ -488,7 +488,7 @@ func TestRun_ExitCodes(t *testing.T) {
 	db := filepath.Join(dir, "batch.db")
 	f([]string{"-addr", busy.Addr().String(), "-db", db, "-key", "a=a-secret-0123456789"}, exitError, "", "address already in use")
 
-	held, err := batchstore.Open(t.Context(), filepath.Join(dir, "held.db"), batchstore.Options{})
+	held, err := batchstore.Open(t.Context(), filepath.Join(dir, "held.db"), batchstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,11 +65,11 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	client, err := batchnet.NewClient(batchnet.ClientOptions{Allow: cfg.Fetch.Allow})
+	client, err := batchnet.NewClient(batchnet.ClientConfig{Allow: cfg.Fetch.Allow})
 	if err != nil {
 		return err
 	}
-	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "embed", Authenticate: auth})
+	m, err := batchserver.NewMetrics(batchserver.MetricsConfig{Prefix: "embed", Authenticate: auth})
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 		return err
 	}
 	defer ln.Close() // for an error before Serve, which closes it itself
-	store, err := batchstore.Open(ctx, cmp.Or(cfg.Server.DB, "embed.db"), batchstore.Options{})
+	store, err := batchstore.Open(ctx, cmp.Or(cfg.Server.DB, "embed.db"), batchstore.Config{})
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	runner, err := batch.New(bc)
 	var api *batchhttp.Handler
 	if err == nil {
-		api, err = batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+		api, err = batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{
 			Authenticate: callerOf, Precheck: client.Guard().PrecheckFunc, Logger: log, Observe: m.Observe,
 		})
 	}
@@ -106,7 +106,7 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, log))
 	mux.Handle("GET /readyz", batchhttp.Instrument("/readyz", batchserver.ReadyHandler(runner), m.Observe, log))
 	log.Info("embed serving", "addr", ln.Addr().String()) // then, once ctx ends: runner, requests, store
-	return batchserver.Serve(ctx, ln, batchserver.ServerOpts{Handler: mux, Runner: runner, Logger: log, AfterShutdown: store.Close})
+	return batchserver.Serve(ctx, ln, batchserver.ServerConfig{Handler: mux, Runner: runner, Logger: log, AfterShutdown: store.Close})
 }
 
 type callerKey struct{}

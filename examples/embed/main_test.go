@@ -266,7 +266,7 @@ func TestEmbed_BlackBox(t *testing.T) {
 		t.Fatal("the slow target was not fetched")
 	}
 	h.stop(t)
-	store, err := batchstore.Open(t.Context(), h.dbPath, batchstore.Options{})
+	store, err := batchstore.Open(t.Context(), h.dbPath, batchstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

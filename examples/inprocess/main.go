@@ -74,7 +74,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	store, err := batchstore.Open(ctx, filepath.Join(dir, "batch.db"), batchstore.Options{})
+	store, err := batchstore.Open(ctx, filepath.Join(dir, "batch.db"), batchstore.Config{})
 	if err != nil {
 		return err
 	}

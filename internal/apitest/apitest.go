@@ -21,7 +21,7 @@ func Serve(tb testing.TB, r batchhttp.Runner, keys ...batchserver.Key) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerOpts{Authenticate: auth})
+	h, err := batchhttp.NewHandler(r, &batchhttp.HandlerConfig{Authenticate: auth})
 	if err != nil {
 		tb.Fatal(err)
 	}

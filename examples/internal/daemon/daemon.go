@@ -99,12 +99,12 @@ type closingStore interface {
 // openStore opens the store cfg.DB names.
 func openStore(ctx context.Context, cfg Config) (closingStore, error) {
 	if IsPostgresURL(cfg.DB) {
-		return pgstore.Open(ctx, cfg.DB, pgstore.Options{Schema: cfg.Schema, Logger: cfg.Logger})
+		return pgstore.Open(ctx, cfg.DB, pgstore.Config{Schema: cfg.Schema, Logger: cfg.Logger})
 	}
 	if cfg.DB == "" {
 		return nil, errors.New("daemon: no database")
 	}
-	return batchstore.Open(ctx, cfg.DB, batchstore.Options{Synchronous: cfg.Synchronous})
+	return batchstore.Open(ctx, cfg.DB, batchstore.Config{Synchronous: cfg.Synchronous})
 }
 
 // IsPostgresURL reports whether db names a PostgreSQL database rather than
@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	m, err := batchserver.NewMetrics(batchserver.MetricsOpts{Prefix: "batchd", Authenticate: metricsAuth})
+	m, err := batchserver.NewMetrics(batchserver.MetricsConfig{Prefix: "batchd", Authenticate: metricsAuth})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
@@ -197,7 +197,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
 	d := &Daemon{store: store, limits: cfg.Limits, runner: runner, fetcher: f, secret: secret, sender: sender, log: cfg.Logger}
-	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerOpts{
+	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{
 		Authenticate: auth,
 		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
 			return allowHint(f.Precheck(rawURL))
@@ -281,7 +281,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 // batchserver.Serve does: the runner first, then the requests still in
 // flight (for at most grace), then the store.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	return batchserver.Serve(ctx, ln, batchserver.ServerOpts{
+	return batchserver.Serve(ctx, ln, batchserver.ServerConfig{
 		Handler: d.handler,
 		Runner:  d.runner,
 		Limits:  d.limits,
@@ -317,7 +317,7 @@ func mountConsole(mux *http.ServeMux, cfg Config, store batchdriver.Store, route
 	if !ok {
 		return errors.New("daemon: the store has no batch.Inspector: no console")
 	}
-	c, err := batchconsole.New(batchconsole.Opts{
+	c, err := batchconsole.New(batchconsole.Config{
 		Store: in, Keys: []string{cfg.AdminKey}, Logger: cfg.Logger,
 		TTL: time.Duration(cfg.Batch.TTL), StaleAfter: time.Duration(cfg.Batch.StaleAfter), MaxBytes: cfg.Batch.MaxBytes,
 	})

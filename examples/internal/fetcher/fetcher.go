@@ -131,7 +131,7 @@ type Fetcher struct {
 // New returns a Fetcher configured by opts. A zero or negative MaxBytes,
 // Timeout, HeaderTimeout, MaxGrepBytes or MaxGrepInsts means its default.
 func New(opts Options) *Fetcher {
-	client, err := batchnet.NewClient(batchnet.ClientOptions{
+	client, err := batchnet.NewClient(batchnet.ClientConfig{
 		Allow:         opts.Allow,
 		Timeout:       max(opts.Timeout, 0),
 		HeaderTimeout: max(opts.HeaderTimeout, 0),

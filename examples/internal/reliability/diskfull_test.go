@@ -166,7 +166,7 @@ func TestDiskFull(t *testing.T) {
 	counts.check(t)
 	checkLogs(t, logs, up)
 	stop()
-	s, err := batchstore.Open(t.Context(), cfg.DB, batchstore.Options{})
+	s, err := batchstore.Open(t.Context(), cfg.DB, batchstore.Config{})
 	if err != nil {
 		t.Fatalf("the file after a full disk: %v", err)
 	}

@@ -70,7 +70,7 @@ func TestKillLoop_SQLite(t *testing.T) {
 	w.counts.check(t)
 	checkLogs(t, logs, up)
 	// Open runs quick_check, and fails on a damaged file.
-	s, err := batchstore.Open(t.Context(), cfg.DB, batchstore.Options{})
+	s, err := batchstore.Open(t.Context(), cfg.DB, batchstore.Config{})
 	if err != nil {
 		t.Fatalf("after %d kills: %v", kills, err)
 	}
