@@ -3,11 +3,12 @@ package batch
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"time"
 	"unicode/utf8"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 
 	"github.com/google/uuid"
 )

@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 
 	"github.com/VictoriaMetrics/metrics"
 )

@@ -3,9 +3,10 @@ package batch_test
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"strings"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -2,8 +2,9 @@ package batch
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // subscribe listens to the store's change feed, if it has one: a change to

@@ -1,9 +1,10 @@
 package batch_test
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 func TestTopCallers(t *testing.T) {

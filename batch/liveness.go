@@ -3,10 +3,11 @@ package batch
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // heartbeat writes the runner's heartbeat every Config.HeartbeatInterval

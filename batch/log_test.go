@@ -3,13 +3,14 @@ package batch_test
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

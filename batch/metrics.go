@@ -2,8 +2,9 @@ package batch
 
 import (
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/VictoriaMetrics/metrics"
 )

@@ -2,9 +2,10 @@ package batch
 
 import (
 	"context"
+	"time"
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchobserve"
-	"time"
 )
 
 // The no-op ends a runner without an Observer uses: package values, so

@@ -2,10 +2,11 @@ package batch_test
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 )
 
 // EventJobFinished is the type of the event a job's webhook receives once

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch"
 
 	"github.com/siftfetch/batchkit/batchhttp"
 )

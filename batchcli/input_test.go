@@ -2,11 +2,12 @@ package batchcli_test
 
 import (
 	"encoding/json"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -3,7 +3,6 @@ package batchconsole_test
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

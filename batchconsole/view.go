@@ -3,12 +3,13 @@ package batchconsole
 import (
 	"cmp"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"html/template"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

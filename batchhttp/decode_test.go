@@ -1,9 +1,10 @@
 package batchhttp
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"reflect"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 )

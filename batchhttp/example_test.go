@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -3,13 +3,14 @@ package batchhttp
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"maps"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 )

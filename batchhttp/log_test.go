@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -13,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

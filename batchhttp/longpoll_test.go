@@ -2,12 +2,13 @@ package batchhttp
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

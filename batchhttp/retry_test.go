@@ -3,11 +3,12 @@ package batchhttp
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -3,18 +3,20 @@ package batchotel
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"net/http"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/siftfetch/batchkit/batch"
 )
 
 // ScopeName is the instrumentation scope of the spans.

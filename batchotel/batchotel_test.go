@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,15 +13,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
-	"github.com/siftfetch/batchkit/batch/batchtest"
-	"github.com/siftfetch/batchkit/batchotel"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchotel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -3,7 +3,6 @@ package batchotel_test
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -11,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // The cost of tracing on the drain: one round submits benchJobs jobs of

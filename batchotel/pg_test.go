@@ -2,16 +2,18 @@ package batchotel_test
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // pgSchema returns the database URL and a fresh schema for the test,

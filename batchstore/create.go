@@ -3,8 +3,9 @@ package batchstore
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,9 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch"
 )
 
 // The drain benchmark: the whole write path of the runner on this store

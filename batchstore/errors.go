@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"syscall"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"zombiezen.com/go/sqlite"
 )

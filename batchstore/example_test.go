@@ -3,15 +3,17 @@ package batchstore_test
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
+	"zombiezen.com/go/sqlite/sqlitex"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchstore"
-	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 // A runner on the SQLite store, in a file of its own.

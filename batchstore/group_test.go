@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,9 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch"
 )
 
 // Group commit (see writer.go): target writes of jobs draining at once

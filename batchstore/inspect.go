@@ -2,8 +2,9 @@ package batchstore
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"

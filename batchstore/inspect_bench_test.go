@@ -3,9 +3,10 @@ package batchstore
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // recentActivity gives a seeded store the same last hour at every size:

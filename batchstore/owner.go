@@ -3,6 +3,7 @@ package batchstore
 import (
 	"cmp"
 	"context"
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"zombiezen.com/go/sqlite"

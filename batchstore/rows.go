@@ -2,11 +2,12 @@ package batchstore
 
 import (
 	"encoding/json"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"

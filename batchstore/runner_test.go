@@ -1,9 +1,10 @@
 package batchstore
 
 import (
+	"testing"
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
-	"testing"
 )
 
 // The runner's behaviour, drained through this store. Not parallel: see

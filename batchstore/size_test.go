@@ -3,12 +3,13 @@ package batchstore
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 func fileSize(t *testing.T, path string) int64 {

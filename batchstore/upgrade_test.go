@@ -3,13 +3,14 @@ package batchstore
 import (
 	"context"
 	"encoding/json"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -3,9 +3,10 @@ package batchstore
 import (
 	"cmp"
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"

@@ -2,8 +2,9 @@ package batchobserve
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Observer observes the lifecycle of jobs: a tracer (batchotel makes one

@@ -25,10 +25,6 @@
 // ([BusyThenOK]), or hold each fetch until the test releases it
 // ([NewBlockingFetcher]). The Examples of package batch use them.
 //
-// # For store authors
-//
-// [TestStore], [TestRunner] and [TestStoreReopen] are the conformance
-// suites every store must pass. Each case is named <Group>/<Case>, so one
-// case runs alone with go test -run. See docs/design/store-contract.md in
-// the repository.
+// A store author wants package batchdrivertest instead: the conformance
+// suites every store passes.
 package batchtest

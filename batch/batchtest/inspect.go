@@ -3,9 +3,10 @@ package batchtest
 import (
 	"cmp"
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"time"
 

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

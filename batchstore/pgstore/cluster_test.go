@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -12,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 )

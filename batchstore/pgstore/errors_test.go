@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"io"
 	"net/url"
 	"strings"
@@ -15,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )

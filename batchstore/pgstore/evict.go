@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/jackc/pgx/v5"

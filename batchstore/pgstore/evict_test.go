@@ -3,11 +3,12 @@ package pgstore
 import (
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Three nodes release jobs of six callers (each release moves a counter

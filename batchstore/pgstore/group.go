@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"slices"
 	"sync"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
+
 	"github.com/jackc/pgx/v5"
+
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 

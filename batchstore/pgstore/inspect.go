@@ -2,9 +2,10 @@ package pgstore
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"strings"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -3,14 +3,16 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+
 	"github.com/jackc/pgx/v5"
-	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 	"go.uber.org/goleak"
+
+	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 )
 
 // The tests talk to a real PostgreSQL server named by BATCHKIT_PG_URL,

@@ -3,10 +3,11 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"sync"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/jackc/pgx/v5"

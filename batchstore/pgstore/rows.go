@@ -2,8 +2,9 @@ package pgstore
 
 import (
 	"encoding/json"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // scanner is a pgx.Row or pgx.Rows.

@@ -3,10 +3,11 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )

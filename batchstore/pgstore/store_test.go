@@ -2,11 +2,12 @@ package pgstore
 
 import (
 	"context"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 )
 
 // The conformance suites run in the store's default mode: every call they

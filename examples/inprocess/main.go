@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"log"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchstore"

@@ -1,9 +1,10 @@
 package tomltest_test
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchtest"
 	"strings"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchtest"
 
 	burntsushi "github.com/BurntSushi/toml"
 	pelletier "github.com/pelletier/go-toml/v2"

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchsift"
-	"github.com/siftfetch/batchkit/batch/batchtest"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -15,6 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 
 	"github.com/siftfetch/batchkit/batch"
 )

@@ -1,8 +1,9 @@
 package batchdrivertest_test
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"github.com/siftfetch/batchkit/batch/batchtest"

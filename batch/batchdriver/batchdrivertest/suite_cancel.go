@@ -1,9 +1,10 @@
 package batchdrivertest
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

@@ -2,11 +2,12 @@ package batchdrivertest
 
 import (
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

@@ -1,10 +1,11 @@
 package batchdrivertest
 
 import (
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

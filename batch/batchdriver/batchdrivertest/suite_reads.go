@@ -2,10 +2,11 @@ package batchdrivertest
 
 import (
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

@@ -3,9 +3,10 @@ package batchdrivertest
 import (
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

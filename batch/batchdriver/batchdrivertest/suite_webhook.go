@@ -2,12 +2,13 @@ package batchdrivertest
 
 import (
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

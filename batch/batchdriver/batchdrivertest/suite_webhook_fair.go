@@ -2,9 +2,10 @@ package batchdrivertest
 
 import (
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 
 	"github.com/siftfetch/batchkit/batch"
 )

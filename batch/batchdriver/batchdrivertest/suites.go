@@ -2,10 +2,11 @@ package batchdrivertest
 
 import (
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The conformance suites' entry points and their one registry. Every case

@@ -17,8 +17,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +24,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchconsole"
@@ -36,7 +39,6 @@ import (
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/examples/internal/fetcher"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a [Daemon].

@@ -65,11 +65,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchnet"

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 )

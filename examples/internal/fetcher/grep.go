@@ -3,12 +3,13 @@ package fetcher
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchnet"

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net/http"
 	"regexp/syntax"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 )

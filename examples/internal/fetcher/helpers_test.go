@@ -3,7 +3,6 @@ package fetcher
 import (
 	"context"
 	"errors"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 )

@@ -2,12 +2,13 @@ package fetcher
 
 import (
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"

@@ -3,7 +3,6 @@ package reliability
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/siftfetch/batchkit/batch/batchsift"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/batch/batchsift"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"

@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
-	"go.uber.org/goleak"
 )
 
 // The test binary doubles as the daemon process of the tests that kill it
