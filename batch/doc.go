@@ -10,9 +10,10 @@
 // Build a [Runner] from a [Config] with a store and a fetch function:
 //
 //	r, err := batch.New(batch.Config{
-//		Store:  store,     // batchstore.Open(ctx, "batch.db", batchstore.Config{})
-//		Fetch:  fetch,     // func(ctx, batch.Caller, batch.Target) (batch.Result, error)
-//		Logger: logger,    // nil discards
+//		Store:   store,   // batchstore.Open(ctx, "batch.db", batchstore.Config{})
+//		Fetch:   fetch,   // func(ctx, batch.Caller, batch.Target) (batch.Result, error)
+//		Options: options, // the per-target options fetch takes; none by default
+//		Logger:  logger,  // nil discards
 //	})
 //	if err != nil { … }
 //	if err := r.Start(ctx); err != nil { … } // fails jobs a previous process left live
@@ -24,6 +25,15 @@
 // Register [Runner.Metrics] with your metrics endpoint. Stores live in
 // batchstore (SQLite) and batchstore/pgstore (PostgreSQL). batchhttp serves
 // the runner over HTTP. batch/batchtest has an in-memory store and fakes.
+//
+// # Target options
+//
+// A target is a URL and the options the host's fetch takes. The host
+// declares them in an [OptionSet]: names, JSON types, allowed values. The
+// runner refuses a target whose options do not fit, stores them as JSON
+// and hands them to the fetch unchanged. batch/batchsift is sift's set,
+// ready to use. The HTTP API takes them flat beside "url" and describes
+// them in its OpenAPI document.
 //
 // # Jobs and targets
 //
