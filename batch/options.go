@@ -91,6 +91,9 @@ func (s OptionSet) Normalize(options json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(options)) == 0 {
 		return nil, nil
 	}
+	if !utf8.Valid(options) {
+		return nil, fmt.Errorf("invalid UTF-8")
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(options, &raw); err != nil {
 		return nil, fmt.Errorf("options must be a JSON object")
