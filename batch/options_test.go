@@ -36,7 +36,7 @@ func TestOptionSet_Normalize(t *testing.T) {
 	bad(`{"mode":"bogus"}`, `unknown mode "bogus"`)
 	bad(`{"mode":true}`, `"mode" must be a string`)
 	bad(`{"recover":"yes"}`, `"recover" must be a boolean`)
-	bad(`{"question":"\xc3"}`, "invalid UTF-8")
+	bad("{\"question\":\"\xc3\"}", "invalid UTF-8")
 }
 
 func TestOptionSet_Validate(t *testing.T) {
