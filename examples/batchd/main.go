@@ -33,6 +33,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,7 +41,9 @@ import (
 	"time"
 	"unicode"
 
-	"go.opentelemetry.io/otel/trace"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
+	"github.com/siftfetch/batchkit/batchotel"
+	"github.com/siftfetch/batchkit/batchstore/pgstore"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchcli"
@@ -293,14 +296,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		generated = secret
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	tp, err := daemon.TracerProviderFromEnv(ctx, log)
+	tp, err := tracerProviderFromEnv(ctx, log)
 	if err != nil {
 		return err
 	}
-	var tracer trace.TracerProvider // nil: no traces
+	var ( // none: no traces
+		observer   batchobserve.Observer
+		middleware func(http.Handler) http.Handler
+	)
 	if tp != nil {
-		tracer = tp
-		defer func() { // after the daemon: exports what it buffered
+		observer = batchotel.New(batchotel.Config{TracerProvider: tp})
+		middleware = batchotel.Extract // no server spans: a host's HTTP middleware makes those
+		defer func() {                 // after the daemon: exports what it buffered
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			if err := tp.Shutdown(sctx); err != nil {
@@ -324,8 +331,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AdminKey:      adminKey,
 		Logger:        log,
 		Limits:        batchserver.Limits{MaxConns: o.maxConns},
-
-		TracerProvider: tracer,
+		OpenPostgres: func(ctx context.Context, db, schema string, log *slog.Logger) (daemon.Store, error) {
+			return pgstore.Open(ctx, db, pgstore.Config{Schema: schema, Logger: log})
+		},
+		Observer:   observer,
+		Middleware: middleware,
 	})
 	if err != nil {
 		ln.Close()

@@ -25,19 +25,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch/batchobserve"
+
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchsift"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchconsole"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchnet"
-	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
-	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/examples/internal/fetcher"
 )
 
@@ -86,22 +85,33 @@ type Config struct {
 	// BodyTimeout bounds the read of a submit's body. Defaults to
 	// batchhttp.DefaultBodyTimeout.
 	BodyTimeout time.Duration
-	// TracerProvider, if set, traces each job (batchotel), in the trace of
-	// the request's traceparent header; see [TracerProviderFromEnv].
-	// Defaults to nil: no traces.
-	TracerProvider trace.TracerProvider
+	// OpenPostgres opens the store when DB is a PostgreSQL URL (see
+	// [IsPostgresURL]); nil refuses one. batchd sets it, so that a program
+	// that runs the daemon on SQLite alone (the demo) compiles no
+	// PostgreSQL driver.
+	OpenPostgres func(ctx context.Context, db, schema string, log *slog.Logger) (Store, error)
+	// Observer, if set, traces each job (batchd: batchotel's). Defaults to
+	// nil: no traces.
+	Observer batchobserve.Observer
+	// Middleware, if set, wraps the daemon's whole handler (batchd:
+	// batchotel.Extract, so that a request's traceparent reaches the
+	// Observer). Defaults to none.
+	Middleware func(http.Handler) http.Handler
 }
 
-// closingStore is a store the daemon opened, and closes.
-type closingStore interface {
+// Store is a store the daemon opened, and closes.
+type Store interface {
 	batchdriver.Store
 	Close() error
 }
 
 // openStore opens the store cfg.DB names.
-func openStore(ctx context.Context, cfg Config) (closingStore, error) {
+func openStore(ctx context.Context, cfg Config) (Store, error) {
 	if IsPostgresURL(cfg.DB) {
-		return pgstore.Open(ctx, cfg.DB, pgstore.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+		if cfg.OpenPostgres == nil {
+			return nil, errors.New("daemon: a PostgreSQL database needs Config.OpenPostgres")
+		}
+		return cfg.OpenPostgres(ctx, cfg.DB, cfg.Schema, cfg.Logger)
 	}
 	if cfg.DB == "" {
 		return nil, errors.New("daemon: no database")
@@ -130,7 +140,7 @@ func DescribeDB(db string) string {
 
 // Daemon is a running batch service. Create one with [Open].
 type Daemon struct {
-	store   closingStore
+	store   Store
 	limits  batchserver.Limits
 	runner  *batch.Runner
 	fetcher *fetcher.Fetcher
@@ -185,9 +195,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	bc := cfg.Batch
 	bc.Store, bc.Fetch, bc.Logger, bc.Deliver = store, f.Fetch, cfg.Logger, sender.Deliver
 	bc.Options = batchsift.Options // sift's /v1/fetch fields, flat beside "url"
-	if cfg.TracerProvider != nil {
-		bc.Observer = batchotel.New(batchotel.Config{TracerProvider: cfg.TracerProvider})
-	}
+	bc.Observer = cfg.Observer
 	runner, err := batch.New(bc)
 	if err != nil {
 		store.Close()
@@ -235,8 +243,8 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		batchhttp.WriteError(w, http.StatusNotFound, batchhttp.CodeNotFound, "not found", "")
 	})))
 	d.handler = mux
-	if cfg.TracerProvider != nil {
-		d.handler = batchotel.Extract(mux) // no server spans: a host's HTTP middleware makes those
+	if cfg.Middleware != nil {
+		d.handler = cfg.Middleware(mux)
 	}
 	return d, nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package main
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
-// TracerProviderFromEnv builds the daemon's tracer provider from the
+// tracerProviderFromEnv builds the daemon's tracer provider from the
 // standard OpenTelemetry environment, or returns nil (and the daemon
 // traces nothing, at no cost) when neither OTEL_EXPORTER_OTLP_ENDPOINT nor
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. Spans go over OTLP/HTTP with
@@ -28,7 +28,7 @@ import (
 // The SDK's own errors (an export that failed, say) are logged to log at
 // WARN. The caller shuts the provider down after the daemon, which
 // exports the spans still buffered.
-func TracerProviderFromEnv(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvider, error) {
+func tracerProviderFromEnv(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvider, error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package daemon
+package main
 
 import (
 	"strings"
@@ -13,14 +13,14 @@ func TestTracerProviderFromEnv(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
 		t.Setenv(v, "")
 	}
-	tp, err := TracerProviderFromEnv(t.Context(), nil)
+	tp, err := tracerProviderFromEnv(t.Context(), nil)
 	if tp != nil || err != nil {
 		t.Fatalf("without an endpoint: %v, %v; want no provider", tp, err)
 	}
 	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		t.Run(v, func(t *testing.T) {
 			t.Setenv(v, "http://127.0.0.1:1")
-			tp, err := TracerProviderFromEnv(t.Context(), nil)
+			tp, err := tracerProviderFromEnv(t.Context(), nil)
 			if tp == nil || err != nil {
 				t.Fatalf("with %s: %v, %v; want a provider", v, tp, err)
 			}
@@ -28,11 +28,11 @@ func TestTracerProviderFromEnv(t *testing.T) {
 				t.Error(err)
 			}
 			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-			if _, err := TracerProviderFromEnv(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "http/protobuf") {
+			if _, err := tracerProviderFromEnv(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "http/protobuf") {
 				t.Errorf("with protocol grpc: %v, want an error", err)
 			}
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf") // the traces variable wins
-			tp, err = TracerProviderFromEnv(t.Context(), nil)
+			tp, err = tracerProviderFromEnv(t.Context(), nil)
 			if tp == nil || err != nil {
 				t.Fatalf("with traces protocol http/protobuf: %v, %v", tp, err)
 			}
