@@ -27,7 +27,6 @@ import (
 
 	"github.com/siftfetch/batchkit/batch/batchobserve"
 
-
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchsift"
 
