@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchobserve"
-
-	"github.com/VictoriaMetrics/metrics"
 )
 
 // Defaults for [Config].

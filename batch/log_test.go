@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Job outcomes, the label values of <prefix>_jobs_total.

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-	"github.com/siftfetch/batchkit/batch/batchobserve"
-
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/google/uuid"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 )
 
 // ErrNotStarted is returned by [Runner.Submit] before [Runner.Start]: Start

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
-
 	"github.com/siftfetch/batchkit/batchhttp"
 )
 

@@ -4,9 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 )
 
 func TestDecodeSubmit(t *testing.T) {

@@ -10,9 +10,8 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"

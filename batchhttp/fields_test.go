@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 )
 
 // TestTargetFields holds the runner's option set, the one list of a

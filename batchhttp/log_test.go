@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"github.com/siftfetch/batchkit/batch/batchsift"
-
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 

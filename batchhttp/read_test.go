@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchsift"
-
-	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 

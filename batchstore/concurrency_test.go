@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // isLockError reports an error that means SQLite's lock wait gave up.

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Create implements [batch.Store.Create]. Reuse, the caps and the insert

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The drain: a claim starts the first target, and each later write stores

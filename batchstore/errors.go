@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Errors of the store itself. Conditions of the job model (no such job, a

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The eviction's reads (see TestStore_QueryPlans), each on an index:

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // gcBatch is how many jobs one sweep or eviction transaction deletes at

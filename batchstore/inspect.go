@@ -4,10 +4,10 @@ import (
 	"context"
 	"math"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 var _ batchdriver.Inspector = (*Store)(nil)

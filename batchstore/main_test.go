@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"go.uber.org/goleak"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The test binary doubles as the child process of the crash and lock

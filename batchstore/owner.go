@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"context"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Owner-scoped calls: every query names both the job id and the caller, so

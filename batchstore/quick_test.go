@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // A poll's point read sees every write that returned before it, whichever

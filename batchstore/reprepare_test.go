@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The store's statements are prepared once per connection and then reused.

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The webhook outbox (see schema/004): a trigger on batch_job writes a job's

@@ -5,12 +5,10 @@ import (
 	"context"
 	"maps"
 	"slices"
-
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 var _ batchdriver.Inspector = (*Store)(nil)

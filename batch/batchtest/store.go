@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Store is an in-memory [batch.Store], safe for concurrent use. Every method

@@ -12,9 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/siftfetch/batchkit/batchhttp"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // Limits bound what one client can hold of a host's HTTP server. The zero

@@ -20,13 +20,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchhttp"
 )
 

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Create implements [batch.Store.Create]. Reuse, the caps and the insert

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // claimTries is how often Claim runs its statement when it found no job

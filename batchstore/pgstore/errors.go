@@ -9,9 +9,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Errors of the store itself. Conditions of the job model (no such job, a

@@ -3,9 +3,9 @@ package pgstore
 import (
 	"context"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Evict implements [batch.Store.Evict]: while the store's bytes are above

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // gcBatch is how many jobs one sweep statement deletes at most, and

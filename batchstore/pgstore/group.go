@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Group commit. Every drain write is one statement that commits on its

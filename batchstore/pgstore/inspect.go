@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 var _ batchdriver.Inspector = (*Store)(nil)

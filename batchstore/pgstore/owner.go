@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // Owner-scoped calls: every statement names both the job id and the

@@ -8,7 +8,6 @@ import (
 
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
-
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 

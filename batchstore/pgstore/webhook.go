@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The webhook outbox (see migrations/003): a row trigger on job writes a

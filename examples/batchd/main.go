@@ -41,15 +41,14 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/siftfetch/batchkit/batch/batchobserve"
-	"github.com/siftfetch/batchkit/batchotel"
-	"github.com/siftfetch/batchkit/batchstore/pgstore"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchobserve"
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
+	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
+	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
 )
 

@@ -18,9 +18,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchstore"
 )
 

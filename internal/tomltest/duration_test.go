@@ -4,12 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batch/batchtest"
-
 	burntsushi "github.com/BurntSushi/toml"
 	pelletier "github.com/pelletier/go-toml/v2"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
 // TestDuration_BareNumberTOML checks that a bare TOML number for a duration

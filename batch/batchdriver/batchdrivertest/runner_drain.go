@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batch/batchtest"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // runnerDrainCases are the runner cases of draining a job: serial order,

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchtest"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // The runner under a store outage: the store stops answering for longer

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batch/batchtest"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // The runner cases of [batch.Runner.Retry].

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchtest"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // runnerWebhookCases: the runner decides when a webhook event is due and

@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchtest"
-
-	"github.com/siftfetch/batchkit/batch"
 )
 
 // runnerWebhookFairCases are the runner cases of fairness between

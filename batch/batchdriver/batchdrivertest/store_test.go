@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )

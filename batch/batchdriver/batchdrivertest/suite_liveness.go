@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // livenessCases: heartbeats and the reaper. Which jobs a runner's Start

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchdriver"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // shareCases are the cases of the byte budget shared per caller (SPEC §12):

@@ -70,9 +70,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchnet"
 )
 

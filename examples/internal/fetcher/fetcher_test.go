@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 )
 
 const page = `<!doctype html><html><head><title>Title</title><style>p{color:red}</style>

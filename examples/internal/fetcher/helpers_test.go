@@ -12,9 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/siftfetch/batchkit/batch/batchsift"
-
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 )
 
 // Fetch is a batch.FetchFunc.
