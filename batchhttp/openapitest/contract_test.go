@@ -139,7 +139,7 @@ type contract struct {
 	noPath, noMethod *openapi3.Operation
 }
 
-// What the checks saw in this run, for the report TestMain prints: how
+// What the checks saw in this run, for the report TestAnswers logs: how
 // many answers and stream lines, and which documented answers ("GET
 // /v1/batch/{id} 404") came up.
 var (
