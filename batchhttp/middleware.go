@@ -14,7 +14,7 @@ import (
 //
 // The [Handler]'s routes and [Instrument] do this for their own answers.
 // A refusal written before them, by a host's auth middleware in front of
-// the API say, needs CloseRefused around the whole: [Serve] wraps its
+// the API say, needs CloseRefused around the whole: batchserver.Serve wraps its
 // Handler in it, and a host that runs its own [http.Server] wraps its
 // handler itself. Handlers behind it still reach the server's writer
 // through [http.ResponseController], [http.Flusher] and [http.Hijacker].
