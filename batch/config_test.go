@@ -82,7 +82,7 @@ func TestConfig_UnmarshalJSON(t *testing.T) {
 	t.Parallel()
 	var cfg batch.Config
 	err := json.Unmarshal([]byte(`{"targets_per_job":16,"jobs_per_caller":2,"jobs_total":4,"ttl":"36h","max_bytes":1048576,
-		"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":1000000000,
+		"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":"1s",
 		"heartbeat_interval":"5s","stale_after":"30s","runner_id":"node-1",
 		"webhook_timeout":"3s","webhook_backoff":"2s","webhook_retry_for":"6h"}`), &cfg)
 	if err != nil {

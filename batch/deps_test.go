@@ -95,7 +95,7 @@ var testDepRule = map[string][]string{
 	"batchcli":                          {"batch/batchtest", "batchhttp", "batchhttp/batchserver", "internal/apitest", "batch/batchsift"},
 	"batchotel":                         {"batch/batchtest", "batch/batchsift", "batchstore", "batchstore/pgstore", "batchstore/pgstore/pgstoretest"},
 	"batchconsole":                      {"batch/batchtest", "batch/batchdriver"},
-	"internal/tomltest":                 {"batch"},
+	"internal/tomltest":                 {"batch", "batch/batchtest"},
 }
 
 // testExternal are the imports from outside the repository that every
