@@ -70,6 +70,7 @@ var depRule = []struct {
 	{"batchconsole", nil, []string{"batch", "batch/batchdriver"}},
 	{"internal/migrations", nil, nil},
 	{"internal/apitest", nil, []string{"batch", "batchhttp", "batchhttp/batchserver"}}, // test support: imported by test files only
+	{"internal/conntest", nil, nil},                                                    // test support: imported by test files only
 	{"internal/tomltest", nil, nil},                                                    // tests only
 	{"batchotel", []string{otelAPI}, []string{"batch", "batch/batchdriver", "batch/batchobserve"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
@@ -89,13 +90,14 @@ var testDepRule = map[string][]string{
 	"batchnet":                          {},
 	"internal/migrations":               {},
 	"internal/apitest":                  {},
-	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest", "batch/batchsift", "batchhttp/batchserver"},
-	"batchhttp/batchserver":             {"batch/batchtest"},
+	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest", "batch/batchsift", "batchhttp/batchserver", "internal/conntest"},
+	"batchhttp/batchserver":             {"batch/batchtest", "internal/conntest"},
 	"batchhttp/openapitest":             {"batch", "batchhttp", "batch/batchtest", "batch/batchsift", "batchhttp/batchserver"},
 	"batchcli":                          {"batch/batchtest", "batchhttp", "batchhttp/batchserver", "internal/apitest", "batch/batchsift"},
 	"batchotel":                         {"batch/batchtest", "batch/batchsift", "batchstore", "batchstore/pgstore", "batchstore/pgstore/pgstoretest"},
 	"batchconsole":                      {"batch/batchtest", "batch/batchdriver"},
 	"internal/tomltest":                 {"batch", "batch/batchtest"},
+	"internal/conntest":                 {},
 }
 
 // testExternal are the imports from outside the repository that every

@@ -1,10 +1,8 @@
 package batchhttp
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
 
 // hostAuthAPI is a host's API as examples/embed builds it: the host's own
@@ -42,42 +41,14 @@ func hostAuthAPI(t *testing.T) http.Handler {
 	})
 }
 
-// wantRefusalClosed sends requests that announce a 10-byte body and send
-// none to addr, whose server reads a request for up to 30s, and checks
-// that the host middleware's 401 comes with the end of the connection
-// well before that: a refused client cannot hold it with a body it never
-// sends.
+// wantRefusalClosed checks that a request refused by the host's
+// middleware, which announces a body it never sends, is answered 401 and
+// its connection closed well before the server's 30s read timeout.
 func wantRefusalClosed(t *testing.T, addr string) {
 	t.Helper()
-	for _, head := range []string{
+	conntest.WantRefusalClosed(t, addr,
 		"POST /v1/batch HTTP/1.1\r\nHost: x",
-		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong",
-	} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, head+"\r\nContent-Length: 10\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Errorf("%q: no answer within 5s: %v", head, err)
-			continue
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%q: %s, want 401", head, resp.Status)
-		}
-		// The answer was read to its end; what follows must be EOF, not
-		// the deadline.
-		if n, err := conn.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-			t.Errorf("%q: after the answer, read %d bytes, %v; want EOF within 5s", head, n, err)
-		}
-	}
+		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong")
 }
 
 // A host that runs its own server and puts its auth middleware in front

@@ -1,12 +1,11 @@
 package batchserver
 
 import (
-	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"testing"
-	"time"
+
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
 
 // Serve closes the connection of a request that a host's own middleware
@@ -27,32 +26,7 @@ func TestServe_HostMiddlewareRefusal(t *testing.T) {
 		}
 		api.ServeHTTP(w, r)
 	})
-	addr := serveLimited(t, hostAuth, Limits{})
-	for _, head := range []string{
+	conntest.WantRefusalClosed(t, serveLimited(t, hostAuth, Limits{}),
 		"POST /v1/batch HTTP/1.1\r\nHost: x",
-		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong",
-	} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, head+"\r\nContent-Length: 10\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Errorf("%q: no answer within 5s: %v", head, err)
-			continue
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%q: %s, want 401", head, resp.Status)
-		}
-		if n, err := conn.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-			t.Errorf("%q: after the answer, read %d bytes, %v; want EOF within 5s", head, n, err)
-		}
-	}
+		"POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong")
 }
