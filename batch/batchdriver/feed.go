@@ -5,7 +5,7 @@ package batchdriver
 // LISTEN/NOTIFY, say), so that their waits and idle workers wake at once
 // instead of at their next poll.
 //
-// A runner subscribes at [Runner.Start] and stops at [Runner.Close]. A feed
+// A runner subscribes at batch.Runner.Start and stops at batch.Runner.Close. A feed
 // calls fn with the id of each job that changed (a claim, a stored target,
 // a cancel, a final status, a reap) and with "" when a job was queued. fn
 // never blocks; a feed may call it from any goroutine, may merge or drop

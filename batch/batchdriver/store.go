@@ -9,7 +9,7 @@ import (
 type Job struct {
 	ID     string
 	Caller Caller
-	// IdemKey is the idempotency key (see [IdemKey]). It is stored as a hash
+	// IdemKey is the idempotency key (computed by the runner). It is stored as a hash
 	// of the caller and target list and must never be logged.
 	IdemKey      string
 	Status       JobStatus
@@ -24,11 +24,11 @@ type Job struct {
 	// Runner is the id of the runner that holds the job while one of its
 	// targets is in flight, and "" otherwise.
 	Runner string
-	// RetryOf is the id of the job this one retries (see [Runner.Retry]),
+	// RetryOf is the id of the job this one retries (see batch.Runner.Retry),
 	// or "". RetryIdx then holds, for each target, its idx in that job.
 	RetryOf  string
 	RetryIdx []int
-	// WebhookURL receives the job's [EventJobFinished] event; "" for none.
+	// WebhookURL receives the job's batch.EventJobFinished event; "" for none.
 	// Like the target URLs it is the owner's only and never logged.
 	WebhookURL string
 	// Trace is the trace context of the request that submitted the job
@@ -266,7 +266,7 @@ type WebhookDelivery struct {
 	JobID string
 	// Caller is the name of the job's caller: the owner of the event,
 	// whose pending and in-flight events the caps count, and whose
-	// secret signs it (see [WebhookEvent]).
+	// secret signs it (see batch.WebhookEvent).
 	Caller        string
 	URL           string
 	Status        JobStatus // the job's final status

@@ -22,20 +22,20 @@ import (
 // No event carries a target URL, a host, a webhook URL, an idempotency key
 // or an error text (which may hold any of them): an observer cannot record
 // what it is never given. Caller.Restricted tells which callers' events
-// must be recorded with no more than their log lines carry (see [Runner]'s
+// must be recorded with no more than their log lines carry (see batch.Runner's
 // logs: for a restricted caller's target, whether it was ok, not its
 // outcome).
 //
 // # Steps
 //
-//   - Submit: a [Runner.Submit], [Runner.SubmitWith] or [Runner.Retry], in
+//   - Submit: a batch.Runner.Submit, batch.Runner.SubmitWith or batch.Runner.Retry, in
 //     the caller's context (a request's, with its trace). Then
 //     TraceContext is asked for the trace context of the context Submit
-//     returned, and it is stored with a new job (see [TraceContext]).
+//     returned, and it is stored with a new job (see batchdriver.TraceContext).
 //   - Job: this runner claimed a job; the job's steps below run in the
 //     context it returns, and it ends with the job's final status, or when
 //     this runner stops draining it. It runs in a context of the runner
-//     (cancelled by [Runner.Close]), not the submitter's: the submitter's
+//     (cancelled by batch.Runner.Close), not the submitter's: the submitter's
 //     trace, on whichever node, hours before, is the event's Trace.
 //   - Fetch and Store: each target's fetch (the FetchFunc gets the context
 //     Fetch returned) and the write of its outcome (the Store gets the one
@@ -43,13 +43,13 @@ import (
 //   - Webhook: each delivery attempt of a webhook event, in a context of
 //     the runner; the event's Trace is the job's, if the job is still
 //     stored.
-//   - Reap: each [Store.Reap] the runner makes (at Start, for stale
+//   - Reap: each batchdriver.Store.Reap the runner makes (at Start, for stale
 //     runners, at Close), in the context of that call.
 type Observer interface {
 	Submit(ctx context.Context, ev SubmitEvent) (context.Context, func(SubmitEnd))
 	// TraceContext returns the trace context of ctx, a context Submit
 	// returned, to be stored with the job; the zero value for none. The
-	// runner validates it (see [TraceContext.Valid]) and drops one that is
+	// runner validates it (see batchdriver.TraceContext.Valid) and drops one that is
 	// not valid.
 	TraceContext(ctx context.Context) batchdriver.TraceContext
 	Job(ctx context.Context, ev JobEvent) (context.Context, func(JobEnd))
@@ -66,7 +66,7 @@ type SubmitEvent struct {
 	// targets come from the job it retries.
 	Targets int
 	Webhook bool // the job has a webhook; false for a retry (not known yet)
-	// RetryOf is the job a [Runner.Retry] retries, or "".
+	// RetryOf is the job a batch.Runner.Retry retries, or "".
 	RetryOf string
 	// Trace is the trace context the submit was given explicitly
 	// (SubmitOptions.Trace), already checked; the zero value for none. An
@@ -92,7 +92,7 @@ type JobEvent struct {
 	RetryOf      string
 	Webhook      bool
 	CreatedAt    time.Time
-	// ClaimStart and ClaimEnd bound the [Store.Claim] that took the job,
+	// ClaimStart and ClaimEnd bound the batchdriver.Store.Claim that took the job,
 	// by time.Now (the claim is made before the job, and its trace, is
 	// known).
 	ClaimStart, ClaimEnd time.Time
@@ -137,9 +137,9 @@ type StoreEnd struct {
 	Attempts int
 	// Next is the idx of the target the write started, or -1.
 	Next int
-	// Status is the job's status after the write (see [Step]).
+	// Status is the job's status after the write (see batchdriver.Step).
 	Status batchdriver.JobStatus
-	// Err is nil once stored; else [ErrNotHeld], [ErrNotFound] or the last
+	// Err is nil once stored; else batchdriver.ErrNotHeld, batchdriver.ErrNotFound or the last
 	// store error of a write that Close cut short. Its text is not to be
 	// recorded.
 	Err error
@@ -170,7 +170,7 @@ type WebhookEnd struct {
 	Err error
 }
 
-// ReapEvent is a [Store.Reap] of the runner.
+// ReapEvent is a batchdriver.Store.Reap of the runner.
 type ReapEvent struct {
 	// Reason is why: "start" (the runner starting fails what it can no
 	// longer finish), "stale" (jobs of runners without a heartbeat) or
