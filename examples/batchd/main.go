@@ -48,8 +48,8 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
-	"github.com/siftfetch/batchkit/batchstore/pgstore"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
+	"github.com/siftfetch/batchkit/examples/internal/pgopen"
 )
 
 func main() {
@@ -330,11 +330,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AdminKey:      adminKey,
 		Logger:        log,
 		Limits:        batchserver.Limits{MaxConns: o.maxConns},
-		OpenPostgres: func(ctx context.Context, db, schema string, log *slog.Logger) (daemon.Store, error) {
-			return pgstore.Open(ctx, db, pgstore.Config{Schema: schema, Logger: log})
-		},
-		Observer:   observer,
-		Middleware: middleware,
+		OpenPostgres:  pgopen.Open,
+		Observer:      observer,
+		Middleware:    middleware,
 	})
 	if err != nil {
 		ln.Close()

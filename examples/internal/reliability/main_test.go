@@ -21,6 +21,7 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
+	"github.com/siftfetch/batchkit/examples/internal/pgopen"
 )
 
 // The test binary doubles as the daemon process of the tests that kill it
@@ -62,7 +63,7 @@ func (c childConfig) daemonConfig(log *slog.Logger) daemon.Config {
 		keys[i] = batchserver.Key{Name: name, Secret: keyOf(name)}
 	}
 	return daemon.Config{
-		DB: c.DB, Schema: c.Schema, Keys: keys, Allow: c.Allow, Batch: c.Batch,
+		DB: c.DB, Schema: c.Schema, OpenPostgres: pgopen.Open, Keys: keys, Allow: c.Allow, Batch: c.Batch,
 		MaxResponseBytes: c.MaxResponseBytes, Logger: log, WebhookSecret: c.WebhookSecret,
 		UserAgent: c.UserAgent,
 	}
