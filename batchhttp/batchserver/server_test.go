@@ -134,7 +134,7 @@ func TestServe_IdleConnectionsMakeRoom(t *testing.T) {
 //     discard the body.
 func TestServe_HeldConnectionsMakeRoom(t *testing.T) {
 	t.Parallel()
-	for _, variant := range []string{"partial"} {
+	for _, variant := range []string{"partial", "unread body"} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			mux := http.NewServeMux()
