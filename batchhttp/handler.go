@@ -408,13 +408,15 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 }
 
 // statusWriter records the status written through it, and closes the
-// connection after a refusal whose body is not read (see WriteHeader).
+// connection after a refusal, or after any answer whose request body was
+// not read to its end (see closeUnread).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	wrote  bool
-	body   *bodyWatch // nil: the request has no body
-	req    *http.Request
+	status   int
+	wrote    bool
+	hijacked bool
+	body     *bodyWatch // nil: the request has no body
+	req      *http.Request
 }
 
 // newStatusWriter wraps w, and r's body, so that WriteHeader knows whether
@@ -431,37 +433,50 @@ func newStatusWriter(w http.ResponseWriter, r *http.Request) *statusWriter {
 
 // done gives the request its own body back: net/http looks at its type
 // once the handler has returned (to close the connection gracefully after
-// a body it did not read), and must find its own.
+// a body it did not read), and must find its own. A handler that wrote
+// nothing gets net/http's empty 200, which closes as any answer does over
+// an unread body.
 func (w *statusWriter) done() {
+	if !w.wrote && !w.hijacked {
+		w.closeUnread(http.StatusOK)
+	}
 	if w.body != nil {
 		w.req.Body = w.body.ReadCloser
 	}
 }
 
-// refusalLinger is how long a refused request's connection still reads
-// what the client has already sent of its body before it is closed: the
-// bytes in flight, so that closing does not reset the connection under an
-// answer the client has not read yet.
+// refusalLinger is how long the connection of an answer whose request
+// body was not read still reads what the client has already sent of it
+// before it is closed: the bytes in flight, so that closing does not reset
+// the connection under an answer the client has not read yet.
 const refusalLinger = 250 * time.Millisecond
+
+// closeUnread is called once, before an answer with status code goes out.
+// A 401 or 403, and any answer whose request body was not read to its end,
+// closes the connection: Connection: close at once, and a near read
+// deadline for what follows.
+func (w *statusWriter) closeUnread(code int) {
+	unread := w.body != nil && !w.body.eof
+	if code == http.StatusUnauthorized || code == http.StatusForbidden || unread {
+		// Such a body is never read. Without this, net/http would read it
+		// (to reuse the connection) before sending the answer, whatever
+		// its status, and a client that stalls after its headers would
+		// hold the connection with no answer at all.
+		w.Header().Set("Connection", "close")
+	}
+	if unread {
+		// And after the answer, net/http reads the rest of the body
+		// before it closes the connection: a client that announced a
+		// body and stalls would hold the socket until the server's read
+		// timeout. A near deadline ends that read.
+		_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusalLinger))
+	}
+}
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
-		unread := w.body != nil && !w.body.eof
-		if code == http.StatusUnauthorized || code == http.StatusForbidden || (code >= 400 && unread) {
-			// A refused request's body is never read. Without this,
-			// net/http would try to read it (to reuse the connection)
-			// before sending the answer, and a client that stalls after
-			// its headers would hold the connection with no answer at all.
-			w.Header().Set("Connection", "close")
-		}
-		if code >= 400 && unread {
-			// And after the answer, net/http reads the rest of the body
-			// before it closes the connection: a client that announced a
-			// body and stalls would hold the socket until the server's
-			// read timeout. A near deadline ends that read.
-			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusalLinger))
-		}
+		w.closeUnread(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -484,6 +499,7 @@ func (b *bodyWatch) Read(p []byte) (int, error) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.status, w.wrote = http.StatusOK, true
+		w.closeUnread(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
 }

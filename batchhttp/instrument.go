@@ -12,10 +12,10 @@ import (
 // observation with the fixed label route, and log (if not nil) gets one
 // "request" line at debug level with the method, route, status, request
 // id and duration — never the URL or its query. A 401 or 403 answer, and
-// any 4xx or 5xx answer to a request whose body was not read to its end,
-// closes its connection at once, as the Handler's do and as
-// [CloseRefused] does for a whole mux, so that a refused client cannot
-// hold it with a body it never sends.
+// any answer to a request whose body was not read to its end, closes its
+// connection at once, as the Handler's do and as
+// [CloseRefused] does for a whole mux, so that a client cannot hold it
+// with a body it never sends.
 func Instrument(route string, h http.Handler, observe ObserveFunc, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

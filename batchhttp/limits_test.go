@@ -238,3 +238,71 @@ func TestHandler_RefusalClosesConnection(t *testing.T) {
 	f("POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong", "401 Unauthorized")
 	f("POST /private HTTP/1.1\r\nHost: x", "403 Forbidden")
 }
+
+// Any answer whose request body was not read to its end closes its
+// connection, whatever its status (issue 25, H1): a GET that announces a
+// 10-byte body and sends none gets its 200 at once with Connection:
+// close, and then the end of the connection, not a wait for the body
+// until the read timeout (30s), whether the handler writes its header,
+// only writes, flushes or writes nothing. A body read to its end keeps
+// the connection.
+func TestHandler_UnreadBodyClosesConnection(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{})
+	mux := http.NewServeMux()
+	limitsHandler(t, r, HandlerConfig{}).Mount(mux)
+	mux.Handle("/instrumented", Instrument("/instrumented", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}), nil, nil))
+	mux.Handle("/wrapped/", CloseRefused(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/wrapped/write":
+			io.WriteString(w, "ok\n")
+		case "/wrapped/flush":
+			http.NewResponseController(w).Flush()
+		case "/wrapped/read":
+			io.Copy(io.Discard, r.Body)
+		}
+	})))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ReadTimeout = 30 * time.Second // as Serve's default
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f := func(head, body string, wantClose bool) {
+		t.Helper()
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, head+"\r\nContent-Length: 10\r\n\r\n"+body); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer within 2s: %v", head, err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatalf("%s: reading the answer: %v", head, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Close != wantClose {
+			t.Errorf("%s: %s, Connection: close %v; want 200, close %v", head, resp.Status, resp.Close, wantClose)
+		}
+		if !wantClose {
+			return
+		}
+		start := time.Now()
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("%s: after the answer, read %d bytes, %v (after %s); want EOF within 2s", head, n, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	f("GET /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyAlice, "", true)
+	f("GET /instrumented HTTP/1.1\r\nHost: x", "", true)
+	f("GET /wrapped/write HTTP/1.1\r\nHost: x", "", true)
+	f("GET /wrapped/flush HTTP/1.1\r\nHost: x", "", true)
+	f("GET /wrapped/nothing HTTP/1.1\r\nHost: x", "", true)
+	f("POST /wrapped/read HTTP/1.1\r\nHost: x", "0123456789", false)
+}

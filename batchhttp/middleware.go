@@ -6,11 +6,11 @@ import (
 	"net/http"
 )
 
-// CloseRefused wraps h so that a refused client cannot hold its
-// connection with a body it never sends. A 401 or 403 answer, and any 4xx
-// or 5xx answer to a request whose body was not read to its end, goes out
-// at once with Connection: close, and the connection closes a quarter of
-// a second later rather than at the server's read timeout.
+// CloseRefused wraps h so that a client cannot hold its connection with a
+// body it never sends. A 401 or 403 answer, and any answer (whatever its
+// status) to a request whose body was not read to its end, goes out at
+// once with Connection: close, and the connection closes a quarter of a
+// second later rather than at the server's read timeout.
 //
 // The [Handler]'s routes and [Instrument] do this for their own answers.
 // A refusal written before them, by a host's auth middleware in front of
@@ -31,6 +31,7 @@ func CloseRefused(h http.Handler) http.Handler {
 func (w *statusWriter) FlushError() error {
 	if !w.wrote {
 		w.status, w.wrote = http.StatusOK, true
+		w.closeUnread(http.StatusOK)
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
@@ -42,5 +43,9 @@ func (w *statusWriter) Flush() { _ = w.FlushError() }
 // Hijack makes a statusWriter an [http.Hijacker]; it fails as the
 // server's writer does if that cannot be hijacked.
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.hijacked = true // the connection is the handler's now
+	}
+	return c, rw, err
 }

@@ -175,6 +175,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerConfig) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	limited := LimitListener(ln, l.MaxConns)
+	limited.headerTimeout = l.HeaderTimeout
 	srv.ConnState = limited.ConnState
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
@@ -236,15 +237,21 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerConfig) error {
 // one idle for a few milliseconds between a client's requests, is kept. So a client that opens many connections and sends nothing on them
 // (it needs no key for that) holds none of them once others need the room,
 // and a caller's active requests (a long-poll, a stream; capped per caller
-// by [batchhttp.HandlerConfig]) are not cut; nor is a connection whose next
-// request has begun to arrive, but one whose request arrives in the instant it is
-// closed is lost, as at IdleTimeout. An idle connection closed so is what a
-// client sees after IdleTimeout: Go's client and most others retry an
-// idempotent request on a fresh connection.
+// by [batchhttp.HandlerConfig]) are not cut. A connection whose next
+// request has begun to arrive is kept for the header timeout
+// ([DefaultHeaderTimeout]; [Serve] uses Limits.HeaderTimeout) from its
+// first byte; one that has not completed its request by then counts as
+// idle, whatever it has read, so that a client cannot hold it by sending a
+// few bytes and stopping (net/http waits for the first bytes of a kept-alive
+// connection's next request until IdleTimeout). A request that arrives in
+// the instant its connection is closed is lost, as at IdleTimeout. An idle
+// connection closed so is what a client sees after IdleTimeout: Go's
+// client and most others retry an idempotent request on a fresh
+// connection.
 func LimitListener(ln net.Listener, n int) *LimitedListener {
 	return &LimitedListener{
 		Listener: ln, slots: make(chan struct{}, max(n, 1)), done: make(chan struct{}),
-		conns: map[*limitedConn]struct{}{},
+		conns: map[*limitedConn]struct{}{}, headerTimeout: DefaultHeaderTimeout,
 	}
 }
 
@@ -254,6 +261,9 @@ type LimitedListener struct {
 	slots     chan struct{}
 	done      chan struct{} // closed by Close, so that a waiting Accept returns
 	closeOnce sync.Once
+	// headerTimeout is how long a connection whose request has begun to
+	// arrive is kept: the server's ReadHeaderTimeout.
+	headerTimeout time.Duration
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{} // open, and known to the ConnState hook
@@ -315,14 +325,18 @@ func (l *LimitedListener) Accept() (net.Conn, error) {
 
 // closeIdlest closes the open connection that has been idle longest, if
 // any has been idle for its grace: idleGrace kept alive between requests,
-// newGrace new and silent.
+// newGrace new and silent, and the header timeout from the first byte of
+// a request that has begun to arrive.
 func (l *LimitedListener) closeIdlest() {
 	now := time.Now()
 	l.mu.Lock()
 	var idlest *limitedConn
 	for c := range l.conns {
-		if !c.idle || now.Sub(c.since) < cmp.Or(c.fresh, idleGrace) || c.lastRead.Load() > c.since.UnixNano() {
-			continue // in use, idle too briefly, or its next request is arriving
+		if !c.idle || now.Sub(c.since) < cmp.Or(c.fresh, idleGrace) {
+			continue // in use, or idle too briefly
+		}
+		if first := c.firstRead.Load(); first != 0 && now.Sub(time.Unix(0, first)) < l.headerTimeout {
+			continue // its next request is arriving, for less than the header timeout
 		}
 		if idlest == nil || c.since.Before(idlest.since) {
 			idlest = c
@@ -357,6 +371,7 @@ func (l *LimitedListener) ConnState(c net.Conn, state http.ConnState) {
 	case http.StateNew, http.StateIdle:
 		if !lc.closed {
 			lc.idle, lc.since, lc.fresh = true, time.Now(), 0
+			lc.firstRead.Store(0)
 			if state == http.StateNew {
 				lc.fresh = newGrace
 			}
@@ -384,16 +399,17 @@ type limitedConn struct {
 	since  time.Time     // when it last became idle
 	fresh  time.Duration // newGrace while no request has been read, else 0
 	closed bool
-	// lastRead is when bytes last arrived (Unix nanoseconds): net/http says
-	// a connection is active only once a whole request header is read, so
-	// a connection that is reading its next request still looks idle.
-	lastRead atomic.Int64
+	// firstRead is when the first bytes arrived since the connection last
+	// became idle (Unix nanoseconds), or 0 if none have: net/http says a
+	// connection is active only once a whole request header is read, so a
+	// connection that is reading its next request still looks idle.
+	firstRead atomic.Int64
 }
 
 func (c *limitedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 {
-		c.lastRead.Store(time.Now().UnixNano())
+	if n > 0 && c.firstRead.Load() == 0 {
+		c.firstRead.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	return n, err
 }

@@ -3,6 +3,7 @@ package batchserver
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -115,4 +116,78 @@ func TestServe_IdleConnectionsMakeRoom(t *testing.T) {
 	if err != nil || !strings.Contains(string(body), "held") {
 		t.Errorf("the active request was cut: %q, %v", body, err)
 	}
+}
+
+// A client without a key cannot hold every connection slot with requests
+// it never finishes (issue 25, H1): with MaxConns 4 and the default
+// timeouts, four connections held by either variant leave room for a
+// legitimate request, answered within 1s, three times in a row.
+//
+//   - partial: after one GET /healthz on a kept-alive connection, 3 bytes
+//     of the next request ("GET"), then nothing. net/http waits for them
+//     under IdleTimeout (60s), not HeaderTimeout; the listener must count
+//     the connection idle once it has not completed its request within
+//     the header timeout.
+//   - unread body: GET /healthz announcing a 10-byte body it never sends.
+//     The 200 must go out at once and the connection close a moment
+//     later, not be held while net/http waits (ReadTimeout, 30s) to
+//     discard the body.
+func TestServe_HeldConnectionsMakeRoom(t *testing.T) {
+	t.Parallel()
+	for _, variant := range []string{"partial", "unread body"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			mux := http.NewServeMux()
+			mux.Handle("GET /healthz", HealthHandler())
+			addr := serveLimited(t, mux, Limits{MaxConns: 4})
+			for range 4 {
+				if variant == "partial" {
+					c := idleConn(t, addr, true)
+					if _, err := io.WriteString(c, "GET"); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				c := idleConn(t, addr, false)
+				if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if variant == "partial" {
+				// Held past the header timeout, as an attacker holds them.
+				time.Sleep(DefaultHeaderTimeout + 500*time.Millisecond)
+			}
+			for i := range 3 {
+				if err := getWithin(addr, "/healthz", time.Second); err != nil {
+					t.Fatalf("legitimate request %d with 4 connections held: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// getWithin makes one GET of path on a new connection to addr and reads a
+// 200 answer, all within d.
+func getWithin(addr, path string, d time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return fmt.Errorf("no answer within %s: %w", d, err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("answer %s, want 200", resp.Status)
+	}
+	return nil
 }

@@ -15,12 +15,20 @@ import (
 // runs under the same checks.
 func Build(t testing.TB, name string, race bool) string {
 	t.Helper()
+	return BuildPackage(t, name, ".", race)
+}
+
+// BuildPackage is [Build] for the main package pkg (a directory relative
+// to the test's, or an import path): for a test that runs a program from
+// another package, as the reliability suite runs batchd.
+func BuildPackage(t testing.TB, name, pkg string, race bool) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -1,0 +1,5 @@
+//go:build race
+
+package reliability
+
+func init() { raceEnabled = true }
