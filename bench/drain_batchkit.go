@@ -9,6 +9,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
 )
@@ -89,7 +90,7 @@ func drainNodes(ctx context.Context, e *drainEnv, stores []batchdriver.Store, wo
 	runners := make([]*batch.Runner, len(stores))
 	for i, store := range stores {
 		r, err := batch.New(batch.Config{
-			Store: store, Fetch: fetch, Workers: workers, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
+			Store: store, Fetch: fetch, Options: batchsift.Options, Workers: workers, JobsPerCaller: w.Jobs, JobsTotal: w.Jobs, TargetsPerJob: max(w.Items, 1),
 			MaxBytes: 1 << 40, MaxResultBytes: 2 * w.ResultBytes, Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchstore"
@@ -128,7 +129,7 @@ func newHTTPServer(ctx context.Context, tmp string, agents int) (_ *httpServer, 
 		}
 		return batch.Result{}, errors.New("bench: released")
 	}
-	s.runner, err = batch.New(batch.Config{Store: s.store, Fetch: fetch, JobsPerCaller: 1 << 20, JobsTotal: 1 << 30,
+	s.runner, err = batch.New(batch.Config{Store: s.store, Fetch: fetch, Options: batchsift.Options, JobsPerCaller: 1 << 20, JobsTotal: 1 << 30,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err

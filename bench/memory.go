@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchstore"
 )
 
@@ -144,7 +145,7 @@ func childLive(ctx context.Context, dir string, jobs int) (liveMemory, error) {
 		}
 		return batch.Result{}, errors.New("bench: released")
 	}
-	r, err := batch.New(batch.Config{Store: s, Fetch: fetch, JobsPerCaller: jobs + 1, JobsTotal: jobs + 1, Logger: slog.New(slog.DiscardHandler)})
+	r, err := batch.New(batch.Config{Store: s, Fetch: fetch, Options: batchsift.Options, JobsPerCaller: jobs + 1, JobsTotal: jobs + 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return m, err
 	}
@@ -203,7 +204,7 @@ func childPeak(ctx context.Context, dir string, jobs, items, size int) (peakMemo
 	fetch := func(context.Context, batch.Caller, batch.Target) (batch.Result, error) {
 		return batch.Result{Content: content}, nil
 	}
-	r, err := batch.New(batch.Config{Store: s, Fetch: fetch, Logger: slog.New(slog.DiscardHandler)})
+	r, err := batch.New(batch.Config{Store: s, Fetch: fetch, Options: batchsift.Options, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return m, err
 	}
