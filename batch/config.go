@@ -82,10 +82,11 @@ type Config struct {
 	TTL Duration `json:"ttl" toml:"ttl"`
 	// MaxBytes is the byte budget for stored results and errors over all
 	// jobs, shared per caller: above it, finished jobs are evicted from the
-	// caller that holds the most bytes, its oldest lease first (see
-	// [Store.Evict]), so a caller within MaxBytes divided by the number of
-	// callers holding results keeps them while another is over. Defaults to
-	// 64 MiB.
+	// caller that holds the most bytes, its oldest lease first, and never
+	// from a caller within its share, MaxBytes divided by the number of
+	// callers holding bytes (see [Store.Evict]): while the excess is other
+	// callers' live jobs, the store stays over the budget. Defaults to 64
+	// MiB.
 	MaxBytes int64 `json:"max_bytes" toml:"max_bytes"`
 	// Workers is how many jobs drain at once, each one target at a time, so
 	// batch work never takes more than this many of the host's fetch slots.

@@ -40,7 +40,8 @@ type Collected struct {
 // Config.SweepInterval: it deletes finished jobs whose lease is older than
 // the TTL, evicts finished jobs while the store holds more than
 // Config.MaxBytes (from the caller holding the most bytes first, its
-// oldest lease first: see [Store.Evict]), and fails as "restart" the jobs
+// oldest lease first, never from a caller within its share: see
+// [Store.Evict]), and fails as "restart" the jobs
 // held by runners whose heartbeat is older than Config.StaleAfter (their
 // finished targets stay), unless the runner saw the store fail within the
 // last StaleAfter or started then (see docs/design/liveness.md in the

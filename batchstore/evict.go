@@ -12,12 +12,14 @@ import (
 )
 
 // The eviction's reads (see TestStore_QueryPlans), each on an index:
-// the caller whose finished jobs hold the most bytes, one caller's
-// counter, a caller's oldest-lease finished job (+?: an equality that
-// feeds the ORDER BY, see qJob), and the bytes of the held jobs' targets by
-// caller (a handful of jobs).
+// the caller whose finished jobs hold the most bytes, how many callers'
+// finished jobs hold any (one index entry per caller, not per job), one
+// caller's counter, a caller's oldest-lease finished job (+?: an equality
+// that feeds the ORDER BY, see qJob), and the bytes of the held jobs'
+// targets by caller (a handful of jobs).
 const (
 	qTopCaller    = `SELECT caller, bytes FROM batch_caller ORDER BY bytes DESC, caller LIMIT 1`
+	qCallerCount  = `SELECT count(*) FROM batch_caller WHERE bytes > 0`
 	qCallerBytes  = `SELECT bytes FROM batch_caller WHERE caller = ?`
 	qCallerOldest = `SELECT seq, bytes FROM batch_job
 		WHERE caller = +? AND ` + whereFinished + ` AND ` + whereReleased + ` ORDER BY lease, seq LIMIT 1`
@@ -27,14 +29,18 @@ const (
 
 // Evict implements [batch.Store.Evict]: while the byte total is above
 // p.MaxBytes, the oldest-lease finished job (then the oldest insert) of
-// the caller that holds the most bytes goes. What a caller holds is its
-// row of batch_caller, which the triggers keep exact for its finished
-// jobs, plus the bytes of its held jobs' targets; so a pick reads the
-// first entry of the batch_caller_bytes index and the rows of the callers
-// of the few held jobs, and its job is the first entry of batch_job_evict
-// for that caller: no read scans, at any store size. Each transaction
-// deletes at most gcBatch jobs and decides on the totals read in it, so
-// concurrent evictions never over-evict.
+// the caller that holds the most bytes goes, as long as that caller holds
+// more than its share: p.MaxBytes divided by the number of callers
+// holding bytes. What a caller holds is its row of batch_caller, which the
+// triggers keep exact for its finished jobs, plus the bytes of its held
+// jobs' targets; so a pick reads the first entry of the
+// batch_caller_bytes index and the rows of the callers of the few held
+// jobs, and its job is the first entry of batch_job_evict for that
+// caller: no read scans, at any store size. The callers holding bytes are
+// counted once a transaction (an index of one entry per caller) and
+// followed as it deletes. Each transaction deletes at most gcBatch jobs
+// and decides on the totals read in it, so concurrent evictions never
+// over-evict.
 func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, error) {
 	total := 0
 	for {
@@ -48,13 +54,21 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, erro
 			if err != nil {
 				return err
 			}
+			holders, err := countHolders(conn, held)
+			if err != nil {
+				return err
+			}
 			for bytes > p.MaxBytes && n < gcBatch {
-				caller, ok, err := largestCaller(conn, held)
+				caller, most, ok, err := largestCaller(conn, held)
 				if err != nil {
 					return err
 				}
-				if !ok {
-					break // no caller has a finished job left: vacuum what was freed
+				// No caller has a finished job left, or the largest that has
+				// one is within its share, and so is every other: what is
+				// over the budget is live, and stays until it is released.
+				// Vacuum what was freed.
+				if !ok || most*holders <= p.MaxBytes {
+					break
 				}
 				var job jobNum
 				found := false
@@ -75,6 +89,9 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, erro
 					return err
 				}
 				bytes -= job.n
+				if most == job.n {
+					holders-- // the caller holds nothing now
+				}
 				n++
 			}
 			more = bytes > p.MaxBytes && n == gcBatch
@@ -103,13 +120,36 @@ func heldByCaller(conn *sqlite.Conn) (map[string]int64, error) {
 	return held, err
 }
 
+// countHolders returns how many callers hold bytes: those with a
+// batch_caller row, and those with held bytes and none.
+func countHolders(conn *sqlite.Conn, held map[string]int64) (int64, error) {
+	n, err := countInt(conn, qCallerCount)
+	for name, b := range held {
+		if err != nil || b <= 0 {
+			continue
+		}
+		counted := false
+		err = sqlitex.Execute(conn, qCallerBytes, &sqlitex.ExecOptions{
+			Args: []any{name},
+			ResultFunc: func(*sqlite.Stmt) error {
+				counted = true
+				return nil
+			},
+		})
+		if !counted {
+			n++
+		}
+	}
+	return n, err
+}
+
 // largestCaller returns the caller that holds the most bytes, held bytes
-// included, among the callers whose finished jobs hold any (those with a
-// batch_caller row), the smaller name of equals; ok is false when there is
-// none. Only the first entry by counter and the callers with held bytes
-// can be the largest: any other holds no more than the first.
-func largestCaller(conn *sqlite.Conn, held map[string]int64) (caller string, ok bool, err error) {
-	var best int64
+// included, and those bytes, among the callers whose finished jobs hold
+// any (those with a batch_caller row), the smaller name of equals; ok is
+// false when there is none. Only the first entry by counter and the
+// callers with held bytes can be the largest: any other holds no more
+// than the first.
+func largestCaller(conn *sqlite.Conn, held map[string]int64) (caller string, best int64, ok bool, err error) {
 	consider := func(name string, counted int64) {
 		b := counted + held[name]
 		if !ok || b > best || b == best && name < caller {
@@ -134,5 +174,5 @@ func largestCaller(conn *sqlite.Conn, held map[string]int64) (caller string, ok 
 			},
 		})
 	}
-	return caller, ok, err
+	return caller, best, ok, err
 }

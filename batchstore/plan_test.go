@@ -37,6 +37,7 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"sweep", `SELECT seq, bytes FROM batch_job WHERE ` + whereFinished + ` AND lease < ? AND ` + whereReleased + ` ORDER BY lease, seq LIMIT ` + gcBatchSQL,
 			[]string{"batch_job_expiry (lease<?)"}},
 		{"evict: the largest caller", qTopCaller, []string{"batch_caller_bytes"}},
+		{"evict: the callers", qCallerCount, []string{"COVERING INDEX batch_caller_bytes"}},
 		{"evict: a caller's bytes", qCallerBytes, []string{"PRIMARY KEY (caller=?)"}},
 		{"evict: a caller's oldest", qCallerOldest, []string{"batch_job_evict (caller=?)"}},
 		{"evict: held bytes by caller", qHeldByCaller, []string{"batch_job_held", "t USING PRIMARY KEY (job_seq=?)"}},

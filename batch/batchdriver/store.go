@@ -441,18 +441,25 @@ type Store interface {
 	Sweep(ctx context.Context, p SweepParams) (int, error)
 
 	// Evict deletes whole evictable jobs (finished, with no target in
-	// flight) until the store total is at most p.MaxBytes or no evictable
-	// job holds bytes, and returns how many it deleted. The budget is
-	// shared per caller: each job it deletes is the one with the oldest
-	// lease (then the oldest insert) of the caller that holds the most
-	// bytes, its live jobs' included, among the callers whose evictable
-	// jobs hold any; callers holding equal bytes go in name order. So one
-	// caller's writes evict its own results first, and a caller within an
-	// equal share (p.MaxBytes divided by the number of callers holding
-	// bytes) loses nothing while a caller over its share has an evictable
-	// job. It never deletes a live job, nor a cancelled one whose target
-	// is still in flight. Concurrent evictions never delete more than one
-	// eviction alone would.
+	// flight) until the store total is at most p.MaxBytes or no caller
+	// over its share has an evictable job that holds bytes, and returns
+	// how many it deleted. The budget is shared per caller: a caller's
+	// share is p.MaxBytes divided by the number of callers holding bytes
+	// (live jobs' included), and what it holds counts its live jobs'
+	// bytes. Each job Evict deletes is the one with the oldest lease (then
+	// the oldest insert) of the caller that holds the most bytes among the
+	// callers whose evictable jobs hold any, as long as that caller holds
+	// more than its share; callers holding equal bytes go in name order.
+	// So one caller's writes evict its own results first, and a caller
+	// within its share (holding no more than it) never loses a job to
+	// eviction, whatever the others hold: when what is over the budget is live (the bytes of jobs that
+	// cannot be evicted yet), the store stays over the budget until those
+	// jobs end, and a later eviction takes from their callers, over their
+	// shares, as from any other. (Over the budget by at most the live
+	// bytes: the callers with an evictable job then hold no more than
+	// their shares.) It never deletes a live job, nor a cancelled one
+	// whose target is still in flight. Concurrent evictions never delete
+	// more than one eviction alone would.
 	Evict(ctx context.Context, p EvictParams) (int, error)
 
 	// Heartbeat records that p.Runner is alive at Now. It never moves a

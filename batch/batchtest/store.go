@@ -454,7 +454,9 @@ func (s *Store) Sweep(ctx context.Context, p batchdriver.SweepParams) (n int, er
 }
 
 // Evict implements [batch.Store]: while over budget, the oldest-lease
-// evictable job of the caller holding the most bytes goes, one at a time.
+// evictable job of the caller holding the most bytes goes, one at a time,
+// as long as that caller holds more than its share (p.MaxBytes divided by
+// the number of callers holding bytes).
 func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (n int, err error) {
 	err = s.locked(ctx, func() error {
 		if s.bytes <= p.MaxBytes {
@@ -469,15 +471,26 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (n int, er
 				return cmp.Or(a.job.Lease.Compare(b.job.Lease), cmp.Compare(a.seq, b.seq))
 			})
 		}
+		holders := int64(0)
+		for _, b := range callers.held {
+			if b > 0 {
+				holders++
+			}
+		}
 		for s.bytes > p.MaxBytes {
 			c, ok := callers.largest()
-			if !ok {
+			// Every other caller with an evictable job holds no more than
+			// c: once c is within its share, so are they.
+			if !ok || callers.held[c]*holders <= p.MaxBytes {
 				break
 			}
 			j := callers.queues[c][0]
 			callers.queues[c] = callers.queues[c][1:]
 			callers.held[c] -= j.job.Bytes
 			callers.evictable[c] -= j.job.Bytes
+			if callers.held[c] == 0 {
+				holders--
+			}
 			s.remove(j)
 			n++
 		}

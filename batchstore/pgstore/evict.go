@@ -10,7 +10,10 @@ import (
 
 // Evict implements [batch.Store.Evict]: while the store's bytes are above
 // p.MaxBytes, the oldest-lease released finished job (then the oldest
-// insert) of the caller that holds the most bytes goes. What a caller
+// insert) of the caller that holds the most bytes goes, as long as that
+// caller holds more than its share: p.MaxBytes divided by the number of
+// callers holding bytes (counted once a transaction, from caller_bytes
+// and the held jobs' callers, and followed as it deletes). What a caller
 // holds is its caller_bytes row (its released jobs' bytes, kept by
 // triggers and folded in first) plus its held jobs' bytes; so a pick reads the first two
 // entries of caller_bytes_most and the rows of the callers of the few held
@@ -58,9 +61,17 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, erro
 			bytes := counted
 			var names []string
 			var heldBytes []int64
+			holding := []string{} // not nil: cardinality(NULL) is NULL
 			for name, b := range held {
 				bytes += b
 				names, heldBytes = append(names, name), append(heldBytes, b)
+				if b > 0 {
+					holding = append(holding, name)
+				}
+			}
+			var holders int64
+			if err := tx.QueryRow(ctx, s.q.evictHolders, holding).Scan(&holders); err != nil {
+				return err
 			}
 			skip := []string{} // not nil: "<> ALL (NULL)" would match no caller
 			for bytes > p.MaxBytes && n < gcTxJobs {
@@ -76,6 +87,12 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, erro
 					return nil // no caller has a released job with bytes
 				}
 				first := picks[0]
+				if first.Held*holders <= p.MaxBytes {
+					// The largest caller with a released job is within its
+					// share, and so is every other: what is over the budget
+					// is held, and stays until it is released.
+					return nil
+				}
 				rows, err = tx.Query(ctx, s.q.evictOldest, first.Caller, evictRun)
 				if err != nil {
 					return err
@@ -87,7 +104,8 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, erro
 						rows.Close()
 						return err
 					}
-					if bytes <= p.MaxBytes || len(seqs) > 0 && len(picks) > 1 && !first.beats(picks[1]) {
+					if bytes <= p.MaxBytes || first.Held*holders <= p.MaxBytes ||
+						len(seqs) > 0 && len(picks) > 1 && !first.beats(picks[1]) {
 						break
 					}
 					seqs, bytes, first.Held = append(seqs, seq), bytes-b, first.Held-b
@@ -102,6 +120,9 @@ func (s *Store) Evict(ctx context.Context, p batchdriver.EvictParams) (int, erro
 				}
 				if _, err := tx.Exec(ctx, s.q.evict, seqs); err != nil {
 					return err
+				}
+				if first.Held == 0 {
+					holders-- // the caller holds nothing now
 				}
 				if err := s.foldCallers(ctx, tx); err != nil { // its deletes' deltas, for the next pick
 					return err

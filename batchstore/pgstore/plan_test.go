@@ -97,6 +97,7 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"total bytes", q.totalBytes, nil, []string{"job_held"}},
 		{"held bytes by caller", q.heldByCaller, nil, []string{"job_held"}},
 		{"evict: pick callers", q.evictPick, []any{[]string{"c7", "c8"}, []int64{10, 20}, []string{"c9"}}, []string{"caller_bytes_most", "caller_bytes_pkey"}},
+		{"evict: the callers holding bytes", q.evictHolders, []any{[]string{"c7", "c8"}}, []string{"caller_bytes_pkey"}},
 		{"fold the callers' deltas", q.foldCallers, nil, []string{"caller_bytes_pkey"}},
 		{"drop the callers at zero", q.dropZeroCallers, nil, []string{"caller_bytes_most"}},
 		{"evict: a caller's oldest", q.evictOldest, []any{"c7", evictRun}, []string{"job_evict"}},

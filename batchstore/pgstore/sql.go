@@ -274,6 +274,12 @@ var sqlTemplates = queries{
 		)
 		SELECT c.caller, c.bytes + coalesce(h.bytes, 0) AS held FROM c LEFT JOIN h ON h.caller = c.caller
 		ORDER BY held DESC, c.caller COLLATE "C" LIMIT 2`,
+	// The callers holding bytes, for the share: the caller_bytes rows (one
+	// per caller with released bytes, none at zero once folded: a read of
+	// one row per caller, not per job) and the callers of held bytes ($1,
+	// distinct) without one.
+	evictHolders: `SELECT (SELECT count(*) FROM {s}.caller_bytes) + cardinality($1::text[])
+		- (SELECT count(*) FROM {s}.caller_bytes WHERE caller = ANY ($1::text[]))`,
 	evictOldest: `SELECT seq, bytes FROM {s}.job WHERE caller = $1 AND ` + whereFinished + ` AND ` + whereReleased + `
 		ORDER BY lease, seq LIMIT $2 FOR UPDATE SKIP LOCKED`,
 	evict: `WITH d AS (
@@ -350,6 +356,7 @@ type queries struct {
 	reapLive, reapRunner, reapOrphans, reapTargets       string
 	lockStat, oldestExpired, sweep, totalBytes           string
 	heldByCaller, evictPick, evictOldest, evict          string
+	evictHolders                                         string
 	foldCallers, dropZeroCallers, anyCallerDeltas        string
 	stats, notify                                        string
 	hookClaim, hookDone, hookRetry, hookPending          string
@@ -374,7 +381,7 @@ func (q *queries) fields() []*string {
 		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs,
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
-		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict,
+		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict, &q.evictHolders,
 		&q.foldCallers, &q.dropZeroCallers, &q.anyCallerDeltas,
 		&q.stats, &q.notify,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,

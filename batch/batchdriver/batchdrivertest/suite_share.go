@@ -13,10 +13,12 @@ import (
 // shareCases are the cases of the byte budget shared per caller (SPEC §12):
 // eviction takes from the caller that holds the most bytes first, so one
 // caller's writes evict its own results before anyone else's; live bytes
-// count, and a small caller is spared.
+// count, and a caller within its share is spared, even when that leaves
+// the store over budget.
 var shareCases = map[string]func(*testing.T, batchdriver.Store){
 	"EvictShareCountsLive":        storeEvictShareCountsLive,
 	"EvictShareLargestFirst":      storeEvictShareLargestFirst,
+	"EvictShareLiveSparesOthers":  storeEvictShareLiveSparesOthers,
 	"EvictShareSparesSmallCaller": storeEvictShareSparesSmallCaller,
 }
 
@@ -98,7 +100,9 @@ func storeEvictShareLargestFirst(t *testing.T, s batchdriver.Store) {
 
 // storeEvictShareCountsLive: a caller's live bytes count toward what it
 // holds, though a live job is never evicted; once only a live job is left
-// of the largest caller, eviction falls back to the next one.
+// of a caller over its share, eviction stops rather than take from a
+// caller within its share: the store stays over budget until the live
+// bytes are released, and then they go first.
 func storeEvictShareCountsLive(t *testing.T, s batchdriver.Store) {
 	a := runJob(t, s, "alice", "a", 300, t0)
 	b := runJob(t, s, "bob", "b", 100, t0.Add(time.Minute))
@@ -110,7 +114,8 @@ func storeEvictShareCountsLive(t *testing.T, s batchdriver.Store) {
 	if st := mustStats(t, s); st.Bytes != 800 {
 		t.Fatalf("bytes = %d, want 800", st.Bytes)
 	}
-	// bob holds 500 (400 of them live), alice 300: bob's finished job goes.
+	// bob holds 500 (400 of them live), alice 300, the share 350: bob's
+	// finished job goes.
 	if n := evict(t, s, 700); n != 1 {
 		t.Fatalf("Evict(700) = %d, want 1", n)
 	}
@@ -119,15 +124,67 @@ func storeEvictShareCountsLive(t *testing.T, s batchdriver.Store) {
 	if st := mustStats(t, s); st.Bytes != 700 {
 		t.Errorf("bytes = %d, want 700", st.Bytes)
 	}
-	// Nothing of bob's can go now: alice's job is the only one left.
-	if n := evict(t, s, 0); n != 1 {
-		t.Fatalf("Evict(0) = %d, want 1", n)
+	// A share of 300: bob holds 400, all of it live, and alice 300, within
+	// her share. Nothing goes: the store stays over budget.
+	n := evict(t, s, 600)
+	wantKept(t, s, "alice", []string{a}, true)
+	if n != 0 {
+		t.Fatalf("Evict(600) = %d with only live bytes over their share, want 0", n)
 	}
-	wantKept(t, s, "alice", []string{a}, false)
-	if got, _ := getJob(t, s, "bob", live.ID); got.Status != batch.JobRunning {
-		t.Errorf("the live job is %s after the evictions", got.Status)
+	if st := mustStats(t, s); st.Bytes != 700 {
+		t.Errorf("bytes = %d, want 700 (over the budget of 600 until the live bytes are released)", st.Bytes)
 	}
-	if st := mustStats(t, s); st.Bytes != 400 {
-		t.Errorf("bytes = %d, want 400 (the live job's)", st.Bytes)
+	// bob's job ends (14 bytes more): his 414 bytes are evictable now, and
+	// over his share, so they go, and alice keeps hers.
+	finish(t, s, runnerA, live.ID, okFinish(1, ""), t0.Add(3*time.Minute))
+	if n := evict(t, s, 600); n != 1 {
+		t.Fatalf("Evict(600) after the live job ended = %d, want 1", n)
+	}
+	wantKept(t, s, "bob", []string{live.ID}, false)
+	wantKept(t, s, "alice", []string{a}, true)
+	if st := mustStats(t, s); st.Bytes != 300 {
+		t.Errorf("bytes = %d, want 300 (alice's)", st.Bytes)
+	}
+}
+
+// storeEvictShareLiveSparesOthers: the review's attack (issue 25, M3). A
+// budget of 1,200 bytes; alice and carol each hold 300 bytes in one
+// finished job, within their share of 400; mallory holds 700 in one live
+// job. No eviction takes alice's or carol's job: the store stays over
+// budget until mallory's bytes are released, and then hers go.
+func storeEvictShareLiveSparesOthers(t *testing.T, s batchdriver.Store) {
+	const budget = 1200
+	alice := runJob(t, s, "alice", "a", 300, t0)
+	carol := runJob(t, s, "carol", "c", 300, t0.Add(time.Minute))
+	live := jobSpec("mallory", "live", 2, t0.Add(2*time.Minute))
+	mustCreate(t, s, live)
+	claimJob(t, s, runnerA, live.ID, t0.Add(2*time.Minute))
+	finish(t, s, runnerA, live.ID, batchdriver.TargetFinish{Idx: 0, Status: batch.TargetDone, Outcome: batch.OutcomeOK,
+		Result: make([]byte, 700)}, t0.Add(2*time.Minute))
+	if st := mustStats(t, s); st.Bytes != 1300 {
+		t.Fatalf("bytes = %d, want 1300", st.Bytes)
+	}
+	for range 2 { // a second pass changes nothing either
+		n := evict(t, s, budget)
+		wantKept(t, s, "alice", []string{alice}, true)
+		wantKept(t, s, "carol", []string{carol}, true)
+		if n != 0 {
+			t.Fatalf("Evict(%d) = %d while only mallory's live bytes are over her share, want 0", budget, n)
+		}
+	}
+	if st := mustStats(t, s); st.Bytes != 1300 {
+		t.Errorf("bytes = %d, want 1300 (over the budget until the live bytes are released)", st.Bytes)
+	}
+	// mallory's job ends (14 bytes more): her job is evictable, and she is
+	// over her share, so it goes, and alice and carol keep theirs.
+	finish(t, s, runnerA, live.ID, okFinish(1, ""), t0.Add(3*time.Minute))
+	if n := evict(t, s, budget); n != 1 {
+		t.Fatalf("Evict(%d) after mallory's job ended = %d, want 1", budget, n)
+	}
+	wantKept(t, s, "mallory", []string{live.ID}, false)
+	wantKept(t, s, "alice", []string{alice}, true)
+	wantKept(t, s, "carol", []string{carol}, true)
+	if st := mustStats(t, s); st.Bytes != 600 {
+		t.Errorf("bytes = %d, want 600", st.Bytes)
 	}
 }
