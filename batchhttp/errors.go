@@ -130,6 +130,11 @@ func answerFor(err error, maxTargets int) *httpError {
 
 func tooManyTargets(max int) string { return fmt.Sprintf("too many targets (max %d)", max) }
 
+// tooManyTargetsError is the 422 of a submit of more than max targets.
+func tooManyTargetsError(max int) *httpError {
+	return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: CodeTooManyTargets}
+}
+
 // notFound is the one 404 answer: an unknown id, a malformed id, another
 // caller's job and an idx outside the job all get exactly these bytes.
 var notFound = &httpError{status: http.StatusNotFound, msg: "not found", code: CodeNotFound}

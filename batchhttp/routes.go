@@ -30,14 +30,17 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err != nil {
 		return err
 	}
-	sub, err := decodeSubmit(body, h.runner.Options())
+	// The decoder refuses a list over the cap as it reaches the target
+	// after the cap, without decoding the rest.
+	max := h.runner.TargetsPerJob()
+	sub, err := decodeSubmit(body, h.runner.Options(), max)
 	if err != nil {
 		return err
 	}
 	targets := sub.Targets
 	req.targets = len(targets)
-	if max := h.runner.TargetsPerJob(); len(targets) > max {
-		return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: CodeTooManyTargets}
+	if len(targets) > max { // a cap of 0 or less: none refused while decoding
+		return tooManyTargetsError(max)
 	}
 	if err := h.precheckAll(r, req, targets); err != nil {
 		return err
