@@ -56,6 +56,7 @@ const (
 	CodeWebhooksBusy     = "webhooks_busy"      // 429: a submit with a webhook by a caller at its cap of pending webhook events
 	CodeWaitsBusy        = "waits_busy"         // 429: the caller is at its cap of long-polls at once
 	CodeStreamsBusy      = "streams_busy"       // 429: the caller is at its cap of results streams at once
+	CodeSubmitsBusy      = "submits_busy"       // 429: the caller is at its cap of submits in flight at once
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: the store cannot serve now; see Retry-After
 )

@@ -130,6 +130,14 @@ type HandlerConfig struct {
 	// line, one result in memory. The count is this handler's (one
 	// node's). Defaults to 4.
 	MaxStreamsPerCaller int
+	// MaxSubmitsPerCaller caps the submits (POST /v1/batch) one caller has
+	// in flight at once, from the read of the body to the answer; one more
+	// is answered 429 submits_busy with Retry-After: 5, before its body is
+	// read. A submit holds its body (up to [MaxBodyBytes]) and its decoded
+	// targets in memory, so without a cap one caller's slow or parallel
+	// submits could fill the server's memory. The count is this handler's
+	// (one node's). Defaults to 4.
+	MaxSubmitsPerCaller int
 }
 
 // Defaults for [HandlerConfig].
@@ -139,6 +147,7 @@ const (
 	DefaultMaxResultsInFlight  = 4
 	DefaultMaxWaitsPerCaller   = 8
 	DefaultMaxStreamsPerCaller = 4
+	DefaultMaxSubmitsPerCaller = 4
 )
 
 // Handler serves the /v1/batch wire API. Create one with [NewHandler].
@@ -158,6 +167,7 @@ type Handler struct {
 	resultsSlots    chan struct{} // one token per ?results=1 answer being written
 	waits           *callerSlots  // long-polls held, per caller
 	streams         *callerSlots  // results streams open, per caller
+	submits         *callerSlots  // submits being read, decoded and made, per caller
 	summaries       *summaryCache
 	webhookSecret   func(caller string) string
 }
@@ -176,7 +186,7 @@ func NewHandler(runner Runner, opts *HandlerConfig) (*Handler, error) {
 		return nil, errors.New("batchhttp: HandlerConfig.Authenticate is required")
 	}
 	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 ||
-		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 {
+		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 || opts.MaxSubmitsPerCaller < 0 {
 		return nil, errors.New("batchhttp: HandlerConfig limits must not be negative")
 	}
 	if err := checkPrefix(opts.Prefix); err != nil {
@@ -196,6 +206,7 @@ func NewHandler(runner Runner, opts *HandlerConfig) (*Handler, error) {
 		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
 		waits:           newCallerSlots(cmp.Or(opts.MaxWaitsPerCaller, DefaultMaxWaitsPerCaller), errWaitsBusy),
 		streams:         newCallerSlots(cmp.Or(opts.MaxStreamsPerCaller, DefaultMaxStreamsPerCaller), errStreamsBusy),
+		submits:         newCallerSlots(cmp.Or(opts.MaxSubmitsPerCaller, DefaultMaxSubmitsPerCaller), errSubmitsBusy),
 		summaries:       newSummaryCache(summaryCacheBytes),
 		webhookSecret:   opts.WebhookSecret,
 	}

@@ -22,6 +22,10 @@ const (
 
 // submit serves POST /v1/batch.
 func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) error {
+	if err := h.submits.acquire(req.caller.Name); err != nil {
+		return err // before the body is read: the refusal closes the connection
+	}
+	defer h.submits.release(req.caller.Name)
 	raw := w
 	if sw, ok := w.(*statusWriter); ok {
 		raw = sw.ResponseWriter // so that MaxBytesReader can close the connection
