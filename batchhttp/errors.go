@@ -52,7 +52,7 @@ const (
 	CodeResultsTooLarge  = "results_too_large"  // 422: ?results=1 of a job over the answer cap
 	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
-	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once
+	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once, in all or of the caller's
 	CodeWebhooksBusy     = "webhooks_busy"      // 429: a submit with a webhook by a caller at its cap of pending webhook events
 	CodeWaitsBusy        = "waits_busy"         // 429: the caller is at its cap of long-polls at once
 	CodeStreamsBusy      = "streams_busy"       // 429: the caller is at its cap of results streams at once

@@ -40,8 +40,8 @@ func (s *callerSlots) release(caller string) {
 	}
 }
 
-// The answers of a caller over its caps of long-polls, streams and
-// submits.
+// The answers of a caller over its caps of long-polls, streams, submits
+// and ?results=1 answers.
 var (
 	errWaitsBusy = &httpError{
 		status: http.StatusTooManyRequests, code: CodeWaitsBusy, retryAfter: 5,
@@ -52,6 +52,11 @@ var (
 		status: http.StatusTooManyRequests, code: CodeStreamsBusy, retryAfter: 5,
 		msg:  "too many results streams of yours at once",
 		hint: "read fewer streams at a time",
+	}
+	errResultsBusyCaller = &httpError{
+		status: http.StatusTooManyRequests, code: CodeResultsBusy, retryAfter: 1,
+		msg:  "too many result answers of yours in flight",
+		hint: "read fewer jobs' results at a time, or read them with the results stream",
 	}
 	errSubmitsBusy = &httpError{
 		status: http.StatusTooManyRequests, code: CodeSubmitsBusy, retryAfter: 5,

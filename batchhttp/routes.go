@@ -210,8 +210,8 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request, req *request, 
 
 // writeResults writes the summary of info with every done target's result,
 // streamed: each result is read and written on its own. The answer is
-// bounded in bytes (MaxResultsBytes) and in how many are written at once
-// (MaxResultsInFlight).
+// bounded in bytes (MaxResultsBytes) and in how many are written at once,
+// in all (MaxResultsInFlight) and for one caller (MaxResultsPerCaller).
 func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller batch.Caller, info batch.JobInfo) error {
 	if info.Bytes > h.maxResultsBytes {
 		return &httpError{
@@ -220,6 +220,12 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 			hint: "read the results one at a time: GET /v1/batch/{id}/{idx}", routes: true,
 		}
 	}
+	// The caller's own turn first, refused at once when it has them all:
+	// its slow readers leave the other turns to other callers.
+	if err := h.resultsHeld.acquire(caller.Name); err != nil {
+		return err
+	}
+	defer h.resultsHeld.release(caller.Name)
 	wait := time.NewTimer(time.Second)
 	defer wait.Stop()
 	select {
