@@ -43,7 +43,15 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil // nil: a server that supports it
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// A body of a known length is read into one buffer of that size (a
+	// caller has a few submits in flight at most: MaxSubmitsPerCaller);
+	// io.ReadAll would allocate twice the body or more as it grows.
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b := buf.Bytes()
 	if deadline && err == nil {
 		// Lifted only after a whole body: after a failed read, net/http
 		// discards the rest of the body before it closes the connection,
