@@ -43,7 +43,15 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil // nil: a server that supports it
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// A body of a known length is read into one buffer of that size (a
+	// caller has a few submits in flight at most: MaxSubmitsPerCaller);
+	// io.ReadAll would allocate twice the body or more as it grows.
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b := buf.Bytes()
 	if deadline && err == nil {
 		// Lifted only after a whole body: after a failed read, net/http
 		// discards the rest of the body before it closes the connection,
@@ -87,8 +95,14 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 // target and the field instead of Go types. Whatever it accepts decodes to
 // the same targets with encoding/json and DisallowUnknownFields (the fuzz
 // test checks this).
-func decodeSubmit(body []byte, opts batch.OptionSet) (SubmitRequest, error) {
-	return decodeRequest(body, opts, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
+//
+// A list longer than maxTargets (when it is above 0) is refused with the
+// 422 of [CodeTooManyTargets] as soon as target maxTargets+1 begins,
+// whatever follows: the targets after the cap are neither decoded nor
+// kept, so that a body of many small targets costs little more than its
+// size.
+func decodeSubmit(body []byte, opts batch.OptionSet, maxTargets int) (SubmitRequest, error) {
+	return decodeRequest(body, opts, maxTargets, false, func(format string, args ...any) error { return invalidBatch(format, args...) })
 }
 
 // DecodeSubmitRequest decodes a submit by the rules and with the messages
@@ -98,26 +112,29 @@ func decodeSubmit(body []byte, opts batch.OptionSet) (SubmitRequest, error) {
 // list of targets, […]. A client or a CLI checks its input with it before
 // it sends any, so that it refuses exactly what the server would. Errors
 // read "invalid targets: …". opts are the runner's target options (see
-// [batch.OptionSet]).
+// [batch.OptionSet]). It decodes every target, however many: it does not
+// know the server's cap on targets per job, which the server checks.
 func DecodeSubmitRequest(data []byte, opts batch.OptionSet) (SubmitRequest, error) {
-	return decodeRequest(data, opts, true, func(format string, args ...any) error {
+	return decodeRequest(data, opts, 0, true, func(format string, args ...any) error {
 		return fmt.Errorf("invalid targets: "+format, args...)
 	})
 }
 
 // decodeRequest is the one decoder of submits: list allows a bare list of
-// targets, fail makes the errors.
-func decodeRequest(data []byte, opts batch.OptionSet, list bool, fail func(format string, args ...any) error) (SubmitRequest, error) {
+// targets, fail makes the errors, and maxTargets, when above 0, caps the
+// targets (see decodeSubmit).
+func decodeRequest(data []byte, opts batch.OptionSet, maxTargets int, list bool, fail func(format string, args ...any) error) (SubmitRequest, error) {
 	if !utf8.Valid(data) {
 		return SubmitRequest{}, fail("body is not valid UTF-8")
 	}
-	d := submitDecoder{opts: opts, dec: json.NewDecoder(bytes.NewReader(data)), data: data, fail: fail}
+	d := submitDecoder{opts: opts, max: maxTargets, dec: json.NewDecoder(bytes.NewReader(data)), data: data, fail: fail}
 	d.dec.UseNumber()
 	return d.body(list)
 }
 
 type submitDecoder struct {
 	opts batch.OptionSet
+	max  int // targets per list; 0: no cap
 	dec  *json.Decoder
 	data []byte
 	fail func(format string, args ...any) error
@@ -261,10 +278,14 @@ func (d *submitDecoder) targets() ([]batch.Target, error) {
 	return d.list()
 }
 
-// list reads the targets of a list after its opening bracket.
+// list reads the targets of a list after its opening bracket, and refuses
+// the list as target d.max+1 begins.
 func (d *submitDecoder) list() ([]batch.Target, error) {
 	targets := []batch.Target{}
 	for i := 0; d.dec.More(); i++ {
+		if d.max > 0 && i == d.max {
+			return nil, tooManyTargetsError(d.max)
+		}
 		t, err := d.target(i)
 		if err != nil {
 			return nil, err

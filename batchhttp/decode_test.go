@@ -1,6 +1,8 @@
 package batchhttp
 
 import (
+	"errors"
+	"net/http"
 	"reflect"
 	"testing"
 
@@ -15,7 +17,7 @@ func TestDecodeSubmit(t *testing.T) {
 
 	ok := func(body string, want ...batch.Target) {
 		t.Helper()
-		got, err := decodeSubmit([]byte(body), batchsift.Options)
+		got, err := decodeSubmit([]byte(body), batchsift.Options, 0)
 		if err != nil {
 			t.Errorf("decodeSubmit(%s, batchsift.Options): %v", body, err)
 			return
@@ -26,14 +28,14 @@ func TestDecodeSubmit(t *testing.T) {
 	}
 	hook := func(body, wantURL string) {
 		t.Helper()
-		got, err := decodeSubmit([]byte(body), batchsift.Options)
+		got, err := decodeSubmit([]byte(body), batchsift.Options, 0)
 		if err != nil || got.Webhook == nil || got.Webhook.URL != wantURL || len(got.Targets) != 1 {
 			t.Errorf("decodeSubmit(%s, batchsift.Options) = %+v, %v; want one target and webhook %q", body, got, err, wantURL)
 		}
 	}
 	bad := func(body, wantMsg string) {
 		t.Helper()
-		_, err := decodeSubmit([]byte(body), batchsift.Options)
+		_, err := decodeSubmit([]byte(body), batchsift.Options, 0)
 		he, isHTTP := err.(*httpError)
 		if !isHTTP || he.status != 400 || he.msg != wantMsg {
 			t.Errorf("decodeSubmit(%q, batchsift.Options) = %v, want 400 %q", body, err, wantMsg)
@@ -133,7 +135,36 @@ func TestDecodeSubmitRequest(t *testing.T) {
 		t.Errorf("DecodeSubmitRequest with a webhook = %+v, %v", req, err)
 	}
 	// The server's own form refuses a bare list.
-	if _, err := decodeSubmit([]byte(`[{"url":"u"}]`), batchsift.Options); err == nil || err.Error() != "invalid batch: body must be a JSON object" {
+	if _, err := decodeSubmit([]byte(`[{"url":"u"}]`), batchsift.Options, 0); err == nil || err.Error() != "invalid batch: body must be a JSON object" {
 		t.Errorf("decodeSubmit of a list: %v", err)
+	}
+}
+
+// The decoder refuses a list over the cap as target max+1 begins, with the
+// 422 of the handler's check, whatever the rest of the body holds; a list
+// at the cap decodes. DecodeSubmitRequest has no cap.
+func TestDecodeSubmit_TargetCap(t *testing.T) {
+	t.Parallel()
+	f := func(body string, wantErr string) {
+		t.Helper()
+		_, err := decodeSubmit([]byte(body), batchsift.Options, 2)
+		if wantErr == "" {
+			if err != nil {
+				t.Errorf("decodeSubmit(%s, max 2): %v", body, err)
+			}
+			return
+		}
+		he, ok := errors.AsType[*httpError](err)
+		if !ok || he.status != http.StatusUnprocessableEntity || he.code != CodeTooManyTargets || he.msg != wantErr {
+			t.Errorf("decodeSubmit(%s, max 2) = %v, want 422 %s %q", body, err, CodeTooManyTargets, wantErr)
+		}
+	}
+	f(`{"targets":[{"url":"a"},{"url":"b"}]}`, "")
+	f(`{"targets":[{"url":"a"},{"url":"b"},{"url":"c"}]}`, "too many targets (max 2)")
+	f(`{"targets":[{},{},{}]}`, "too many targets (max 2)")
+	f(`{"targets":[{},{},{"bogus":1}`, "too many targets (max 2)")
+	f(`{"targets":[{},{},{}],"webhook":{"url":"https://h.test/"}}`, "too many targets (max 2)")
+	if req, err := DecodeSubmitRequest([]byte(`[{"url":"a"},{"url":"b"},{"url":"c"}]`), batchsift.Options); err != nil || len(req.Targets) != 3 {
+		t.Errorf("DecodeSubmitRequest of 3 targets = %+v, %v; want all 3", req, err)
 	}
 }

@@ -52,10 +52,11 @@ const (
 	CodeResultsTooLarge  = "results_too_large"  // 422: ?results=1 of a job over the answer cap
 	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
-	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once
+	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once, in all or of the caller's
 	CodeWebhooksBusy     = "webhooks_busy"      // 429: a submit with a webhook by a caller at its cap of pending webhook events
 	CodeWaitsBusy        = "waits_busy"         // 429: the caller is at its cap of long-polls at once
 	CodeStreamsBusy      = "streams_busy"       // 429: the caller is at its cap of results streams at once
+	CodeSubmitsBusy      = "submits_busy"       // 429: the caller is at its cap of submits in flight at once
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503: the store cannot serve now; see Retry-After
 )
@@ -129,6 +130,11 @@ func answerFor(err error, maxTargets int) *httpError {
 }
 
 func tooManyTargets(max int) string { return fmt.Sprintf("too many targets (max %d)", max) }
+
+// tooManyTargetsError is the 422 of a submit of more than max targets.
+func tooManyTargetsError(max int) *httpError {
+	return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: CodeTooManyTargets}
+}
 
 // notFound is the one 404 answer: an unknown id, a malformed id, another
 // caller's job and an idx outside the job all get exactly these bytes.

@@ -47,7 +47,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := decodeSubmit(body, batchsift.Options)
+		got, err := decodeSubmit(body, batchsift.Options, 0)
 		if err != nil {
 			he, ok := errors.AsType[*httpError](err)
 			if !ok || he.status != http.StatusBadRequest || !strings.HasPrefix(he.msg, "invalid batch: ") {
@@ -77,7 +77,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		round, err := decodeSubmit(again, batchsift.Options)
+		round, err := decodeSubmit(again, batchsift.Options, 0)
 		if err != nil || !reflect.DeepEqual(round, got) {
 			t.Fatalf("re-encoded %s decodes to %+v, %v; want %+v", again, round, err, got)
 		}

@@ -111,6 +111,16 @@ type HandlerConfig struct {
 	// wait for a turn for up to a second, then get 429 with Retry-After.
 	// Each answer holds one result in memory at a time. Defaults to 4.
 	MaxResultsInFlight int
+	// MaxResultsPerCaller caps the ?results=1 answers one caller has
+	// written at once, within MaxResultsInFlight; one more is answered 429
+	// results_busy with Retry-After: 1 at once. An answer its client does
+	// not read holds its turn until the server's write timeout, so without
+	// this cap one caller's slow readers could hold every turn, and every
+	// other caller's ?results=1 would be refused. Below MaxResultsInFlight,
+	// a caller always leaves turns to others. The count is this handler's
+	// (one node's). Defaults to half of MaxResultsInFlight, at least 1 (2
+	// with the defaults).
+	MaxResultsPerCaller int
 	// WebhookSecret returns the secret that signs the webhook deliveries
 	// of the caller named (a [WebhookSender]'s CallerSecret method), which
 	// GET /v1/batch/webhook-secret answers to that caller alone, so that
@@ -130,6 +140,14 @@ type HandlerConfig struct {
 	// line, one result in memory. The count is this handler's (one
 	// node's). Defaults to 4.
 	MaxStreamsPerCaller int
+	// MaxSubmitsPerCaller caps the submits (POST /v1/batch) one caller has
+	// in flight at once, from the read of the body to the answer; one more
+	// is answered 429 submits_busy with Retry-After: 5, before its body is
+	// read. A submit holds its body (up to [MaxBodyBytes]) and its decoded
+	// targets in memory, so without a cap one caller's slow or parallel
+	// submits could fill the server's memory. The count is this handler's
+	// (one node's). Defaults to 4.
+	MaxSubmitsPerCaller int
 }
 
 // Defaults for [HandlerConfig].
@@ -139,6 +157,7 @@ const (
 	DefaultMaxResultsInFlight  = 4
 	DefaultMaxWaitsPerCaller   = 8
 	DefaultMaxStreamsPerCaller = 4
+	DefaultMaxSubmitsPerCaller = 4
 )
 
 // Handler serves the /v1/batch wire API. Create one with [NewHandler].
@@ -156,8 +175,10 @@ type Handler struct {
 	bodyTimeout     time.Duration
 	maxResultsBytes int64
 	resultsSlots    chan struct{} // one token per ?results=1 answer being written
+	resultsHeld     *callerSlots  // ?results=1 answers being written, per caller
 	waits           *callerSlots  // long-polls held, per caller
 	streams         *callerSlots  // results streams open, per caller
+	submits         *callerSlots  // submits being read, decoded and made, per caller
 	summaries       *summaryCache
 	webhookSecret   func(caller string) string
 }
@@ -175,13 +196,14 @@ func NewHandler(runner Runner, opts *HandlerConfig) (*Handler, error) {
 	if opts == nil || opts.Authenticate == nil {
 		return nil, errors.New("batchhttp: HandlerConfig.Authenticate is required")
 	}
-	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 ||
-		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 {
+	if opts.BodyTimeout < 0 || opts.MaxResultsBytes < 0 || opts.MaxResultsInFlight < 0 || opts.MaxResultsPerCaller < 0 ||
+		opts.MaxWaitsPerCaller < 0 || opts.MaxStreamsPerCaller < 0 || opts.MaxSubmitsPerCaller < 0 {
 		return nil, errors.New("batchhttp: HandlerConfig limits must not be negative")
 	}
 	if err := checkPrefix(opts.Prefix); err != nil {
 		return nil, err
 	}
+	inFlight := cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)
 	h := &Handler{
 		runner:          runner,
 		auth:            opts.Authenticate,
@@ -193,9 +215,11 @@ func NewHandler(runner Runner, opts *HandlerConfig) (*Handler, error) {
 		mux:             http.NewServeMux(),
 		bodyTimeout:     cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxResultsBytes: cmp.Or(opts.MaxResultsBytes, DefaultMaxResultsBytes),
-		resultsSlots:    make(chan struct{}, cmp.Or(opts.MaxResultsInFlight, DefaultMaxResultsInFlight)),
+		resultsSlots:    make(chan struct{}, inFlight),
+		resultsHeld:     newCallerSlots(cmp.Or(opts.MaxResultsPerCaller, max(inFlight/2, 1)), errResultsBusyCaller),
 		waits:           newCallerSlots(cmp.Or(opts.MaxWaitsPerCaller, DefaultMaxWaitsPerCaller), errWaitsBusy),
 		streams:         newCallerSlots(cmp.Or(opts.MaxStreamsPerCaller, DefaultMaxStreamsPerCaller), errStreamsBusy),
+		submits:         newCallerSlots(cmp.Or(opts.MaxSubmitsPerCaller, DefaultMaxSubmitsPerCaller), errSubmitsBusy),
 		summaries:       newSummaryCache(summaryCacheBytes),
 		webhookSecret:   opts.WebhookSecret,
 	}

@@ -6,8 +6,9 @@ import (
 )
 
 // callerSlots counts what each caller holds at once of one kind of
-// request that lasts (a long-poll, a results stream), so that one caller
-// cannot hold all of a server's connections or memory with them.
+// request that lasts or holds memory (a long-poll, a results stream, a
+// submit), so that one caller cannot hold all of a server's connections or
+// memory with them.
 type callerSlots struct {
 	max  int
 	busy *httpError // the answer to one more than max
@@ -39,7 +40,8 @@ func (s *callerSlots) release(caller string) {
 	}
 }
 
-// The answers of a caller over its caps of long-polls and streams.
+// The answers of a caller over its caps of long-polls, streams, submits
+// and ?results=1 answers.
 var (
 	errWaitsBusy = &httpError{
 		status: http.StatusTooManyRequests, code: CodeWaitsBusy, retryAfter: 5,
@@ -50,5 +52,15 @@ var (
 		status: http.StatusTooManyRequests, code: CodeStreamsBusy, retryAfter: 5,
 		msg:  "too many results streams of yours at once",
 		hint: "read fewer streams at a time",
+	}
+	errResultsBusyCaller = &httpError{
+		status: http.StatusTooManyRequests, code: CodeResultsBusy, retryAfter: 1,
+		msg:  "too many result answers of yours in flight",
+		hint: "read fewer jobs' results at a time, or read them with the results stream",
+	}
+	errSubmitsBusy = &httpError{
+		status: http.StatusTooManyRequests, code: CodeSubmitsBusy, retryAfter: 5,
+		msg:  "too many submits of yours at once",
+		hint: "send fewer submits at a time",
 	}
 )

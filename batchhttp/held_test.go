@@ -3,7 +3,9 @@ package batchhttp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -133,5 +135,67 @@ func TestWriteTarget_DoesNotCopyResult(t *testing.T) {
 	t.Logf("a line of a %d-byte result allocates %d bytes", len(result), perLine)
 	if perLine > uint64(len(result))/4 {
 		t.Errorf("a line of a %d-byte result allocates %d bytes: the result is copied", len(result), perLine)
+	}
+}
+
+// A caller has at most MaxSubmitsPerCaller submits in flight at once: while
+// two of alice's submits stall in their bodies, her third is 429
+// submits_busy with Retry-After: 5 before its body is read, bob's submit is
+// served, and once her stalled clients go away she submits again (issue
+// 25, M1: one caller's parallel submits held 1.4 GB).
+func TestHandler_SubmitsPerCaller(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{})
+	h := limitsHandler(t, r, HandlerConfig{MaxSubmitsPerCaller: 2, BodyTimeout: time.Minute})
+	srv := checkedServer(t, h)
+	head := "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyAlice + "\r\nContent-Length: 1000\r\n\r\n"
+	var stalled []net.Conn
+	for range 2 {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if _, err := io.WriteString(conn, head+`{"targets":[`); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, conn)
+	}
+	waitHeld(t, h.submits, "alice", 2)
+
+	post := func(key string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/batch", strings.NewReader(submitBody(t, batchtest.Targets("sub-"+key, 1))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	resp := post(keyAlice)
+	var er ErrorResponse
+	if err := json.NewDecoder(resp.Body).Decode(&er); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || er.Code != CodeSubmitsBusy || er.Error != "too many submits of yours at once" {
+		t.Errorf("alice's third submit: %d %+v, want 429 %s", resp.StatusCode, er, CodeSubmitsBusy)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "5" {
+		t.Errorf("Retry-After %q, want 5", got)
+	}
+	if resp := post(keyBob); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("bob's submit while alice holds her cap: %d, want 202", resp.StatusCode)
+	}
+	for _, c := range stalled {
+		_ = c.Close()
+	}
+	waitHeld(t, h.submits, "alice", 0)
+	if resp := post(keyAlice); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("alice's submit after her stalled ones went away: %d, want 202", resp.StatusCode)
 	}
 }

@@ -220,7 +220,7 @@ func knownCode(c string) bool {
 	case CodeInvalidBatch, CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
 		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeNothingToRetry, CodeBodyTooLarge,
 		CodeBlocked, CodeInvalidOption, CodeWebhooksDisabled, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
-		CodeResultsBusy, CodeWebhooksBusy, CodeWaitsBusy, CodeStreamsBusy, CodeInternal, CodeUnavailable:
+		CodeResultsBusy, CodeWebhooksBusy, CodeWaitsBusy, CodeStreamsBusy, CodeSubmitsBusy, CodeInternal, CodeUnavailable:
 		return true
 	}
 	return false

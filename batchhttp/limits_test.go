@@ -140,7 +140,9 @@ func TestHandler_ResultsAnswersInFlight(t *testing.T) {
 	}
 	batchtest.WaitFinished(t, r, alice, job.ID, 10*time.Second)
 	slow := &slowResults{Runner: r, entered: make(chan struct{}, 4), release: make(chan struct{})}
-	h := limitsHandler(t, slow, HandlerConfig{MaxResultsInFlight: 1})
+	// One caller's cap above the service's, so that the second answer
+	// meets the service's cap.
+	h := limitsHandler(t, slow, HandlerConfig{MaxResultsInFlight: 1, MaxResultsPerCaller: 2})
 	target := "/v1/batch/" + job.ID + "?results=1"
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -305,4 +307,97 @@ func TestHandler_UnreadBodyClosesConnection(t *testing.T) {
 	f("GET /wrapped/flush HTTP/1.1\r\nHost: x", "", true)
 	f("GET /wrapped/nothing HTTP/1.1\r\nHost: x", "", true)
 	f("POST /wrapped/read HTTP/1.1\r\nHost: x", "0123456789", false)
+}
+
+// smallBufListener gives each accepted connection a small send buffer, so
+// that an answer its client does not read blocks the handler's writes at
+// once.
+type smallBufListener struct{ net.Listener }
+
+func (l smallBufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(16 << 10)
+	}
+	return c, err
+}
+
+// Four slow readers of one caller's ?results=1 (which never read the
+// answer, so that each holds its turn until the write timeout) do not stop
+// another caller's ?results=1: a caller has at most MaxResultsPerCaller of
+// the MaxResultsInFlight turns (issue 25, M2: bob got 429 results_busy for
+// as long as alice's readers held all four).
+func TestHandler_ResultsSlotsPerCaller(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{Fetch: batchtest.StaticFetcher(strings.Repeat("x", 256<<10))})
+	var mu sync.Mutex
+	answered := 0 // ?results=1 requests answered to the end
+	h := limitsHandler(t, r, HandlerConfig{Observe: func(route string, _ int, _ time.Duration) {
+		if route == RouteJob {
+			mu.Lock()
+			answered++
+			mu.Unlock()
+		}
+	}})
+	big, _, err := r.Submit(t.Context(), alice, batchtest.Targets("big", 8)) // 2 MiB of results
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := batch.Caller{Name: "bob", Class: "agent"}
+	small, _, err := r.Submit(t.Context(), bob, batchtest.Targets("small", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batchtest.WaitFinished(t, r, alice, big.ID, 10*time.Second)
+	batchtest.WaitFinished(t, r, bob, small.ID, 10*time.Second)
+	srv := httptest.NewUnstartedServer(checked(t, h))
+	srv.Listener = smallBufListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	for range 4 {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() }) // before srv.Close: the blocked writes fail
+		_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+		req := "GET /v1/batch/" + big.ID + "?results=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyAlice + "\r\n\r\n"
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each of alice's readers holds a turn, blocked in its writes, or
+	// has been answered (refused).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := answered
+		mu.Unlock()
+		if len(h.resultsSlots)+n == 4 && len(h.resultsSlots) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice's readers: %d hold a turn, %d answered; want 4 in all, at least 2 holding", len(h.resultsSlots), n)
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/batch/"+small.ID+"?results=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyBob)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("bob's ?results=1 while alice's slow readers hold theirs: %d %s, want 200", resp.StatusCode, body)
+	}
+	if held := len(h.resultsSlots); held < 2 {
+		t.Fatalf("alice's readers hold %d turns after bob's answer; want them still blocked", held)
+	}
 }

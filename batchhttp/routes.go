@@ -22,6 +22,10 @@ const (
 
 // submit serves POST /v1/batch.
 func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) error {
+	if err := h.submits.acquire(req.caller.Name); err != nil {
+		return err // before the body is read: the refusal closes the connection
+	}
+	defer h.submits.release(req.caller.Name)
 	raw := w
 	if sw, ok := w.(*statusWriter); ok {
 		raw = sw.ResponseWriter // so that MaxBytesReader can close the connection
@@ -30,14 +34,17 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err != nil {
 		return err
 	}
-	sub, err := decodeSubmit(body, h.runner.Options())
+	// The decoder refuses a list over the cap as it reaches the target
+	// after the cap, without decoding the rest.
+	max := h.runner.TargetsPerJob()
+	sub, err := decodeSubmit(body, h.runner.Options(), max)
 	if err != nil {
 		return err
 	}
 	targets := sub.Targets
 	req.targets = len(targets)
-	if max := h.runner.TargetsPerJob(); len(targets) > max {
-		return &httpError{status: http.StatusUnprocessableEntity, msg: tooManyTargets(max), code: CodeTooManyTargets}
+	if len(targets) > max { // a cap of 0 or less: none refused while decoding
+		return tooManyTargetsError(max)
 	}
 	if err := h.precheckAll(r, req, targets); err != nil {
 		return err
@@ -203,8 +210,8 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request, req *request, 
 
 // writeResults writes the summary of info with every done target's result,
 // streamed: each result is read and written on its own. The answer is
-// bounded in bytes (MaxResultsBytes) and in how many are written at once
-// (MaxResultsInFlight).
+// bounded in bytes (MaxResultsBytes) and in how many are written at once,
+// in all (MaxResultsInFlight) and for one caller (MaxResultsPerCaller).
 func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller batch.Caller, info batch.JobInfo) error {
 	if info.Bytes > h.maxResultsBytes {
 		return &httpError{
@@ -213,6 +220,12 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 			hint: "read the results one at a time: GET /v1/batch/{id}/{idx}", routes: true,
 		}
 	}
+	// The caller's own turn first, refused at once when it has them all:
+	// its slow readers leave the other turns to other callers.
+	if err := h.resultsHeld.acquire(caller.Name); err != nil {
+		return err
+	}
+	defer h.resultsHeld.release(caller.Name)
 	wait := time.NewTimer(time.Second)
 	defer wait.Stop()
 	select {

@@ -184,9 +184,11 @@ func newCounts() *answerCounts {
 	return &answerCounts{byCode: map[int]int{}, by429: map[string]int{}}
 }
 
-// planned429 are the 429s the API plans: the two caps and the results
-// slots, each with a Retry-After.
+// planned429 are the 429s the API plans: the two caps, the results
+// slots (in all and per caller) and the per-caller cap on submits in
+// flight, each with a Retry-After.
 var planned429 = []string{"busy: a batch of yours is still running", "batch jobs busy", "too many result answers in flight",
+	"too many result answers of yours in flight", "too many submits of yours at once",
 	"busy: too many of your webhook events are pending"}
 
 // storageWords are words of the storage layer no answer may carry.
