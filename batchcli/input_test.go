@@ -89,7 +89,7 @@ func asJSON(t *testing.T, v any) string {
 
 // The CLI refuses a targets object exactly when the server's submit decoder
 // does, so that a file never means one thing to the CLI and another to the
-// server (issue 11, item 7).
+// server.
 func TestParseTargets_AsStrictAsServer(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{JobsPerCaller: 64, JobsTotal: 64, Options: batchsift.Options})

@@ -37,7 +37,7 @@ func waitHeld(t *testing.T, s *callerSlots, caller string, n int) {
 // A caller holds at most MaxWaitsPerCaller long-polls and
 // MaxStreamsPerCaller results streams at once: one more is 429 with its
 // code and Retry-After, while another caller's are served, and a slot given
-// back serves the next (issue 17, finding 5).
+// back serves the next.
 func TestHandler_HeldPerCaller(t *testing.T) {
 	t.Parallel()
 	f := func(t *testing.T, slots func(*Handler) *callerSlots, query string, wantMsg string) {
@@ -105,7 +105,7 @@ func TestHandler_HeldPerCaller(t *testing.T) {
 
 // A results line is written with its result as stored, not encoded into a
 // buffer of its own: writing a line of a 1 MiB result allocates far less
-// than the result (issue 17, finding 5: what a stream holds). Not
+// than the result (what a stream holds). Not
 // parallel, so that other tests' allocations do not count.
 func TestWriteTarget_DoesNotCopyResult(t *testing.T) {
 	result := []byte(`{"content":"` + strings.Repeat("x", 1<<20) + `"}`)
@@ -141,8 +141,8 @@ func TestWriteTarget_DoesNotCopyResult(t *testing.T) {
 // A caller has at most MaxSubmitsPerCaller submits in flight at once: while
 // two of alice's submits stall in their bodies, her third is 429
 // submits_busy with Retry-After: 5 before its body is read, bob's submit is
-// served, and once her stalled clients go away she submits again (issue
-// 25, M1: one caller's parallel submits held 1.4 GB).
+// served, and once her stalled clients go away she submits again (the
+// review saw one caller's parallel submits hold 1.4 GB).
 func TestHandler_SubmitsPerCaller(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})

@@ -52,7 +52,7 @@ func rawRequest(t *testing.T, srv *httptest.Server, head, body string, timeout t
 
 // A request without a key that announces a body and never sends it is
 // answered 401 at once: the handler does not wait for a body it will not
-// read (issue 9, finding 1).
+// read.
 func TestHandler_RefusalDoesNotWaitForBody(t *testing.T) {
 	t.Parallel()
 	r := batchtest.NewRunner(t, batch.Config{})
@@ -192,7 +192,7 @@ func TestHandler_ListLimitMessage(t *testing.T) {
 // A refusal whose body will not be read closes its connection at once: a
 // client that announced a body and sent one byte of it reads its 401 and
 // then the end of the connection, not a socket held until the server's
-// read timeout (issue 17, finding 6). The same holds for a route wrapped
+// read timeout. The same holds for a route wrapped
 // with Instrument.
 func TestHandler_RefusalClosesConnection(t *testing.T) {
 	t.Parallel()
@@ -242,7 +242,7 @@ func TestHandler_RefusalClosesConnection(t *testing.T) {
 }
 
 // Any answer whose request body was not read to its end closes its
-// connection, whatever its status (issue 25, H1): a GET that announces a
+// connection, whatever its status: a GET that announces a
 // 10-byte body and sends none gets its 200 at once with Connection:
 // close, and then the end of the connection, not a wait for the body
 // until the read timeout (30s), whether the handler writes its header,
@@ -325,7 +325,7 @@ func (l smallBufListener) Accept() (net.Conn, error) {
 // Four slow readers of one caller's ?results=1 (which never read the
 // answer, so that each holds its turn until the write timeout) do not stop
 // another caller's ?results=1: a caller has at most MaxResultsPerCaller of
-// the MaxResultsInFlight turns (issue 25, M2: bob got 429 results_busy for
+// the MaxResultsInFlight turns (bob got 429 results_busy for
 // as long as alice's readers held all four).
 func TestHandler_ResultsSlotsPerCaller(t *testing.T) {
 	t.Parallel()

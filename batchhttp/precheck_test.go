@@ -54,7 +54,7 @@ func TestPrecheckURL(t *testing.T) {
 
 // A submit of a host that folds to loopback (fullwidth digits and full
 // stops, fullwidth letters, trailing dots) is refused at submit with 422,
-// not left to fail at connect time (issue 17, finding 7).
+// not left to fail at connect time.
 func TestHandler_SubmitFoldedHostBlocked(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{precheck: PrecheckURL})

@@ -302,7 +302,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // A submit over the target cap is refused as the decoder reaches target
 // max+1, before it decodes the rest: 256 KiB of empty targets allocates
-// well under 1 MiB before its 422 (issue 25, M1: it decoded all 87,000 of
+// well under 1 MiB before its 422 (it decoded all 87,000 of
 // them, 52 MiB, first). Not parallel, so that other tests' allocations do
 // not count.
 func TestHandler_SubmitOverCapAllocatesLittle(t *testing.T) {

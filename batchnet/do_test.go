@@ -173,7 +173,7 @@ func TestClient_Do(t *testing.T) {
 
 	t.Run("RedirectToHTTP", func(t *testing.T) {
 		t.Parallel()
-		// https → http is refused (issue 17, finding 7); https → https and
+		// https → http is refused; https → https and
 		// http → https are followed.
 		var plainBase atomic.Value // the http server's base URL
 		secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -120,7 +120,7 @@ func TestPrecheck(t *testing.T) {
 	f("http://[64:ff9b::a00:1]/", ReasonPrivate)
 	f("http://[2002:a9fe:a9fe::]/", ReasonLinkLocal)
 	f("http://localhost/", ReasonLoopback)
-	// Folded as IDNA and resolvers would read them (issue 17, finding 7).
+	// Folded as IDNA and resolvers would read them.
 	f("http://１２７．０．０．１/", ReasonLoopback)
 	f("http://127。0。0。1/", ReasonLoopback)
 	f("http://127｡0｡0｡1/", ReasonLoopback)

@@ -368,7 +368,7 @@ func drainJob(ctx context.Context, s *Store, runner, id string, fin func(idx int
 }
 
 // The files a store creates are its owner's only: the database, its -wal and
-// -shm, and the lock (issue 9, finding 5). An existing file keeps its mode.
+// -shm, and the lock. An existing file keeps its mode.
 func TestOpen_FilesArePrivate(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "private.db")

@@ -87,7 +87,7 @@ func TestParseKey(t *testing.T) {
 	ok("alice=alice-secret-0001", Key{Name: "alice", Secret: "alice-secret-0001"})
 	ok("agency=0123456789abcdef:restricted", Key{Name: "agency", Secret: "0123456789abcdef", Restricted: true})
 	ok("a=b=cdefghijklmnopq", Key{Name: "a", Secret: "b=cdefghijklmnopq"})
-	// A secret shorter than MinSecretBytes (issue 17, finding 7).
+	// A secret shorter than MinSecretBytes.
 	for _, bad := range []string{"", "alice", "=secret", "alice=", "alice=:restricted", "alice=s3cret", "a=0123456789abcde", "a=0123456789abcde:restricted"} {
 		if _, err := ParseKey(bad); err == nil {
 			t.Errorf("ParseKey(%q) accepted", bad)
@@ -97,7 +97,7 @@ func TestParseKey(t *testing.T) {
 
 // ReadSecretFile reads one secret from a file only its owner can read,
 // refusing an open file, an empty one, more than one line and a short
-// secret, without repeating the secret (issue 17, finding 7).
+// secret, without repeating the secret.
 func TestReadSecretFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

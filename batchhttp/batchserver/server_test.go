@@ -65,8 +65,7 @@ func idleConn(t *testing.T, addr string, get bool) net.Conn {
 // When idle connections fill the server — kept alive after a request, or
 // opened and silent, as a client without a key can do — a new client is
 // served at once: the connection idle longest is closed to make room,
-// while an active request (a long-poll, say) is never cut (issue 17,
-// finding 5).
+// while an active request (a long-poll, say) is never cut.
 func TestServe_IdleConnectionsMakeRoom(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -119,7 +118,7 @@ func TestServe_IdleConnectionsMakeRoom(t *testing.T) {
 }
 
 // A client without a key cannot hold every connection slot with requests
-// it never finishes (issue 25, H1): with MaxConns 4 and the default
+// it never finishes: with MaxConns 4 and the default
 // timeouts, four connections held by either variant leave room for a
 // legitimate request, answered within 1s, three times in a row.
 //

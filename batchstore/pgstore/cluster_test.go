@@ -51,7 +51,7 @@ func (a acceptOnly) Subscribe(fn func(string)) func() {
 	return a.Store.(batchdriver.ChangeFeed).Subscribe(fn)
 }
 
-// Issue 10, acceptance 2: 3 × 50 racing submits never exceed a cap and make
+// 3 × 50 racing submits never exceed a cap and make
 // exactly one job per identical list.
 func TestCluster_RacingSubmits(t *testing.T) {
 	t.Parallel()
@@ -192,7 +192,7 @@ func (l *fetchLog) fetcher(node string, byNode map[string]string) batch.FetchFun
 	}
 }
 
-// Issue 10, acceptance 2: jobs submitted on node A are drained by B and C,
+// jobs submitted on node A are drained by B and C,
 // each job's targets strictly one after the other: target i+1's fetch
 // starts only after target i's write committed.
 func TestCluster_DrainedByOtherNodes(t *testing.T) {
@@ -259,7 +259,7 @@ func TestCluster_DrainedByOtherNodes(t *testing.T) {
 	t.Logf("jobs drained by node: %v", drained)
 }
 
-// Issue 10, acceptance 2: a cancel through node C stops the job node B
+// a cancel through node C stops the job node B
 // drains before its next target; the target in flight is stored.
 func TestCluster_CancelThroughThirdNode(t *testing.T) {
 	t.Parallel()
@@ -301,7 +301,7 @@ func TestCluster_CancelThroughThirdNode(t *testing.T) {
 	}
 }
 
-// Issue 10, acceptance 2: a node killed mid-target without any cleanup has
+// a node killed mid-target without any cleanup has
 // its job failed "restart" by another node within StaleAfter plus one
 // sweep, its finished target intact. The killed node is a child process
 // (this test binary), as a crashed batchd would be.

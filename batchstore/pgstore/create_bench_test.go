@@ -22,7 +22,7 @@ import (
 )
 
 // createSerializable is the alternative to Create's advisory locks that
-// issue 10 asks to measure: the same reuse, caps and insert in one
+// the cluster design asks to measure: the same reuse, caps and insert in one
 // SERIALIZABLE transaction, retried on a serialization failure or a
 // deadlock, after a jittered back-off. It is here, not in the store,
 // because it lost (see BenchmarkCreateCaps). It returns how many times it
@@ -70,7 +70,7 @@ func (s *Store) createSerializable(ctx context.Context, p batchdriver.CreatePara
 	}
 }
 
-// The caps under contention, the issue's measurement: submitters racing
+// The caps under contention, the review's measurement: submitters racing
 // over a few callers, one in ten resubmitting a list of its caller
 // already submitted, through Create's advisory locks (caller, then
 // global) and through SERIALIZABLE with retries, alternated in one run.

@@ -19,7 +19,7 @@ import (
 	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 )
 
-// The drain benchmark (issue 10, acceptance 4): the runner's whole write
+// The drain benchmark: the runner's whole write
 // path on this store, with one node and with three, against a raw-pgx twin
 // doing the least work that stores the same results, all measured in one
 // run.

@@ -109,7 +109,7 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 	}
 }
 
-// Issue 10: after the listener's backend is terminated, the listener
+// after the listener's backend is terminated, the listener
 // reconnects, wakes its subscribers once (what was sent meanwhile is
 // lost), and notifications resume.
 func TestFeed_ReconnectsAfterTerminate(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchdriver/batchdrivertest"
 )
 
-// Issue 10: nodes starting at once migrate one fresh schema once, and all
+// nodes starting at once migrate one fresh schema once, and all
 // of them open. Without the advisory lock most of them fail (duplicate
 // catalog rows); see the notes in the package documentation.
 func TestMigrate_Concurrent(t *testing.T) {

@@ -101,7 +101,7 @@ func wakeSummary(lat []time.Duration) string {
 		len(s), q(50), q(90), q(99), float64(s[len(s)-1].Microseconds())/1000, within)
 }
 
-// Issue 10, acceptance 2: a long-poll on node A returns within 100 ms of
+// a long-poll on node A returns within 100 ms of
 // node B storing a target. This reports the distribution; it asserts only
 // that every wait woke for its transition (its timeout is 10 s, A never
 // polls).

@@ -355,8 +355,7 @@ func TestLoadWebhookSecret(t *testing.T) {
 			t.Errorf("secret file %s accepted", f)
 		}
 	}
-	// A secret file others can read is refused, like a key file (issue 17,
-	// finding 7).
+	// A secret file others can read is refused, like a key file.
 	for _, perm := range []os.FileMode{0o644, 0o640, 0o604} {
 		_, err := loadWebhookSecret(options{webhookSecretFile: writeFile(t, secret+"\n", perm)})
 		if err == nil || !strings.Contains(err.Error(), "too open") || strings.Contains(err.Error(), secret) {
@@ -366,7 +365,7 @@ func TestLoadWebhookSecret(t *testing.T) {
 }
 
 // Keys come from -key, a key file and the environment, so that they need
-// not be on a command line every local user can read (issue 9, finding 5).
+// not be on a command line every local user can read.
 func TestLoadKeys(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte("# batchd keys\nfile=file-secret-0001\n\n  agency=file-secret-0002:restricted  \n"), 0o600); err != nil {
@@ -394,7 +393,7 @@ func TestLoadKeys(t *testing.T) {
 	if _, err := loadKeys(options{}); err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("malformed key: %v", err)
 	}
-	// A short secret is refused, wherever it comes from (issue 17, finding 7).
+	// A short secret is refused, wherever it comes from.
 	t.Setenv(keysEnv, "")
 	for _, o := range []options{{keys: listFlag{"alice=s3cret"}}, {keyFile: writeFile(t, "alice=s3cret\n", 0o600)}} {
 		if _, err := loadKeys(o); err == nil || !strings.Contains(err.Error(), "shorter than 16 bytes") || strings.Contains(err.Error(), "s3cret") {
@@ -424,8 +423,7 @@ func writeFile(t *testing.T, content string, perm os.FileMode) string {
 }
 
 // The metrics key comes from -metrics-key-file (readable by its owner
-// only), $BATCHD_METRICS_KEY or -metrics-key, and is at least 16 bytes
-// (issue 17, finding 7).
+// only), $BATCHD_METRICS_KEY or -metrics-key, and is at least 16 bytes.
 func TestLoadMetricsKey(t *testing.T) {
 	const key = "metrics-key-0123456789"
 	t.Setenv(metricsKeyEnv, "metrics-from-env-0123")
@@ -557,8 +555,7 @@ func TestRun_PrintWebhookSecret(t *testing.T) {
 
 // A key and a webhook secret batchd generated do not go to a stdout that
 // is not a terminal (a log that keeps them): they go to -generated-file,
-// mode 0600, as shell exports, and stdout names the file (issue 17,
-// finding 7).
+// mode 0600, as shell exports, and stdout names the file.
 func TestServe_GeneratedSecretsToFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -147,7 +147,7 @@ func storeEvictShareCountsLive(t *testing.T, s batchdriver.Store) {
 	}
 }
 
-// storeEvictShareLiveSparesOthers: the review's attack (issue 25, M3). A
+// storeEvictShareLiveSparesOthers: the review's attack. A
 // budget of 1,200 bytes; alice and carol each hold 300 bytes in one
 // finished job, within their share of 400; mallory holds 700 in one live
 // job. No eviction takes alice's or carol's job: the store stays over

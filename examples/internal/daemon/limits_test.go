@@ -66,7 +66,7 @@ func statusLine(t *testing.T, addr, raw string, timeout time.Duration) string {
 }
 
 // Headers are capped at a size that fits the API: a 1 MB header is refused
-// before it is held (issue 9, finding 3).
+// before it is held.
 func TestDaemon_HeaderSizeCapped(t *testing.T) {
 	t.Parallel()
 	addr := serveTest(t, Config{})
@@ -137,7 +137,7 @@ func TestDaemon_ConnectionsCapped(t *testing.T) {
 // Idle connections do not hold the server: with every connection idle —
 // opened and silent mid-headers, or kept alive after a request, as a
 // client without a key can do — a new client is served at once, the
-// connection idle longest closed to make room (issue 17, finding 5).
+// connection idle longest closed to make room.
 func TestDaemon_IdleConnectionsMakeRoom(t *testing.T) {
 	t.Parallel()
 	addr := serveTest(t, Config{Limits: batchserver.Limits{MaxConns: 2, HeaderTimeout: time.Minute, IdleTimeout: time.Minute}})
@@ -163,7 +163,7 @@ func TestDaemon_IdleConnectionsMakeRoom(t *testing.T) {
 }
 
 // One caller's long-polls and results streams are capped, each with its
-// code, while another caller is served (issue 17, finding 5).
+// code, while another caller is served.
 func TestDaemon_HeldRequestsCappedPerCaller(t *testing.T) {
 	t.Parallel()
 	hang, err := net.Listen("tcp", "127.0.0.1:0") // accepts and never answers: the job stays running

@@ -15,7 +15,7 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchsift"
 )
 
-// issuePattern is the pattern of issue 17: n alternatives of
+// issuePattern is the pattern of the first security review: n alternatives of
 // [a-z<rune>]{1000}X, a program of about 1000 instructions each.
 func issuePattern(n int) string {
 	alts := make([]string, n)
@@ -206,10 +206,10 @@ func TestFetcher_GrepRefused(t *testing.T) {
 	b.mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		w.Header().Set("Content-Type", "text/plain")
-		w.Write([]byte(strings.Repeat("abcdefghij", 500))) // the issue's 5 KB body
+		w.Write([]byte(strings.Repeat("abcdefghij", 500))) // the review's 5 KB body
 	})
 	for _, c := range []struct{ name, pattern, reason string }{
-		{"Large", issuePattern(100), "grep pattern too large: 1499 bytes (max 1024)"}, // the issue's 1.6 KB
+		{"Large", issuePattern(100), "grep pattern too large: 1499 bytes (max 1024)"}, // the review's 1.6 KB
 		{"Complex", issuePattern(50), "grep pattern too complex: its program is over 1000 instructions"},
 	} {
 		start := time.Now()

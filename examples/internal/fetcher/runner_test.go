@@ -97,7 +97,7 @@ func TestFetcher_InRunner(t *testing.T) {
 
 // An upstream that never sends its response headers: the stored error says
 // what happened (the fetcher's header timeout), not that the target's own
-// deadline passed (issue 9, finding 6).
+// deadline passed.
 func TestFetcher_InRunnerHeaderTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *Options) { o.HeaderTimeout, o.Timeout = 100*time.Millisecond, 5*time.Second })

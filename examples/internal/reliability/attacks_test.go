@@ -40,7 +40,7 @@ func rawAttack(addr, raw string, wait time.Duration) (line string, closed bool) 
 	return strings.TrimSpace(line), err == nil
 }
 
-// The resource attacks of issue 9, all at once against one daemon process,
+// The resource attacks of the first security review, all at once against one daemon process,
 // while a victim keeps polling its own job: 200 clients announce a large
 // submit body without a key and stall; 100 send 64 KiB of headers; 40 read
 // a 4 MiB job with ?results=1 over and over. Each attack gets its planned

@@ -56,7 +56,7 @@ func (l latencies) check(t *testing.T, what string, errs int) {
 	}
 }
 
-// One caller cannot pin the server's connections (issue 17, finding 5):
+// One caller cannot pin the server's connections:
 // while an attacker holds 64 long-polls and 8 followed streams (it gets
 // its caps, 8 and 4, and 429 waits_busy or streams_busy for the rest),
 // and then while 300 connections without a key sit idle (half kept alive
@@ -199,7 +199,7 @@ func holdIdle(ctx context.Context, addr string, keepAlive bool, redials *atomic.
 	}
 }
 
-// A refusal closes its connection at once (issue 17, finding 6): a POST
+// A refusal closes its connection at once: a POST
 // without a key that announces a 10-byte body and sends one byte reads its
 // 401 and then the end of the connection within 2s (the server's read
 // timeout is 30s).

@@ -155,7 +155,7 @@ func logSummary(l *logSink, mark int) (warn, errs, reaped int, msgs map[string]i
 }
 
 // Three daemons on one PostgreSQL cluster of the test's own, under load,
-// through the faults of issue 19: the server restarted; stopped for longer
+// through these faults: the server restarted; stopped for longer
 // than StaleAfter; every backend terminated; a node frozen with SIGSTOP
 // past StaleAfter, then woken; a node killed and restarted under its
 // runner id. Nothing acknowledged is lost, nothing stays live, no page is

@@ -17,7 +17,7 @@ import (
 )
 
 // grepPattern is n alternatives of [a-z<rune>]{1000}X, the pattern of
-// issue 17: about 1000 program instructions each.
+// the review: about 1000 program instructions each.
 func grepPattern(n int) string {
 	alts := make([]string, n)
 	for i := range alts {
@@ -30,7 +30,7 @@ func grepPattern(n int) string {
 // instructions, none of which fails early on lower-case text.
 const heaviestGrep = "[a-z]{997}X"
 
-// Issue 17, finding 1: one caller's grep patterns cannot stop everyone's
+// one caller's grep patterns cannot stop everyone's
 // fetching. The patterns of the issue (16 KB and 1.6 KB, hours of CPU on a
 // 2 MiB page) are refused at submit with 422 invalid_option; three targets
 // with the costliest pattern the limits allow, on a 2 MiB page of one line

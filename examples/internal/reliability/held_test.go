@@ -28,7 +28,7 @@ import (
 var raceEnabled bool
 
 // A client with no key cannot hold every connection of the built batchd
-// (issue 25, H1). With -max-conns 8 and 8 connections held, and with the
+// . With -max-conns 8 and 8 connections held, and with the
 // default limits and 256 held, by either variant, a legitimate GET
 // /healthz on a new connection is answered within 1s, three times in a
 // row:

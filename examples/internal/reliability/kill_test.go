@@ -119,7 +119,7 @@ func (n *nodeSet) get() []string {
 	return n.addrs
 }
 
-// Three daemons share one PostgreSQL database (issue 10, acceptance 3):
+// Three daemons share one PostgreSQL database:
 // clients spread submits, polls and cancels over them; one is killed with
 // SIGKILL mid-run and not restarted (in the long form, five rounds, each
 // killing another node and bringing the last one back under a new runner

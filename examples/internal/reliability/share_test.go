@@ -14,7 +14,7 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp"
 )
 
-// Issue 17, finding 2 (SPEC §12): the byte budget is shared per caller.
+// SPEC §12: the byte budget is shared per caller.
 // Through the daemon over HTTP, caller A's finished job, whose lease is
 // the oldest of the store, stays readable byte for byte while caller B
 // writes three times the budget in 256 KiB pages and polls all its jobs

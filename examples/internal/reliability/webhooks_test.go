@@ -105,7 +105,7 @@ func (c *client) submitWithHook(ctx context.Context, urls []string, hook string)
 // webhookMaster is the master webhook secret of the webhook case.
 const webhookMaster = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-// Issue 17, findings 3 and 4: a caller's webhook arrives within 5s of its
+// a caller's webhook arrives within 5s of its
 // job's end while another caller has 10 deliveries hanging at a receiver
 // that never answers, and it verifies with its caller's secret only. Two
 // daemons: with the defaults (8 slots, at most 2 in flight per caller, so
