@@ -57,7 +57,8 @@ type WebhookData struct {
 
 // The Standard Webhooks headers of a delivery.
 const (
-	// HeaderWebhookID is the event's id, the same on every attempt.
+	// HeaderWebhookID is the event's id, "msg_" and the job id: the same
+	// on every attempt, node and build.
 	HeaderWebhookID = "webhook-id"
 	// HeaderWebhookTimestamp is the attempt's time, in Unix seconds.
 	HeaderWebhookTimestamp = "webhook-timestamp"
@@ -115,22 +116,6 @@ func callerKey(master []byte, caller string) []byte {
 	m.Write([]byte(callerSecretLabel))
 	m.Write([]byte(caller))
 	return m.Sum(nil)
-}
-
-// idLabel starts the message that derives a delivery's webhook-id from
-// its event's id (see [WebhookSender.Deliver]).
-const idLabel = "batchkit webhook id v1\x00"
-
-// webhookID is the webhook-id header of event id under the caller's key:
-// "msg_" and the unpadded base64url of the first 16 bytes of
-// HMAC-SHA256(key, "batchkit webhook id v1\x00" + id). The same on every
-// attempt and node (it depends on the master secret, the caller and the
-// event only), and unpredictable without the caller's secret.
-func webhookID(key []byte, id string) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(idLabel))
-	m.Write([]byte(id))
-	return "msg_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 // CallerWebhookSecret returns the secret that signs the webhook deliveries
@@ -278,12 +263,11 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 }
 
 // Deliver POSTs ev to ev.URL, signed with the secret of ev.Caller; it is
-// a batch.DeliverFunc. Its webhook-id is derived from ev.ID under that
-// secret ("msg_" and 22 characters of base64url): the same on every
-// attempt, from every node, so a receiver ignores a repeat, but not one
-// another caller could predict (ev.ID is "msg_" and the job id). The
-// payload's data.job_id names the job. It returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
-// a *[WebhookSendError] when no answer came.
+// a batch.DeliverFunc. Its webhook-id is ev.ID, "msg_" and the job id: the
+// same on every attempt, from every node and every build since webhooks
+// began, so a receiver ignores a repeat. It returns nil for a 2xx answer,
+// a *[WebhookStatusError] for any other, and a *[WebhookSendError] when no
+// answer came.
 func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) error {
 	body, err := Payload(ev)
 	if err != nil {
@@ -304,10 +288,9 @@ func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) erro
 		// every event was then, so that an old receiver can still verify it.
 		key = s.key
 	}
-	id := webhookID(key, ev.ID)
-	h.Set(HeaderWebhookID, id)
+	h.Set(HeaderWebhookID, ev.ID)
 	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderWebhookSignature, sign(key, id, ts, body))
+	h.Set(HeaderWebhookSignature, sign(key, ev.ID, ts, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return sendError(ctx, err)

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,16 +42,60 @@ func mustKey(t *testing.T, secret string) []byte {
 	return k
 }
 
-// The webhook-id of a delivery is derived from the event's id under the
-// caller's secret (a value computed apart from the code, in Python), so
-// no other caller can predict it, and it differs between callers.
-func TestWebhookID(t *testing.T) {
+// previousBuildHeaders are the Standard Webhooks headers the builds before
+// per-caller secrets sent for a delivery of ev with body at ts: the event's
+// id as webhook-id, signed with the master secret itself.
+func previousBuildHeaders(t *testing.T, master string, ev batch.WebhookEvent, ts int64, body []byte) http.Header {
+	t.Helper()
+	h := http.Header{}
+	h.Set(HeaderWebhookID, ev.ID)
+	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(HeaderWebhookSignature, sign(mustKey(t, master), ev.ID, ts, body))
+	return h
+}
+
+// webhookIDPattern is the webhook-id openapi.json documents: "msg_" and
+// the job id.
+var webhookIDPattern = regexp.MustCompile(`^msg_[0-9a-f-]+$`)
+
+// A delivery's webhook-id is a function of its event alone, "msg_" and
+// the job id, as the builds before per-caller secrets sent it: the same on
+// every attempt, at any time, from senders with other master secrets, and
+// the id a node of the previous build sends for the event, so a receiver
+// that ignores an id it has seen takes the event once however many nodes,
+// of whichever build, retry it.
+func TestWebhookSender_IDIsTheEvents(t *testing.T) {
 	t.Parallel()
-	if got, want := webhookID(mustKey(t, aliceSecret), "msg_job-1"), "msg_CUHnso8U5nYnoAGxq-05Hg"; got != want {
-		t.Errorf("webhookID = %s, want %s", got, want)
+	rc := newReceiver(t)
+	other, err := NewWebhookSecret()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if webhookID(mustKey(t, aliceSecret), "msg_job-1") == webhookID(mustKey(t, bobSecret), "msg_job-1") {
-		t.Error("two callers' deliveries of one event id get one webhook-id")
+	const jobID = "5f1c2b8e-3d4a-4c6b-9e7f-0a1b2c3d4e5f"
+	ev := batch.WebhookEvent{ID: "msg_" + jobID, Type: batch.EventJobFinished, Caller: "alice", URL: rc.srv.URL,
+		JobID: jobID, Status: batch.JobDone, TargetsTotal: 1, TargetsDone: 1, TargetsOK: 1}
+	for i, secret := range []string{testSecret, testSecret, other} {
+		s, err := NewWebhookSender(http.DefaultClient, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.now = func() time.Time { return time.Now().Add(time.Duration(i) * time.Second) }
+		ev.Attempt = i + 1
+		if err := s.Deliver(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body, err := Payload(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := previousBuildHeaders(t, testSecret, ev, time.Now().Unix(), body).Get(HeaderWebhookID)
+	for i, d := range rc.wait(t, 3) {
+		checkWebhookDelivery(t, d)
+		id := d.header.Get(HeaderWebhookID)
+		if id != "msg_"+jobID || id != previous || !webhookIDPattern.MatchString(id) {
+			t.Errorf("attempt %d: webhook-id %q, want %q, the previous build's %q", i+1, id, "msg_"+jobID, previous)
+		}
 	}
 }
 
@@ -320,7 +366,7 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 		t.Errorf("our own verifier refuses the delivery: %v", err)
 	}
 	checkWebhookDelivery(t, d)
-	if id, want := d.header.Get(HeaderWebhookID), webhookID(callerKey(mustKey(t, testSecret), "alice"), "msg_"+sub.JobID); id != want {
+	if id, want := d.header.Get(HeaderWebhookID), "msg_"+sub.JobID; id != want {
 		t.Errorf("webhook-id %q, want %q", id, want)
 	}
 	if ua := d.header.Get("User-Agent"); ua != DefaultWebhookUserAgent {

@@ -337,7 +337,7 @@ func TestDaemon_WebhookSurvivesKill(t *testing.T) {
 
 	second := startWebhookChild(t, c)
 	got := rc.wait(t, 2, 20*time.Second)
-	if id := got[1].header.Get(batchhttp.HeaderWebhookID); !strings.HasPrefix(id, "msg_") || strings.Contains(id, sub.JobID) ||
+	if id := got[1].header.Get(batchhttp.HeaderWebhookID); id != "msg_"+sub.JobID ||
 		got[0].header.Get(batchhttp.HeaderWebhookID) != got[1].header.Get(batchhttp.HeaderWebhookID) ||
 		string(got[0].body) != string(got[1].body) {
 		t.Fatalf("the delivery after the restart differs from the one cut short:\n%v %s\n%v %s",
