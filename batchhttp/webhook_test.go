@@ -164,6 +164,104 @@ func TestWebhookSender_PerCallerSecret(t *testing.T) {
 	}
 }
 
+// legacyBundle is hookBundle with a sender under the transition setting:
+// each delivery signed with its caller's secret and the master secret.
+func legacyBundle(t *testing.T) *testBundle {
+	t.Helper()
+	sender, err := NewWebhookSender(http.DefaultClient, testSecret, WebhookLegacySignature(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hookBundle(t, nil, func(c *batch.Config) { c.Deliver = sender.Deliver })
+}
+
+// Under the transition setting (WebhookLegacySignature) every delivery
+// carries two signatures, so that a receiver holding the master secret the
+// previous build signed with and one holding its caller's secret both
+// verify it, and one holding another caller's secret does not; the
+// delivery has the previous build's id, and the master secret verifies the
+// previous build's delivery of the same event, so during a rolling
+// upgrade a receiver that keeps the old secret verifies the deliveries of
+// every node. Without the setting the master secret verifies nothing
+// (TestWebhookSender_PerCallerSecret).
+func TestWebhookSender_LegacySignature(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	b := legacyBundle(t)
+	for _, key := range []string{keyAlice, keyBob} {
+		rec := b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, batchtest.Targets("legacy", 1), rc.srv.URL))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+		}
+	}
+	for _, d := range rc.wait(t, 2) {
+		checkWebhookDelivery(t, d)
+		var p WebhookPayload
+		decodeJSON(t, d.body, &p)
+		own, other := bobSecret, aliceSecret
+		if info, err := b.runner.Status(t.Context(), alice, p.Data.JobID, batch.StatusOptions{JobOnly: true}); err == nil && info.ID == p.Data.JobID {
+			own, other = aliceSecret, bobSecret
+		}
+		if sigs := strings.Fields(d.header.Get(HeaderWebhookSignature)); len(sigs) != 2 {
+			t.Errorf("job %s: webhook-signature %q, want two signatures", p.Data.JobID, sigs)
+		}
+		for _, secret := range []string{own, testSecret} {
+			if err := VerifyWebhook(secret, d.header, d.body, time.Now()); err != nil {
+				t.Errorf("job %s: a receiver's secret does not verify the delivery: %v", p.Data.JobID, err)
+			}
+		}
+		if err := VerifyWebhook(other, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
+			t.Errorf("job %s: another caller's secret verifies it: %v", p.Data.JobID, err)
+		}
+		id := d.header.Get(HeaderWebhookID)
+		ts, err := strconv.ParseInt(d.header.Get(HeaderWebhookTimestamp), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := previousBuildHeaders(t, testSecret, batch.WebhookEvent{ID: "msg_" + p.Data.JobID}, ts, d.body)
+		if old.Get(HeaderWebhookID) != id {
+			t.Errorf("job %s: webhook-id %q, the previous build's %q", p.Data.JobID, id, old.Get(HeaderWebhookID))
+		}
+		if err := VerifyWebhook(testSecret, old, d.body, time.Now()); err != nil {
+			t.Errorf("job %s: the master secret does not verify the previous build's delivery: %v", p.Data.JobID, err)
+		}
+	}
+}
+
+// The legacy secret is checked as the master is, and an event without a
+// caller, signed with the master secret already, is not signed twice
+// with it.
+func TestWebhookLegacySignature_Options(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"whsec_x", "whsec_" + strings.Repeat("A", 8)} {
+		if _, err := NewWebhookSender(nil, testSecret, WebhookLegacySignature(bad)); err == nil {
+			t.Errorf("NewWebhookSender accepted the legacy secret %q", bad)
+		}
+	}
+	rc := newReceiver(t)
+	for _, opts := range [][]WebhookOption{{WebhookLegacySignature("")}, {WebhookLegacySignature(testSecret)}} {
+		s, err := NewWebhookSender(http.DefaultClient, testSecret, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Deliver(t.Context(), batch.WebhookEvent{ID: "msg_1", Type: batch.EventJobFinished, Caller: "alice", URL: rc.srv.URL, JobID: "1", Status: batch.JobDone}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Deliver(t.Context(), batch.WebhookEvent{ID: "msg_2", Type: batch.EventJobFinished, URL: rc.srv.URL, JobID: "2", Status: batch.JobDone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := rc.wait(t, 4)
+	for i, want := range []int{1, 1, 2, 1} { // off: alice's, no caller's; on: alice's and the master's, no caller's
+		if sigs := strings.Fields(got[i].header.Get(HeaderWebhookSignature)); len(sigs) != want {
+			t.Errorf("delivery %d: %d signatures, want %d", i+1, len(sigs), want)
+		}
+		if err := VerifyWebhook(testSecret, got[i].header, got[i].body, time.Now()); (err == nil) != (want == 2 || i%2 == 1) {
+			t.Errorf("delivery %d: the master secret's verdict: %v", i+1, err)
+		}
+	}
+}
+
 // An event without a caller (written before events knew theirs, its job
 // swept before the upgrade) is signed with the master secret, as every
 // event was before, so that it can still be verified.
