@@ -54,10 +54,10 @@ type SubmitOptions struct {
 // counts, never a target URL.
 type WebhookEvent struct {
 	// ID identifies the event, the same on every attempt: "msg_" and the
-	// job id. A sender sends it, or an id derived from it that is as
-	// stable, as Standard Webhooks' webhook-id (batchhttp.WebhookSender
-	// sends an HMAC of it under the caller's secret, which no other caller
-	// can predict); a receiver that has seen it already ignores the repeat.
+	// job id. A sender sends it as Standard Webhooks' webhook-id
+	// (batchhttp.WebhookSender does, as every build of it has, so the id
+	// of an event does not change when a node of another build retries
+	// it); a receiver that has seen it already ignores the repeat.
 	ID string
 	// Type is [EventJobFinished].
 	Type string

@@ -57,13 +57,15 @@ type WebhookData struct {
 
 // The Standard Webhooks headers of a delivery.
 const (
-	// HeaderWebhookID is the event's id, the same on every attempt.
+	// HeaderWebhookID is the event's id, "msg_" and the job id: the same
+	// on every attempt, node and build.
 	HeaderWebhookID = "webhook-id"
 	// HeaderWebhookTimestamp is the attempt's time, in Unix seconds.
 	HeaderWebhookTimestamp = "webhook-timestamp"
 	// HeaderWebhookSignature is "v1," and the base64 HMAC-SHA256 of
 	// "<id>.<timestamp>.<body>" under the secret; a receiver accepts any of
-	// several space-separated signatures (during a secret's rotation).
+	// several space-separated signatures (during a secret's rotation, or
+	// an upgrade's transition: see [WebhookLegacySignature]).
 	HeaderWebhookSignature = "webhook-signature"
 )
 
@@ -115,22 +117,6 @@ func callerKey(master []byte, caller string) []byte {
 	m.Write([]byte(callerSecretLabel))
 	m.Write([]byte(caller))
 	return m.Sum(nil)
-}
-
-// idLabel starts the message that derives a delivery's webhook-id from
-// its event's id (see [WebhookSender.Deliver]).
-const idLabel = "batchkit webhook id v1\x00"
-
-// webhookID is the webhook-id header of event id under the caller's key:
-// "msg_" and the unpadded base64url of the first 16 bytes of
-// HMAC-SHA256(key, "batchkit webhook id v1\x00" + id). The same on every
-// attempt and node (it depends on the master secret, the caller and the
-// event only), and unpredictable without the caller's secret.
-func webhookID(key []byte, id string) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(idLabel))
-	m.Write([]byte(id))
-	return "msg_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 // CallerWebhookSecret returns the secret that signs the webhook deliveries
@@ -223,8 +209,34 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time) err
 type WebhookSender struct {
 	client    *http.Client
 	key       []byte // the master key; each event is signed with its caller's (callerKey)
+	legacy    []byte // a second signing key during an upgrade (see WebhookLegacySignature), or nil
 	now       func() time.Time
 	userAgent string
+}
+
+// WebhookOption is an optional setting of [NewWebhookSender].
+type WebhookOption func(*webhookOptions)
+
+// webhookOptions are the settings WebhookOptions set.
+type webhookOptions struct {
+	legacySecret string
+}
+
+// WebhookLegacySignature is the transition setting of an upgrade from a
+// build that signed every delivery with the master secret itself (the
+// builds before per-caller secrets). With a secret other than "", each
+// delivery carries two signatures in its webhook-signature header,
+// "v1,<under the caller's secret> v1,<under secret>", so that a receiver
+// that still holds the secret the previous build handed out and one that
+// holds its caller's secret both verify every delivery: Standard Webhooks
+// receivers accept a delivery when any one of its signatures verifies.
+// secret is the one the previous build signed with, usually the sender's
+// own master secret. While it is on, whoever holds that secret verifies
+// (and can sign) any caller's deliveries, as with the previous build: turn
+// it off once every receiver verifies with its caller's secret
+// (docs/upgrading.md).
+func WebhookLegacySignature(secret string) WebhookOption {
+	return func(o *webhookOptions) { o.legacySecret = secret }
 }
 
 // DefaultWebhookUserAgent is the User-Agent of a [WebhookSender].
@@ -237,20 +249,31 @@ const maxWebhookAnswer = 64 << 10
 // NewWebhookSender returns a sender that POSTs through client and signs
 // each event with its caller's secret, derived from the master secret
 // ("whsec_" and the standard base64 of 24 to 64 bytes; see
-// [NewWebhookSecret] and [CallerWebhookSecret]). The client decides where a connection may go: a
+// [NewWebhookSecret] and [CallerWebhookSecret]), with the options given
+// ([WebhookLegacySignature]). The client decides where a connection may go: a
 // host that lets callers name webhooks gives it the same guard as its
 // fetcher, so that a webhook cannot reach loopback or private addresses
 // (the handler's pre-check refuses them at submit, the client at connect
 // time). A nil client is http.DefaultClient, which has no such guard. The
 // sender uses a copy of the client that does not follow redirects.
-func NewWebhookSender(client *http.Client, secret string) (*WebhookSender, error) {
+func NewWebhookSender(client *http.Client, secret string, opts ...WebhookOption) (*WebhookSender, error) {
 	key, err := webhookKey(secret)
 	if err != nil {
 		return nil, err
 	}
+	var o webhookOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var legacy []byte
+	if o.legacySecret != "" {
+		if legacy, err = webhookKey(o.legacySecret); err != nil {
+			return nil, fmt.Errorf("%w (the legacy signature's)", err)
+		}
+	}
 	c := *cmp.Or(client, http.DefaultClient)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &WebhookSender{client: &c, key: key, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
+	return &WebhookSender{client: &c, key: key, legacy: legacy, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
 }
 
 // CallerSecret returns the secret that signs the deliveries of caller's
@@ -277,13 +300,13 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 	})
 }
 
-// Deliver POSTs ev to ev.URL, signed with the secret of ev.Caller; it is
-// a batch.DeliverFunc. Its webhook-id is derived from ev.ID under that
-// secret ("msg_" and 22 characters of base64url): the same on every
-// attempt, from every node, so a receiver ignores a repeat, but not one
-// another caller could predict (ev.ID is "msg_" and the job id). The
-// payload's data.job_id names the job. It returns nil for a 2xx answer, a *[WebhookStatusError] for any other, and
-// a *[WebhookSendError] when no answer came.
+// Deliver POSTs ev to ev.URL, signed with the secret of ev.Caller (and,
+// under [WebhookLegacySignature], with the legacy secret too); it is a
+// batch.DeliverFunc. Its webhook-id is ev.ID, "msg_" and the job id: the
+// same on every attempt, from every node and every build since webhooks
+// began, so a receiver ignores a repeat. It returns nil for a 2xx answer,
+// a *[WebhookStatusError] for any other, and a *[WebhookSendError] when no
+// answer came.
 func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) error {
 	body, err := Payload(ev)
 	if err != nil {
@@ -297,17 +320,9 @@ func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) erro
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", s.userAgent)
-	key := callerKey(s.key, ev.Caller)
-	if ev.Caller == "" {
-		// An event written before events knew their caller, whose job was
-		// swept before the upgrade: signed with the master secret, as
-		// every event was then, so that an old receiver can still verify it.
-		key = s.key
-	}
-	id := webhookID(key, ev.ID)
-	h.Set(HeaderWebhookID, id)
+	h.Set(HeaderWebhookID, ev.ID)
 	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderWebhookSignature, sign(key, id, ts, body))
+	h.Set(HeaderWebhookSignature, s.signatures(ev, ts, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return sendError(ctx, err)
@@ -318,6 +333,24 @@ func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) erro
 		return &WebhookStatusError{StatusCode: resp.StatusCode}
 	}
 	return nil
+}
+
+// signatures returns the webhook-signature header of a delivery of ev at
+// ts: the signature under ev.Caller's secret and, under
+// [WebhookLegacySignature], the one under the legacy secret after it. An
+// event without a caller (written before events knew their caller, its job
+// swept before the upgrade) is signed with the master secret, as every
+// event was then, so that an old receiver can still verify it.
+func (s *WebhookSender) signatures(ev batch.WebhookEvent, ts int64, body []byte) string {
+	key := s.key
+	if ev.Caller != "" {
+		key = callerKey(s.key, ev.Caller)
+	}
+	sig := sign(key, ev.ID, ts, body)
+	if s.legacy != nil && !hmac.Equal(s.legacy, key) {
+		sig += " " + sign(s.legacy, ev.ID, ts, body)
+	}
+	return sig
 }
 
 // WebhookStatusError is a delivery the receiver answered with a status

@@ -18,7 +18,9 @@ import (
 // standardwebhooks npm package, the Standard Webhooks reference library,
 // run with node on deliveries the sender made (three attempts of one event:
 // the receiver fails twice). A tampered body and another deployment's
-// secret are refused, so the check is not vacuous. It needs node and npm
+// secret are refused, so the check is not vacuous. Under the transition
+// setting (WebhookLegacySignature) a delivery verifies with the caller's
+// secret and with the master secret alike. It needs node and npm
 // (and the npm registry, for the pinned package-lock in
 // testdata/standardwebhooks); without them it skips, but fails under
 // CI=true.
@@ -34,41 +36,13 @@ func TestWebhookSender_StandardWebhooksJS(t *testing.T) {
 	}
 	got := rc.wait(t, 3)
 
-	type jsDelivery struct {
-		Headers map[string]string `json:"headers"`
-		Body    string            `json:"body"`
-	}
-	var ds []jsDelivery
-	for _, d := range got {
-		h := map[string]string{}
-		for _, k := range []string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature} {
-			h[k] = d.header.Get(k)
-		}
-		ds = append(ds, jsDelivery{h, string(d.body)})
-	}
+	ds := jsDeliveries(got)
 	tampered := ds[0]
 	tampered.Body = string(bytes.Replace([]byte(tampered.Body), []byte(`"done"`), []byte(`"failed"`), 1))
 	ds = append(ds, tampered)
 	verify := func(secret string, ds []jsDelivery) []string {
 		t.Helper()
-		in, err := json.Marshal(map[string]any{"secret": secret, "deliveries": ds})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "node", "verify.js")
-		cmd.Dir = dir
-		cmd.Stdin = bytes.NewReader(in)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("node verify.js: %v\n%s", err, out)
-		}
-		var results []string
-		if err := json.Unmarshal(out, &results); err != nil {
-			t.Fatalf("node said %s: %v", out, err)
-		}
-		return results
+		return jsVerify(t, dir, secret, ds)
 	}
 	results := verify(aliceSecret, ds) // the submitting caller's
 
@@ -93,6 +67,65 @@ func TestWebhookSender_StandardWebhooksJS(t *testing.T) {
 	if r := verify(testSecret, ds[:1]); r[0] == "ok" {
 		t.Error("standardwebhooks accepts a delivery under the master secret")
 	}
+
+	// The transition setting: two signatures, either secret verifies.
+	rcLegacy := newReceiver(t)
+	lb := legacyBundle(t)
+	if rec := lb.do(t, http.MethodPost, "/v1/batch", keyAlice, submitHookBody(t, batchtest.Targets("js-legacy", 1), rcLegacy.srv.URL)); rec.Code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+	}
+	legacy := jsDeliveries(rcLegacy.wait(t, 1))
+	for _, secret := range []string{aliceSecret, testSecret} {
+		if r := verify(secret, legacy); r[0] != "ok" {
+			t.Errorf("under the transition setting, standardwebhooks says %s", r[0])
+		}
+	}
+	if r := verify(bobSecret, legacy); r[0] == "ok" {
+		t.Error("under the transition setting, standardwebhooks accepts alice's delivery under bob's secret")
+	}
+}
+
+// jsDelivery is a delivery as verify.js reads it.
+type jsDelivery struct {
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+}
+
+// jsDeliveries are the deliveries got, as verify.js reads them.
+func jsDeliveries(got []delivery) []jsDelivery {
+	var ds []jsDelivery
+	for _, d := range got {
+		h := map[string]string{}
+		for _, k := range []string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature} {
+			h[k] = d.header.Get(k)
+		}
+		ds = append(ds, jsDelivery{h, string(d.body)})
+	}
+	return ds
+}
+
+// jsVerify runs verify.js in dir (see installStandardWebhooks) on ds under
+// secret: "ok" or "refused: <reason>" for each.
+func jsVerify(t *testing.T, dir, secret string, ds []jsDelivery) []string {
+	t.Helper()
+	in, err := json.Marshal(map[string]any{"secret": secret, "deliveries": ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "verify.js")
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node verify.js: %v\n%s", err, out)
+	}
+	var results []string
+	if err := json.Unmarshal(out, &results); err != nil {
+		t.Fatalf("node said %s: %v", out, err)
+	}
+	return results
 }
 
 // installStandardWebhooks copies testdata/standardwebhooks to a temporary

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,16 +42,60 @@ func mustKey(t *testing.T, secret string) []byte {
 	return k
 }
 
-// The webhook-id of a delivery is derived from the event's id under the
-// caller's secret (a value computed apart from the code, in Python), so
-// no other caller can predict it, and it differs between callers.
-func TestWebhookID(t *testing.T) {
+// previousBuildHeaders are the Standard Webhooks headers the builds before
+// per-caller secrets sent for a delivery of ev with body at ts: the event's
+// id as webhook-id, signed with the master secret itself.
+func previousBuildHeaders(t *testing.T, master string, ev batch.WebhookEvent, ts int64, body []byte) http.Header {
+	t.Helper()
+	h := http.Header{}
+	h.Set(HeaderWebhookID, ev.ID)
+	h.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(HeaderWebhookSignature, sign(mustKey(t, master), ev.ID, ts, body))
+	return h
+}
+
+// webhookIDPattern is the webhook-id openapi.json documents: "msg_" and
+// the job id.
+var webhookIDPattern = regexp.MustCompile(`^msg_[0-9a-f-]+$`)
+
+// A delivery's webhook-id is a function of its event alone, "msg_" and
+// the job id, as the builds before per-caller secrets sent it: the same on
+// every attempt, at any time, from senders with other master secrets, and
+// the id a node of the previous build sends for the event, so a receiver
+// that ignores an id it has seen takes the event once however many nodes,
+// of whichever build, retry it.
+func TestWebhookSender_IDIsTheEvents(t *testing.T) {
 	t.Parallel()
-	if got, want := webhookID(mustKey(t, aliceSecret), "msg_job-1"), "msg_CUHnso8U5nYnoAGxq-05Hg"; got != want {
-		t.Errorf("webhookID = %s, want %s", got, want)
+	rc := newReceiver(t)
+	other, err := NewWebhookSecret()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if webhookID(mustKey(t, aliceSecret), "msg_job-1") == webhookID(mustKey(t, bobSecret), "msg_job-1") {
-		t.Error("two callers' deliveries of one event id get one webhook-id")
+	const jobID = "5f1c2b8e-3d4a-4c6b-9e7f-0a1b2c3d4e5f"
+	ev := batch.WebhookEvent{ID: "msg_" + jobID, Type: batch.EventJobFinished, Caller: "alice", URL: rc.srv.URL,
+		JobID: jobID, Status: batch.JobDone, TargetsTotal: 1, TargetsDone: 1, TargetsOK: 1}
+	for i, secret := range []string{testSecret, testSecret, other} {
+		s, err := NewWebhookSender(http.DefaultClient, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.now = func() time.Time { return time.Now().Add(time.Duration(i) * time.Second) }
+		ev.Attempt = i + 1
+		if err := s.Deliver(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body, err := Payload(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := previousBuildHeaders(t, testSecret, ev, time.Now().Unix(), body).Get(HeaderWebhookID)
+	for i, d := range rc.wait(t, 3) {
+		checkWebhookDelivery(t, d)
+		id := d.header.Get(HeaderWebhookID)
+		if id != "msg_"+jobID || id != previous || !webhookIDPattern.MatchString(id) {
+			t.Errorf("attempt %d: webhook-id %q, want %q, the previous build's %q", i+1, id, "msg_"+jobID, previous)
+		}
 	}
 }
 
@@ -114,6 +160,104 @@ func TestWebhookSender_PerCallerSecret(t *testing.T) {
 		}
 		if err := VerifyWebhook(testSecret, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
 			t.Errorf("job %s: the master secret verifies it: %v", p.Data.JobID, err)
+		}
+	}
+}
+
+// legacyBundle is hookBundle with a sender under the transition setting:
+// each delivery signed with its caller's secret and the master secret.
+func legacyBundle(t *testing.T) *testBundle {
+	t.Helper()
+	sender, err := NewWebhookSender(http.DefaultClient, testSecret, WebhookLegacySignature(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hookBundle(t, nil, func(c *batch.Config) { c.Deliver = sender.Deliver })
+}
+
+// Under the transition setting (WebhookLegacySignature) every delivery
+// carries two signatures, so that a receiver holding the master secret the
+// previous build signed with and one holding its caller's secret both
+// verify it, and one holding another caller's secret does not; the
+// delivery has the previous build's id, and the master secret verifies the
+// previous build's delivery of the same event, so during a rolling
+// upgrade a receiver that keeps the old secret verifies the deliveries of
+// every node. Without the setting the master secret verifies nothing
+// (TestWebhookSender_PerCallerSecret).
+func TestWebhookSender_LegacySignature(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	b := legacyBundle(t)
+	for _, key := range []string{keyAlice, keyBob} {
+		rec := b.do(t, http.MethodPost, "/v1/batch", key, submitHookBody(t, batchtest.Targets("legacy", 1), rc.srv.URL))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", rec.Code, rec.Body)
+		}
+	}
+	for _, d := range rc.wait(t, 2) {
+		checkWebhookDelivery(t, d)
+		var p WebhookPayload
+		decodeJSON(t, d.body, &p)
+		own, other := bobSecret, aliceSecret
+		if info, err := b.runner.Status(t.Context(), alice, p.Data.JobID, batch.StatusOptions{JobOnly: true}); err == nil && info.ID == p.Data.JobID {
+			own, other = aliceSecret, bobSecret
+		}
+		if sigs := strings.Fields(d.header.Get(HeaderWebhookSignature)); len(sigs) != 2 {
+			t.Errorf("job %s: webhook-signature %q, want two signatures", p.Data.JobID, sigs)
+		}
+		for _, secret := range []string{own, testSecret} {
+			if err := VerifyWebhook(secret, d.header, d.body, time.Now()); err != nil {
+				t.Errorf("job %s: a receiver's secret does not verify the delivery: %v", p.Data.JobID, err)
+			}
+		}
+		if err := VerifyWebhook(other, d.header, d.body, time.Now()); !errors.Is(err, ErrWebhookSignature) {
+			t.Errorf("job %s: another caller's secret verifies it: %v", p.Data.JobID, err)
+		}
+		id := d.header.Get(HeaderWebhookID)
+		ts, err := strconv.ParseInt(d.header.Get(HeaderWebhookTimestamp), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := previousBuildHeaders(t, testSecret, batch.WebhookEvent{ID: "msg_" + p.Data.JobID}, ts, d.body)
+		if old.Get(HeaderWebhookID) != id {
+			t.Errorf("job %s: webhook-id %q, the previous build's %q", p.Data.JobID, id, old.Get(HeaderWebhookID))
+		}
+		if err := VerifyWebhook(testSecret, old, d.body, time.Now()); err != nil {
+			t.Errorf("job %s: the master secret does not verify the previous build's delivery: %v", p.Data.JobID, err)
+		}
+	}
+}
+
+// The legacy secret is checked as the master is, and an event without a
+// caller, signed with the master secret already, is not signed twice
+// with it.
+func TestWebhookLegacySignature_Options(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"whsec_x", "whsec_" + strings.Repeat("A", 8)} {
+		if _, err := NewWebhookSender(nil, testSecret, WebhookLegacySignature(bad)); err == nil {
+			t.Errorf("NewWebhookSender accepted the legacy secret %q", bad)
+		}
+	}
+	rc := newReceiver(t)
+	for _, opts := range [][]WebhookOption{{WebhookLegacySignature("")}, {WebhookLegacySignature(testSecret)}} {
+		s, err := NewWebhookSender(http.DefaultClient, testSecret, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Deliver(t.Context(), batch.WebhookEvent{ID: "msg_1", Type: batch.EventJobFinished, Caller: "alice", URL: rc.srv.URL, JobID: "1", Status: batch.JobDone}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Deliver(t.Context(), batch.WebhookEvent{ID: "msg_2", Type: batch.EventJobFinished, URL: rc.srv.URL, JobID: "2", Status: batch.JobDone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := rc.wait(t, 4)
+	for i, want := range []int{1, 1, 2, 1} { // off: alice's, no caller's; on: alice's and the master's, no caller's
+		if sigs := strings.Fields(got[i].header.Get(HeaderWebhookSignature)); len(sigs) != want {
+			t.Errorf("delivery %d: %d signatures, want %d", i+1, len(sigs), want)
+		}
+		if err := VerifyWebhook(testSecret, got[i].header, got[i].body, time.Now()); (err == nil) != (want == 2 || i%2 == 1) {
+			t.Errorf("delivery %d: the master secret's verdict: %v", i+1, err)
 		}
 	}
 }
@@ -320,7 +464,7 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 		t.Errorf("our own verifier refuses the delivery: %v", err)
 	}
 	checkWebhookDelivery(t, d)
-	if id, want := d.header.Get(HeaderWebhookID), webhookID(callerKey(mustKey(t, testSecret), "alice"), "msg_"+sub.JobID); id != want {
+	if id, want := d.header.Get(HeaderWebhookID), "msg_"+sub.JobID; id != want {
 		t.Errorf("webhook-id %q, want %q", id, want)
 	}
 	if ua := d.header.Get("User-Agent"); ua != DefaultWebhookUserAgent {

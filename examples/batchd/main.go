@@ -108,6 +108,7 @@ type options struct {
 	metricsKeyFile             string
 	adminKeyFile               string
 	generatedFile              string
+	webhookLegacySignature     bool
 	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
@@ -170,6 +171,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	durationVar(&b.SweepInterval, "sweep-interval", batch.DefaultSweepInterval, "how often expired jobs are swept and the byte budget enforced")
 	durationVar(&b.PollInterval, "poll-interval", batch.DefaultPollInterval, "how often idle workers look for jobs other nodes accepted, and long-polls re-read the store")
 	fs.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "read the webhook signing secret (whsec_…) from `file`; or set $"+webhookSecretEnv+" (default: one generated per start)")
+	fs.BoolVar(&o.webhookLegacySignature, "webhook-legacy-signature", false, "during an upgrade from a build before per-caller webhook secrets: sign each delivery with the master secret too, so that receivers still holding it verify (turn off once every receiver has its caller's secret; see docs/upgrading.md)")
 	durationVar(&b.WebhookTimeout, "webhook-timeout", batch.DefaultWebhookTimeout, "deadline of one webhook delivery attempt")
 	durationVar(&b.WebhookBackoff, "webhook-backoff", batch.DefaultWebhookBackoff, "wait after a webhook's first failed attempt (doubling, up to an hour)")
 	durationVar(&b.WebhookRetryFor, "webhook-retry-for", batch.DefaultWebhookRetryFor, "how long after a job's end its webhook is retried before it is dropped")
@@ -273,6 +275,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.printWebhookSecret != "" {
 		return printCallerSecret(stdout, secret, o.printWebhookSecret)
 	}
+	if o.webhookLegacySignature && secret == "" {
+		// The second signature is for receivers holding the master secret
+		// the previous build signed with: a generated one nobody holds.
+		return usagef("-webhook-legacy-signature needs the master secret the previous build signed with, "+
+			"in -webhook-secret-file or $%s", webhookSecretEnv)
+	}
 	metricsKey, err := loadMetricsKey(o)
 	if err != nil {
 		return err
@@ -333,6 +341,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		OpenPostgres:  pgopen.Open,
 		Observer:      observer,
 		Middleware:    middleware,
+
+		WebhookLegacySignature: o.webhookLegacySignature,
 	})
 	if err != nil {
 		ln.Close()

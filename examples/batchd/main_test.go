@@ -35,7 +35,8 @@ func TestParseFlags(t *testing.T) {
 	t.Parallel()
 	o, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-key", "a=b", "-key", "c=d:restricted", "-allow", "127.0.0.1:81",
 		"-workers", "3", "-ttl", "2h", "-max-bytes", "1000",
-		"-webhook-secret-file", "/etc/hook", "-webhook-timeout", "3s", "-webhook-backoff", "1s", "-webhook-retry-for", "6h"}, io.Discard, io.Discard)
+		"-webhook-secret-file", "/etc/hook", "-webhook-timeout", "3s", "-webhook-backoff", "1s", "-webhook-retry-for", "6h",
+		"-webhook-legacy-signature"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("parsed %+v", o)
 	}
 	if o.webhookSecretFile != "/etc/hook" || o.batch.WebhookTimeout != batch.Duration(3*time.Second) || o.batch.WebhookBackoff != batch.Duration(time.Second) ||
-		o.batch.WebhookRetryFor != batch.Duration(6*time.Hour) {
+		o.batch.WebhookRetryFor != batch.Duration(6*time.Hour) || !o.webhookLegacySignature {
 		t.Errorf("parsed webhook flags %+v", o)
 	}
 	if _, err := parseFlags([]string{"-bogus"}, io.Discard, io.Discard); err == nil {
@@ -476,6 +477,7 @@ func TestRun_ExitCodes(t *testing.T) {
 	f([]string{"-bogus"}, exitUsage, "", "flag provided but not defined: -bogus")
 	f([]string{"extra"}, exitUsage, "", `unexpected argument "extra"`)
 	f([]string{"-log-level", "loud"}, exitUsage, "", `Run "batchd -h"`)
+	f([]string{"-webhook-legacy-signature"}, exitUsage, "", "-webhook-legacy-signature needs the master secret")
 
 	dir := t.TempDir()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")

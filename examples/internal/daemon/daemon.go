@@ -62,6 +62,14 @@ type Config struct {
 	// (never itself) and readable with [Daemon.WebhookSecret]; receivers
 	// then cannot verify across a restart, so a deployment sets its own.
 	WebhookSecret string
+	// WebhookLegacySignature is the transition setting of an upgrade from
+	// a build that signed every delivery with the master secret itself
+	// (before per-caller secrets): each delivery also carries a signature
+	// under WebhookSecret, so that a receiver still holding it verifies
+	// every delivery as one holding its caller's secret does (see
+	// batchhttp.WebhookLegacySignature and docs/upgrading.md). Turn it off
+	// once every receiver verifies with its caller's secret.
+	WebhookLegacySignature bool
 	// Batch is the runner's configuration; its Store, Fetch and Logger are
 	// filled in.
 	Batch batch.Config
@@ -181,7 +189,13 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	f := fetcher.New(fetcher.Options{Allow: cfg.Allow, MaxBytes: cfg.MaxResponseBytes, Timeout: time.Duration(cfg.Batch.TargetTimeout), UserAgent: cfg.UserAgent})
 	// Webhooks go out through the fetcher's guarded client: loopback and
 	// private addresses are refused at connect time, as for targets.
-	sender, err := batchhttp.NewWebhookSender(f.Client(), secret)
+	var hookOpts []batchhttp.WebhookOption
+	if cfg.WebhookLegacySignature {
+		hookOpts = append(hookOpts, batchhttp.WebhookLegacySignature(secret))
+		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "webhook deliveries also carry a signature under the master secret, "+
+			"for receivers of the previous build; turn it off once every receiver verifies with its caller's secret")
+	}
+	sender, err := batchhttp.NewWebhookSender(f.Client(), secret, hookOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}

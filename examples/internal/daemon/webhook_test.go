@@ -241,6 +241,44 @@ func TestDaemon_WebhookDelivered(t *testing.T) {
 	}
 }
 
+// With WebhookLegacySignature (batchd -webhook-legacy-signature) each
+// delivery verifies with the master secret, which the builds before
+// per-caller secrets signed with and handed receivers, and with the
+// caller's secret, and it says so in its log; without it only the
+// caller's (TestDaemon_WebhookDelivered).
+func TestDaemon_WebhookLegacySignature(t *testing.T) {
+	t.Parallel()
+	pages := okPages(t)
+	rc := newHookReceiver(t, false)
+	logs := &batchtest.Buffer{}
+	d, err := Open(t.Context(), Config{
+		DB:                     filepath.Join(t.TempDir(), "d.db"),
+		Keys:                   []batchserver.Key{{Name: "alice", Secret: "alice-key"}},
+		Allow:                  []string{pages, rc.addr},
+		WebhookSecret:          testWebhookSecret,
+		WebhookLegacySignature: true,
+		Logger:                 slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := "http://" + serveOn(t, d)
+	code, body := submitWebhook(t, server, pages, "http://"+rc.addr+"/hook")
+	if code != http.StatusAccepted {
+		t.Fatalf("submit = %d %s", code, body)
+	}
+	got := rc.wait(t, 1, 10*time.Second)
+	for _, secret := range []string{testWebhookSecret, d.CallerWebhookSecret("alice")} {
+		if err := batchhttp.VerifyWebhook(secret, got[0].header, got[0].body, time.Now()); err != nil {
+			t.Errorf("the delivery does not verify with a secret a receiver holds: %v", err)
+		}
+	}
+	if !strings.Contains(logs.String(), "also carry a signature under the master secret") ||
+		strings.Contains(logs.String(), strings.TrimPrefix(testWebhookSecret, "whsec_")) {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
 // The test binary doubles as a daemon child for the kill test: with
 // webhookChildEnv set to the JSON of a webhookChild, TestMain serves it.
 const webhookChildEnv = "BATCHKIT_DAEMON_WEBHOOK_CHILD"
@@ -337,7 +375,7 @@ func TestDaemon_WebhookSurvivesKill(t *testing.T) {
 
 	second := startWebhookChild(t, c)
 	got := rc.wait(t, 2, 20*time.Second)
-	if id := got[1].header.Get(batchhttp.HeaderWebhookID); !strings.HasPrefix(id, "msg_") || strings.Contains(id, sub.JobID) ||
+	if id := got[1].header.Get(batchhttp.HeaderWebhookID); id != "msg_"+sub.JobID ||
 		got[0].header.Get(batchhttp.HeaderWebhookID) != got[1].header.Get(batchhttp.HeaderWebhookID) ||
 		string(got[0].body) != string(got[1].body) {
 		t.Fatalf("the delivery after the restart differs from the one cut short:\n%v %s\n%v %s",
