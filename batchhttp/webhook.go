@@ -335,7 +335,10 @@ func (e *WebhookStatusError) Error() string {
 // refused (by the client's guard too), failed or timed out. Its message is
 // fixed text, without the URL, its host or an address; it matches
 // context.DeadlineExceeded or context.Canceled with [errors.Is] when the
-// attempt's context ended it.
+// attempt's context ended it, and wraps the guard's refusal (a
+// [batch.OutcomeError] with the outcome blocked, which holds no URL either)
+// when the client refused the address, so that the runner does not retry
+// it.
 type WebhookSendError struct {
 	msg   string
 	cause error // a context error, or nil
@@ -344,18 +347,19 @@ type WebhookSendError struct {
 // Error returns "batchhttp: webhook not delivered: <reason>".
 func (e *WebhookSendError) Error() string { return "batchhttp: webhook not delivered: " + e.msg }
 
-// Unwrap returns the context error that ended the attempt, if any.
+// Unwrap returns the context error that ended the attempt, or the guard's
+// refusal, if any.
 func (e *WebhookSendError) Unwrap() error { return e.cause }
 
 // sendError turns a client error, which holds the URL, into a
 // *WebhookSendError. A guard's refusal (a "blocked: …" error with an
-// outcome, as batchnet's) keeps its fixed text.
+// outcome, as batchnet's) keeps its fixed text and its outcome.
 func sendError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return &WebhookSendError{msg: "timeout or cancelled", cause: ctxErr}
 	}
 	if oe, ok := errors.AsType[batch.OutcomeError](err); ok && oe.Outcome() == batch.OutcomeBlocked {
-		return &WebhookSendError{msg: oe.Error()}
+		return &WebhookSendError{msg: oe.Error(), cause: oe}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &WebhookSendError{msg: "timeout", cause: context.DeadlineExceeded}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // testSecret is the master webhook secret of the tests.
@@ -436,6 +437,39 @@ func TestWebhookSender_Errors(t *testing.T) {
 	defer cancel()
 	f(ctx, hang.URL, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
 }
+
+// A delivery the client's guard refused keeps its outcome, "blocked", in
+// the error, so that the runner drops it instead of retrying it for a day;
+// the message still holds neither the URL nor the host.
+func TestWebhookSender_BlockedKeepsOutcome(t *testing.T) {
+	t.Parallel()
+	guard := batchnet.NewGuard(nil)
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return nil, guard.Precheck(r.URL.String())
+	})}
+	s, err := NewWebhookSender(client, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := batch.WebhookEvent{ID: "msg_x", Type: batch.EventJobFinished, JobID: "x", Status: batch.JobDone, URL: "https://127.0.0.1/canary"}
+	err = s.Deliver(t.Context(), ev)
+	oe, ok := errors.AsType[batch.OutcomeError](err)
+	if !ok || oe.Outcome() != batch.OutcomeBlocked {
+		t.Fatalf("Deliver = %v, want an error with the outcome blocked", err)
+	}
+	if _, ok := errors.AsType[*WebhookSendError](err); !ok {
+		t.Errorf("Deliver = %T, want a *WebhookSendError", err)
+	}
+	for _, leak := range []string{"127.0.0.1", "canary"} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("the error holds %q: %v", leak, err)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Submit: the webhook passes the pre-check as a target does; the owner
 // sees it in the status, nobody else sees the job; a runner without
