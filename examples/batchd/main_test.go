@@ -550,6 +550,43 @@ func TestRun_SecretsOnCommandLine(t *testing.T) {
 	}
 }
 
+// The generated-secrets file is written as a new file that replaces the
+// name: a symlink or a hard link planted at the name (in a shared
+// directory, say) does not carry the secrets into the file it points to.
+func TestWritePrivate_NoFollow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("victim\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, hard := filepath.Join(dir, "sym.env"), filepath.Join(dir, "hard.env")
+	if err := os.Symlink(victim, sym); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sym, hard} {
+		if err := writePrivate(name, "export BATCH_KEY=generated-secret\n"); err != nil {
+			t.Fatalf("%s: %v", filepath.Base(name), err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "victim\n" {
+			t.Errorf("writing %s wrote the file it links to: %q", filepath.Base(name), b)
+		}
+		fi, err := os.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want a regular file, 0600", filepath.Base(name), fi.Mode(), err)
+		}
+		if b, _ := os.ReadFile(name); string(b) != "export BATCH_KEY=generated-secret\n" {
+			t.Errorf("%s holds %q", filepath.Base(name), b)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, ".*")); len(names) != 0 {
+		t.Errorf("temporary files left: %v", names)
+	}
+}
+
 // The keys file docs/operations.md has a newcomer write at the root of a clone
 // (and examples/embed's) is git-ignored, so that it is not committed.
 func TestKeysFileIgnored(t *testing.T) {
