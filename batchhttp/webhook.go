@@ -2,7 +2,6 @@ package batchhttp
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // Completion webhooks, as the Standard Webhooks specification
@@ -241,14 +241,23 @@ const maxWebhookAnswer = 64 << 10
 // host that lets callers name webhooks gives it the same guard as its
 // fetcher, so that a webhook cannot reach loopback or private addresses
 // (the handler's pre-check refuses them at submit, the client at connect
-// time). A nil client is http.DefaultClient, which has no such guard. The
-// sender uses a copy of the client that does not follow redirects.
+// time). A nil client is the HTTP client of a [batchnet.Client] with no
+// allow list, so that a sender is guarded unless its host decides
+// otherwise (pass http.DefaultClient for no guard). The sender uses a copy
+// of the client that does not follow redirects.
 func NewWebhookSender(client *http.Client, secret string) (*WebhookSender, error) {
 	key, err := webhookKey(secret)
 	if err != nil {
 		return nil, err
 	}
-	c := *cmp.Or(client, http.DefaultClient)
+	if client == nil {
+		bc, err := batchnet.NewClient(batchnet.ClientConfig{})
+		if err != nil {
+			return nil, err
+		}
+		client = bc.HTTPClient()
+	}
+	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &WebhookSender{client: &c, key: key, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
 }

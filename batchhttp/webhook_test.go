@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,7 +404,7 @@ func TestWebhookSender_Errors(t *testing.T) {
 	}))
 	t.Cleanup(hang.Close)
 
-	s, err := NewWebhookSender(nil, testSecret)
+	s, err := NewWebhookSender(http.DefaultClient, testSecret) // unguarded: the receivers are on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,6 +465,28 @@ func TestWebhookSender_BlockedKeepsOutcome(t *testing.T) {
 		if strings.Contains(err.Error(), leak) {
 			t.Errorf("the error holds %q: %v", leak, err)
 		}
+	}
+}
+
+// A sender made without a client gets batchnet's guarded one, not
+// http.DefaultClient: a webhook to loopback is refused as blocked, and the
+// receiver there sees nothing.
+func TestWebhookSender_NilClientGuarded(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	s, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := batch.WebhookEvent{ID: "msg_x", Type: batch.EventJobFinished, JobID: "x", Status: batch.JobDone, URL: srv.URL + "/hook"}
+	err = s.Deliver(t.Context(), ev)
+	if oe, ok := errors.AsType[batch.OutcomeError](err); !ok || oe.Outcome() != batch.OutcomeBlocked {
+		t.Errorf("Deliver to loopback with a nil client = %v, want blocked", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the loopback receiver got %d requests", n)
 	}
 }
 
