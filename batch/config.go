@@ -132,7 +132,8 @@ type Config struct {
 	// webhook (see [SubmitOptions]); batchhttp.NewWebhookSender makes one.
 	// A runner with Deliver claims the due events of the store, its own
 	// and those of other runners sharing it, and retries them with
-	// back-off (WebhookBackoff) for WebhookRetryFor. Defaults to nil: the
+	// back-off (WebhookBackoff) for WebhookRetryFor (a delivery refused
+	// as blocked is dropped at once). Defaults to nil: the
 	// runner delivers nothing and refuses a submit with a webhook
 	// ([ErrWebhooksDisabled]).
 	Deliver DeliverFunc `json:"-" toml:"-"`

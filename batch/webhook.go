@@ -89,7 +89,9 @@ type WebhookEvent struct {
 // returns one that POSTs it, signed, as the Standard Webhooks
 // specification says. It returns nil once the receiver has taken the
 // event (a 2xx answer), and an error otherwise; the runner then retries
-// with back-off. ctx carries Config.WebhookTimeout and is cancelled when
+// with back-off, unless the error is (or wraps) an [OutcomeError] with the
+// outcome [OutcomeBlocked]: a guard's refusal of the address, which every
+// retry would meet again, so the event is dropped at once. ctx carries Config.WebhookTimeout and is cancelled when
 // the runner closes.
 //
 // The runner never logs the error, which may hold the URL or its host.
@@ -268,7 +270,10 @@ func (r *Runner) deliver(d batchdriver.WebhookDelivery) (retryIn time.Duration) 
 		r.metrics.webhook(webhookFailed)
 		outcome, level = "", slog.LevelWarn
 		retryIn = r.webhookBackoff(d.Attempt)
-		if d.Age+retryIn > time.Duration(r.cfg.WebhookRetryFor) {
+		if oe, ok := errors.AsType[OutcomeError](err); ok && oe.Outcome() == OutcomeBlocked {
+			// The guard refused the address: it would refuse every retry.
+			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: its address is blocked", 0
+		} else if d.Age+retryIn > time.Duration(r.cfg.WebhookRetryFor) {
 			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: still not delivered after the retry bound", 0
 		} else {
 			fin.Retry, fin.RetryIn = true, retryIn

@@ -164,8 +164,8 @@ func (c *CLI) report(err error) {
 		return
 	}
 	if ae, ok := errors.AsType[*batchhttp.APIError](err); ok {
-		fmt.Fprintf(w, "%s: %s (HTTP %d)\n", name, ae.Message, ae.StatusCode)
-		hint := ae.Hint
+		fmt.Fprintf(w, "%s: %s (HTTP %d)\n", name, printable(ae.Message), ae.StatusCode)
+		hint := printable(ae.Hint)
 		if ae.StatusCode == http.StatusUnauthorized {
 			// The server's hint speaks HTTP ("send Authorization: Bearer");
 			// the user needs this CLI's way of passing the key.
@@ -187,13 +187,13 @@ func (c *CLI) report(err error) {
 			origin = u.Scheme + "://" + u.Host
 		}
 		if ue.Timeout() {
-			fmt.Fprintf(w, "%s: no answer from %s in time: %v\n", name, origin, ue.Err)
+			fmt.Fprintf(w, "%s: no answer from %s in time: %s\n", name, printable(origin), printable(ue.Err.Error()))
 		} else {
-			fmt.Fprintf(w, "%s: no answer from %s: %v\n", name, origin, ue.Err)
+			fmt.Fprintf(w, "%s: no answer from %s: %s\n", name, printable(origin), printable(ue.Err.Error()))
 		}
 		return
 	}
-	fmt.Fprintf(w, "%s: %v\n", name, err)
+	fmt.Fprintf(w, "%s: %s\n", name, printable(err.Error()))
 }
 
 // globalFlagHint says where a global flag goes when ue is one of

@@ -3,6 +3,11 @@ package batchcli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // print writes v as indented JSON to Stdout, with <, > and & as they are:
@@ -22,8 +27,56 @@ func (c *CLI) write(v any, indent string) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := c.cfg.Stdout.Write(unescapeHTML(buf.Bytes()))
+	_, err := c.cfg.Stdout.Write(escapeControls(unescapeHTML(buf.Bytes())))
 	return err
+}
+
+// unsafeRune reports whether a terminal may act on r rather than show it:
+// a control character (C0, DEL, C1: escape sequences, bells, CSI) or a
+// bidirectional formatting character (which reorders what follows it).
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+}
+
+// printable returns server text for a line on the terminal: each unsafe
+// rune (see unsafeRune), newlines too, written as its Go escape (\x1b,
+// \u202e), so that a server cannot move the cursor, retitle the window or
+// disguise what it says.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// escapeControls rewrites, in JSON text, each unsafe rune that the encoder
+// leaves raw (DEL, the C1 controls and the bidirectional formatting
+// characters: JSON escapes only C0) as a \u escape. Such a rune can only
+// be inside a string, where the escape decodes to the same value.
+func escapeControls(b []byte) []byte {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r >= 0x7f && unsafeRune(r) }) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r >= 0x7f && unsafeRune(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // unescapeHTML rewrites the escapes \u003c, \u003e and \u0026 in JSON text

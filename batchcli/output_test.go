@@ -75,3 +75,47 @@ func TestCLI_PrintsHTMLUnescaped(t *testing.T) {
 		}
 	})
 }
+
+// Text from the server never reaches the terminal with control characters
+// in it: an error's message and hint on stderr are printed with them
+// escaped, and JSON on stdout carries DEL and the C1 controls (which JSON
+// allows raw, and which some terminals obey) as \u escapes, decoding to the
+// same value.
+func TestCLI_StripsControlCharacters(t *testing.T) {
+	t.Parallel()
+	const evil = "a\x1b]0;pwned\x07b\x1b[2Jc\u009b31md\x7fe\u202ef"
+	quoted, _ := json.Marshal(evil)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"success":false,"error":`+string(quoted)+`,"hint":`+string(quoted)+`}`)
+	}))
+	t.Cleanup(refusing.Close)
+	body := `{"job_id":"j","idx":0,"url":"https://a.test/","status":"done","result":{"content":` + string(quoted) + `},"expires_at":"2026-01-02T03:04:05Z"}`
+	answering := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(answering.Close)
+
+	bad := func(where, out string) {
+		t.Helper()
+		for _, c := range "\x1b\x07\x7f\u009b\u202e" {
+			if strings.ContainsRune(out, c) {
+				t.Errorf("%s holds the control character %U: %q", where, c, out)
+			}
+		}
+	}
+	r := runCLI(t, t.Context(), refusing.URL, "k", nil, "", "status", "x")
+	bad("stderr", r.stderr)
+	if !strings.Contains(r.stderr, `a\x1b]0;pwned\ab`) {
+		t.Errorf("stderr does not show the message escaped: %q", r.stderr)
+	}
+	r = runCLI(t, t.Context(), answering.URL, "k", nil, "", "result", "j", "0")
+	r.check(t, "result", batchcli.ExitOK)
+	bad("stdout", r.stdout)
+	var got struct{ Result struct{ Content string } }
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Result.Content != evil {
+		t.Errorf("stdout decodes to %q, %v; want the server's text", got.Result.Content, err)
+	}
+}

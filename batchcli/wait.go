@@ -105,7 +105,7 @@ func (p *progress) counts() string {
 
 func (p *progress) line() string {
 	secs := int(time.Since(p.start).Seconds())
-	return fmt.Sprintf("%s · %02d:%02d · %s", p.counts(), secs/60, secs%60, p.s.Status)
+	return fmt.Sprintf("%s · %02d:%02d · %s", p.counts(), secs/60, secs%60, printable(string(p.s.Status)))
 }
 
 // counts returns how many of the job's targets are done and how many

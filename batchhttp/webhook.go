@@ -2,7 +2,6 @@ package batchhttp
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // Completion webhooks, as the Standard Webhooks specification
@@ -254,8 +254,10 @@ const maxWebhookAnswer = 64 << 10
 // host that lets callers name webhooks gives it the same guard as its
 // fetcher, so that a webhook cannot reach loopback or private addresses
 // (the handler's pre-check refuses them at submit, the client at connect
-// time). A nil client is http.DefaultClient, which has no such guard. The
-// sender uses a copy of the client that does not follow redirects.
+// time). A nil client is the HTTP client of a [batchnet.Client] with no
+// allow list, so that a sender is guarded unless its host decides
+// otherwise (pass http.DefaultClient for no guard). The sender uses a copy
+// of the client that does not follow redirects.
 func NewWebhookSender(client *http.Client, secret string, opts ...WebhookOption) (*WebhookSender, error) {
 	key, err := webhookKey(secret)
 	if err != nil {
@@ -271,7 +273,14 @@ func NewWebhookSender(client *http.Client, secret string, opts ...WebhookOption)
 			return nil, fmt.Errorf("%w (the legacy signature's)", err)
 		}
 	}
-	c := *cmp.Or(client, http.DefaultClient)
+	if client == nil {
+		bc, err := batchnet.NewClient(batchnet.ClientConfig{})
+		if err != nil {
+			return nil, err
+		}
+		client = bc.HTTPClient()
+	}
+	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &WebhookSender{client: &c, key: key, legacy: legacy, now: time.Now, userAgent: DefaultWebhookUserAgent}, nil
 }
@@ -368,7 +377,10 @@ func (e *WebhookStatusError) Error() string {
 // refused (by the client's guard too), failed or timed out. Its message is
 // fixed text, without the URL, its host or an address; it matches
 // context.DeadlineExceeded or context.Canceled with [errors.Is] when the
-// attempt's context ended it.
+// attempt's context ended it, and wraps the guard's refusal (a
+// [batch.OutcomeError] with the outcome blocked, which holds no URL either)
+// when the client refused the address, so that the runner does not retry
+// it.
 type WebhookSendError struct {
 	msg   string
 	cause error // a context error, or nil
@@ -377,18 +389,19 @@ type WebhookSendError struct {
 // Error returns "batchhttp: webhook not delivered: <reason>".
 func (e *WebhookSendError) Error() string { return "batchhttp: webhook not delivered: " + e.msg }
 
-// Unwrap returns the context error that ended the attempt, if any.
+// Unwrap returns the context error that ended the attempt, or the guard's
+// refusal, if any.
 func (e *WebhookSendError) Unwrap() error { return e.cause }
 
 // sendError turns a client error, which holds the URL, into a
 // *WebhookSendError. A guard's refusal (a "blocked: …" error with an
-// outcome, as batchnet's) keeps its fixed text.
+// outcome, as batchnet's) keeps its fixed text and its outcome.
 func sendError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return &WebhookSendError{msg: "timeout or cancelled", cause: ctxErr}
 	}
 	if oe, ok := errors.AsType[batch.OutcomeError](err); ok && oe.Outcome() == batch.OutcomeBlocked {
-		return &WebhookSendError{msg: oe.Error()}
+		return &WebhookSendError{msg: oe.Error(), cause: oe}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &WebhookSendError{msg: "timeout", cause: context.DeadlineExceeded}

@@ -14,11 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchtest"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // testSecret is the master webhook secret of the tests.
@@ -546,7 +548,7 @@ func TestWebhookSender_Errors(t *testing.T) {
 	}))
 	t.Cleanup(hang.Close)
 
-	s, err := NewWebhookSender(nil, testSecret)
+	s, err := NewWebhookSender(http.DefaultClient, testSecret) // unguarded: the receivers are on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,6 +582,61 @@ func TestWebhookSender_Errors(t *testing.T) {
 	defer cancel()
 	f(ctx, hang.URL, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
 }
+
+// A delivery the client's guard refused keeps its outcome, "blocked", in
+// the error, so that the runner drops it instead of retrying it for a day;
+// the message still holds neither the URL nor the host.
+func TestWebhookSender_BlockedKeepsOutcome(t *testing.T) {
+	t.Parallel()
+	guard := batchnet.NewGuard(nil)
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return nil, guard.Precheck(r.URL.String())
+	})}
+	s, err := NewWebhookSender(client, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := batch.WebhookEvent{ID: "msg_x", Type: batch.EventJobFinished, JobID: "x", Status: batch.JobDone, URL: "https://127.0.0.1/canary"}
+	err = s.Deliver(t.Context(), ev)
+	oe, ok := errors.AsType[batch.OutcomeError](err)
+	if !ok || oe.Outcome() != batch.OutcomeBlocked {
+		t.Fatalf("Deliver = %v, want an error with the outcome blocked", err)
+	}
+	if _, ok := errors.AsType[*WebhookSendError](err); !ok {
+		t.Errorf("Deliver = %T, want a *WebhookSendError", err)
+	}
+	for _, leak := range []string{"127.0.0.1", "canary"} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("the error holds %q: %v", leak, err)
+		}
+	}
+}
+
+// A sender made without a client gets batchnet's guarded one, not
+// http.DefaultClient: a webhook to loopback is refused as blocked, and the
+// receiver there sees nothing.
+func TestWebhookSender_NilClientGuarded(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	s, err := NewWebhookSender(nil, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := batch.WebhookEvent{ID: "msg_x", Type: batch.EventJobFinished, JobID: "x", Status: batch.JobDone, URL: srv.URL + "/hook"}
+	err = s.Deliver(t.Context(), ev)
+	if oe, ok := errors.AsType[batch.OutcomeError](err); !ok || oe.Outcome() != batch.OutcomeBlocked {
+		t.Errorf("Deliver to loopback with a nil client = %v, want blocked", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the loopback receiver got %d requests", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Submit: the webhook passes the pre-check as a target does; the owner
 // sees it in the status, nobody else sees the job; a runner without

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,9 +116,11 @@ func (g *Guard) PrecheckFunc(_ context.Context, _ batch.Caller, rawURL string) e
 // canonical dotted-quad (127.1, 2130706433, 0x7f000001, 0177.0.0.1, 0) is
 // refused, since resolvers disagree on what it means; "localhost" and
 // names under ".localhost" are refused as loopback. These rules see the
-// host with fullwidth characters and full stops folded to ASCII,
-// lower-cased and without trailing dots, so "１２７．０．０．１",
-// "ｌｏｃａｌｈｏｓｔ" and "localhost.." are refused too. A host:port on the allow
+// host mapped to ASCII as net/http maps it before it dials (IDNA's lookup
+// mapping: fullwidth, circled and mathematical letters and digits,
+// superscripts, ideographic full stops, ignored characters such as the
+// soft hyphen), lower-cased and without trailing dots, so "１２７．０．０．１",
+// "ⓛⓞⓒⓐⓛⓗⓞⓢⓣ", "127.0.0.①" and "localhost.." are refused too. A host:port on the allow
 // list skips the port, address and name rules.
 //
 // The error is a *[BlockedError] and never contains the URL. Precheck is
@@ -181,29 +184,56 @@ func checkHostName(host string) error {
 	return nil
 }
 
-// foldHost returns host as the address and name rules must see it: the
-// fullwidth forms of ASCII (U+FF01 to U+FF5E) folded to ASCII, the
-// ideographic and fullwidth full stops (U+3002, U+FF0E, U+FF61) to ".",
-// lower-cased, and without trailing dots. IDNA's mapping does this much
-// (UTS #46 width folding), and browsers and some resolvers apply it, so
-// "http://１２７．０．０．１/", "http://ｌｏｃａｌｈｏｓｔ/" and
-// "http://localhost../" name loopback and are refused as such. It is not a
-// full IDNA mapping (batchnet imports the standard library only); other
-// names are left as they are, and the connect-time check ([Guard.Control])
-// holds for whatever they resolve to.
+// foldHost returns host as the address and name rules must see it: each
+// character that IDNA's lookup mapping (UTS #46, as net/http applies it to
+// a host before it dials) turns into ASCII, or drops, replaced by its
+// mapping; the remaining fullwidth forms of ASCII (U+FF01 to U+FF5E) folded
+// to ASCII too, as some resolvers do; lower-cased, and without trailing
+// dots. So "http://１２７．０．０．１/", "http://ｌｏｃａｌｈｏｓｔ/",
+// "http://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ/", "http://𝐥𝐨𝐜𝐚𝐥𝐡𝐨𝐬𝐭/", "http://127.0.0.①/" and
+// "http://localhost../" name loopback and are refused as such. The mapping
+// comes from a table (idnamap.go, generated from golang.org/x/net/idna,
+// since batchnet imports the standard library only); a character it leaves
+// non-ASCII makes its label an "xn--" label, which is neither a number nor
+// "localhost", and the connect-time check ([Guard.Control]) holds for
+// whatever such a name resolves to.
 func foldHost(host string) string {
 	var b strings.Builder
 	b.Grow(len(host))
 	for _, r := range host {
-		switch {
-		case r == 0x3002 || r == 0xFF0E || r == 0xFF61:
-			r = '.'
-		case r >= 0xFF01 && r <= 0xFF5E:
+		if r >= 0x80 {
+			if to, ok := idnaMap(r); ok {
+				b.WriteString(to)
+				continue
+			}
+		}
+		if r >= 0xFF01 && r <= 0xFF5E {
 			r -= 0xFF01 - 0x21
 		}
 		b.WriteRune(r)
 	}
 	return strings.TrimRight(strings.ToLower(b.String()), ".")
+}
+
+// idnaMap returns the ASCII mapping of r in the idnaASCII table, if any.
+func idnaMap(r rune) (string, bool) {
+	i, ok := sort.Find(len(idnaASCII), func(i int) int {
+		switch e := idnaASCII[i]; {
+		case r < e.lo:
+			return -1
+		case r > e.hi:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return "", false
+	}
+	e := idnaASCII[i]
+	if e.lo == r {
+		return e.to, true
+	}
+	return string(rune(e.to[0]) + r - e.lo), true
 }
 
 // NumericHost reports whether the last label of host is a number in the

@@ -133,6 +133,17 @@ func TestPrecheck(t *testing.T) {
 	f("http://localhost../", ReasonLoopback)
 	f("http://127.0.0.1../", ReasonLoopback)
 	f("http://ｅｘａｍｐｌｅ．ｃｏｍ/", "")
+	// Mapped to ASCII as net/http maps a host before it dials (IDNA's
+	// lookup profile): compatibility forms, and characters it drops.
+	f("http://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ/", ReasonLoopback)
+	f("http://𝐥𝐨𝐜𝐚𝐥𝐡𝐨𝐬𝐭/", ReasonLoopback)
+	f("http://127.0.0.①/", ReasonLoopback)
+	f("http://127.0.0.¹/", ReasonLoopback)
+	f("http://①⓪.0.0.1/", ReasonPrivate)
+	f("http://local\u00adhost/", ReasonLoopback)
+	f("http://app.𝓵𝓸𝓬𝓪𝓵𝓱𝓸𝓼𝓽/", ReasonLoopback)
+	f("http://127.0.0.𝟏/", ReasonLoopback)
+	f("http://ⓔⓧⓐⓜⓟⓛⓔ.com/", "")
 	f("http://bücher.example/", "")
 	f("http://LOCALHOST./", ReasonLoopback)
 	f("http://app.localhost/", ReasonLoopback)

@@ -143,10 +143,15 @@ func (o *Observer) Submit(ctx context.Context, ev batchobserve.SubmitEvent) (con
 		attrs = append(attrs, keyTargets.Int(ev.Targets))
 	}
 	ctx, span := o.tracer.Start(ctx, "submit batch", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	restricted := ev.Caller.Restricted
 	return ctx, func(res batchobserve.SubmitEnd) {
-		if res.Err != nil {
+		switch {
+		case res.Err != nil && restricted:
+			// As its log line: that it failed, not why.
+			span.SetStatus(codes.Error, "")
+		case res.Err != nil:
 			setError(span, submitErrorType(res.Err))
-		} else {
+		default:
 			span.SetAttributes(semconv.MessagingMessageID(res.JobID), keyJobID.String(res.JobID),
 				keyReused.Bool(res.Reused), keyJobStatus.String(string(res.Status)))
 			if ev.RetryOf != "" {

@@ -360,6 +360,35 @@ func TestSubmitFailure(t *testing.T) {
 	noMarker(t, exp.GetSpans())
 }
 
+// TestRestrictedSubmitFailure: a restricted caller's refused submit (or
+// retry) marks its span as an error and no more, as its log line leaves the
+// error out: no error.type, no status description.
+func TestRestrictedSubmitFailure(t *testing.T) {
+	tp, exp := recorder(t)
+	r := batchtest.NewRunner(t, batch.Config{Observer: batchotel.New(batchotel.Config{TracerProvider: tp}), Options: batchsift.Options})
+	agent := batch.Caller{Name: "agent", Restricted: true}
+	ts := markedTargets(1)
+	ts[0].Options = json.RawMessage(`{"mode":"bogus"}`)
+	if _, _, err := r.Submit(t.Context(), agent, ts); !errors.Is(err, batch.ErrInvalidTarget) {
+		t.Fatalf("Submit = %v, want ErrInvalidTarget", err)
+	}
+	if _, _, err := r.Retry(t.Context(), agent, "no-such-job"); !errors.Is(err, batch.ErrNotFound) {
+		t.Fatalf("Retry = %v, want ErrNotFound", err)
+	}
+	spans := byName(exp.GetSpans(), "submit batch")
+	if len(spans) != 2 {
+		t.Fatalf("%d submit spans, want 2", len(spans))
+	}
+	for _, s := range spans {
+		if v, ok := attrs(s)["error.type"]; ok {
+			t.Errorf("a restricted caller's submit span has error.type = %v", v.AsInterface())
+		}
+		if s.Status.Code != codes.Error || s.Status.Description != "" {
+			t.Errorf("a restricted caller's submit span has status %+v, want error without a description", s.Status)
+		}
+	}
+}
+
 // TestRetryOfUnknownJob: a retry of a job the caller does not have records
 // no batch.retry_of: the id is the caller's input until a job is found.
 func TestRetryOfUnknownJob(t *testing.T) {

@@ -39,7 +39,8 @@
 // No span carries a target URL, a host, a webhook URL, an idempotency key
 // or an error's text: the core never hands them to an observer. For a
 // restricted caller, a target's span says whether it was ok, not its
-// outcome.
+// outcome, and a refused submit's span that it failed, not why (no
+// error.type), as its log lines do.
 //
 // # More
 //

@@ -116,13 +116,13 @@ func TestOpen_Garbage(t *testing.T) {
 	for i := range junk {
 		junk[i] = byte(rng.Uint32())
 	}
-	if err := os.WriteFile(path, junk, 0o644); err != nil {
+	if err := os.WriteFile(path, junk, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wantOpenError(t, path, path, ErrCorrupt, 3)
 
 	text := filepath.Join(t.TempDir(), "notes.txt")
-	if err := os.WriteFile(text, []byte("these are not the bytes you are looking for\n"), 0o644); err != nil {
+	if err := os.WriteFile(text, []byte("these are not the bytes you are looking for\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wantOpenError(t, text, text, ErrCorrupt, 1)
@@ -168,7 +168,7 @@ func TestOpen_ReadOnly(t *testing.T) {
 
 	// A file without write permission (root writes anyway).
 	if os.Geteuid() != 0 {
-		if err := os.Chmod(path, 0o444); err != nil {
+		if err := os.Chmod(path, 0o440); err != nil {
 			t.Fatal(err)
 		}
 		wantOpenError(t, path, path, ErrReadOnly, 1)

@@ -142,7 +142,9 @@ var _ batchdriver.Store = (*Store)(nil)
 // [ErrLocked]. It then runs PRAGMA quick_check ([ErrCorrupt] for a damaged
 // file or one that is not a database, left byte for byte as it was), applies
 // the embedded migrations, and checks that the file can be written
-// ([ErrReadOnly]).
+// ([ErrReadOnly]). It refuses an existing database file (or -wal or -shm
+// file) that users other than its owner and group may read: new files are
+// created 0600.
 func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -159,6 +161,9 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 			return nil, s.openErr(ctx, path, err)
 		}
 		if err := createPrivate(name); err != nil {
+			return nil, s.openErr(ctx, path, err)
+		}
+		if err := checkNotWorldReadable(name); err != nil {
 			return nil, s.openErr(ctx, path, err)
 		}
 	}
@@ -262,6 +267,28 @@ func createPrivate(name string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// checkNotWorldReadable refuses a database file, or a -wal or -shm file
+// beside it, that users other than its owner and group may read or write:
+// it holds every caller's results. createPrivate makes new files 0600 (and
+// SQLite gives -wal and -shm the database's mode), but an existing file
+// keeps its mode, and a file from before that, or copied in, is often 0644.
+// Group access is left to the operator, for a backup group say.
+func checkNotWorldReadable(name string) error {
+	for _, f := range []string{name, name + "-wal", name + "-shm"} {
+		fi, err := os.Stat(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if perm := fi.Mode().Perm(); perm&0o007 != 0 {
+			return fmt.Errorf("%s: permissions %04o are too open: other users could read the stored results; chmod o-rwx %s", f, perm, f)
+		}
+	}
+	return nil
 }
 
 // fileOf returns the file a path or "file:" URI names, or "" for an

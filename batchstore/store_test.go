@@ -390,3 +390,53 @@ func TestOpen_FilesArePrivate(t *testing.T) {
 		}
 	}
 }
+
+// An existing database file, or a -wal or -shm beside it, that other users
+// may read holds every caller's results in the open: Open refuses it, as
+// key files are refused, and touches nothing. Group access is the
+// operator's choice and opens.
+func TestOpen_WorldReadableRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "open.db")
+	s, err := Open(t.Context(), path, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+	}{{path, 0o644}, {path, 0o606}, {path + "-wal", 0o644}, {path + "-shm", 0o604}} {
+		if err := os.WriteFile(c.name, nil, 0o600); err != nil && c.name != path {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(c.name, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(t.Context(), path, Config{})
+		if err == nil {
+			s.Close()
+			t.Errorf("Open with %s at %04o succeeded, want refused", filepath.Base(c.name), c.mode)
+		} else if !strings.Contains(err.Error(), "too open") || !strings.Contains(err.Error(), "chmod") {
+			t.Errorf("Open with %s at %04o = %v, want too open … chmod", filepath.Base(c.name), c.mode, err)
+		}
+		if fi, err := os.Stat(c.name); err != nil || fi.Mode().Perm() != c.mode {
+			t.Errorf("%s changed: %v, %v", filepath.Base(c.name), fi, err)
+		}
+		if c.name == path {
+			_ = os.Chmod(path, 0o600)
+		} else {
+			_ = os.Remove(c.name)
+		}
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(t.Context(), path, Config{})
+	if err != nil {
+		t.Fatalf("Open at 0640 = %v", err)
+	}
+	s.Close()
+}

@@ -191,10 +191,34 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		stderr.Write(usage.Bytes())
 		return o, &usageError{err}
 	}
+	if daemon.IsKeywordDSN(o.db) {
+		// Not repeated: it may hold a password.
+		return o, usagef("-db looks like a PostgreSQL keyword/value connection string (host=… password=…), " +
+			"which batchd does not take: give a postgres:// URL, and the password in $PGPASSWORD or ~/.pgpass")
+	}
 	if fs.NArg() > 0 {
+		if strings.Contains(fs.Arg(0), "=") {
+			// Perhaps the rest of a secret the shell split: not repeated.
+			return o, usagef("unexpected argument %d, with a '=' (not shown)", len(args)-fs.NArg()+1)
+		}
 		return o, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return o, nil
+}
+
+// warnCommandLine warns, on stderr, about secrets given on the command
+// line, which every local user can read in /proc/PID/cmdline; it never
+// repeats them.
+func warnCommandLine(o options, stderr io.Writer) {
+	if len(o.keys) > 0 {
+		fmt.Fprintf(stderr, "batchd: warning: -key puts a secret in the process list, where local users can read it; use -key-file or $%s\n", keysEnv)
+	}
+	if o.metricsKey != "" {
+		fmt.Fprintf(stderr, "batchd: warning: -metrics-key puts a secret in the process list, where local users can read it; use -metrics-key-file or $%s\n", metricsKeyEnv)
+	}
+	if daemon.DBHasPassword(o.db) {
+		fmt.Fprintf(stderr, "batchd: warning: -db holds a password, which puts it in the process list, where local users can read it; give it in $PGPASSWORD or ~/.pgpass\n")
+	}
 }
 
 // loadKeys gathers the keys of -key, $BATCHD_KEYS and -key-file (which
@@ -264,6 +288,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "batchd %s\n", batchcli.Version())
 		return errVersion
 	}
+	warnCommandLine(o, stderr)
 	keys, err := loadKeys(o)
 	if err != nil {
 		return err

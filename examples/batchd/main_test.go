@@ -507,6 +507,88 @@ func TestRun_ExitCodes(t *testing.T) {
 	f([]string{"-addr", "127.0.0.1:0", "-db", db, "-key-file", bad}, exitError, "", "line 3")
 }
 
+// Secrets on the command line, which every local user can read in
+// /proc/PID/cmdline: -key and -metrics-key, and a password in a -db URL, are
+// warned about, never echoed; a libpq keyword/value string given to -db is
+// refused (it would become an SQLite file name), and never echoed either.
+func TestRun_SecretsOnCommandLine(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "batch.db")
+	f := func(args []string, want int, wantErr string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if got := run(t.Context(), args, &stdout, &stderr); got != want {
+			t.Errorf("batchd %q: exit %d, want %d\nstderr: %s", args, got, want, &stderr)
+		}
+		out := stdout.String() + stderr.String()
+		if !strings.Contains(out, wantErr) {
+			t.Errorf("batchd %q: output %q, want %q in it", args, out, wantErr)
+		}
+		for _, secret := range []string{"hunter2", "a-secret-0123456789", "metrics-secret-0123"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("batchd %q: the output holds %q: %s", args, secret, out)
+			}
+		}
+	}
+	addr := busy.Addr().String() // the run ends at listen, after the warnings
+	f([]string{"-addr", addr, "-db", db, "-key", "a=a-secret-0123456789"}, exitError, "-key puts a secret in the process list")
+	f([]string{"-addr", addr, "-db", db, "-key-file", "/nonexistent", "-metrics-key", "metrics-secret-0123"}, exitError, "-metrics-key puts a secret in the process list")
+	f([]string{"-addr", addr, "-db", "postgres://bob:hun@ter2@127.0.0.1:1/jobs", "-key", "a=a-secret-0123456789"}, exitError, "-db holds a password")
+	f([]string{"-addr", addr, "-db", "host=127.0.0.1 password=hunter2 dbname=jobs", "-key", "a=a-secret-0123456789"}, exitUsage, "keyword/value")
+	f([]string{"-addr", addr, "-db", "host=127.0.0.1", "password=hunter2", "-key", "a=a-secret-0123456789"}, exitUsage, "keyword/value")
+	f([]string{"-db", db, "password=hunter2"}, exitUsage, "unexpected argument")
+	if names, _ := os.ReadDir("."); len(names) > 0 {
+		for _, n := range names {
+			if strings.Contains(n.Name(), "hunter2") {
+				t.Errorf("a file named after the connection string: %s", n.Name())
+			}
+		}
+	}
+}
+
+// The generated-secrets file is written as a new file that replaces the
+// name: a symlink or a hard link planted at the name (in a shared
+// directory, say) does not carry the secrets into the file it points to.
+func TestWritePrivate_NoFollow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("victim\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym, hard := filepath.Join(dir, "sym.env"), filepath.Join(dir, "hard.env")
+	if err := os.Symlink(victim, sym); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sym, hard} {
+		if err := writePrivate(name, "export BATCH_KEY=generated-secret\n"); err != nil {
+			t.Fatalf("%s: %v", filepath.Base(name), err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "victim\n" {
+			t.Errorf("writing %s wrote the file it links to: %q", filepath.Base(name), b)
+		}
+		fi, err := os.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want a regular file, 0600", filepath.Base(name), fi.Mode(), err)
+		}
+		if b, _ := os.ReadFile(name); string(b) != "export BATCH_KEY=generated-secret\n" {
+			t.Errorf("%s holds %q", filepath.Base(name), b)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, ".*")); len(names) != 0 {
+		t.Errorf("temporary files left: %v", names)
+	}
+}
+
 // The keys file docs/operations.md has a newcomer write at the root of a clone
 // (and examples/embed's) is git-ignored, so that it is not committed.
 func TestKeysFileIgnored(t *testing.T) {

@@ -56,21 +56,27 @@ func isTerminal(w io.Writer) bool {
 }
 
 // writePrivate writes content to name, readable and writable by its owner
-// only, whatever the file's mode was.
+// only. It writes a new file (os.CreateTemp: O_EXCL, mode 0600) beside name
+// and renames it over name, so that a symlink or a hard link planted at
+// name is replaced, never followed: the secrets cannot be steered into a
+// file another user chose, nor into one whose mode lets others read it.
 func writePrivate(name, content string) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
 	if err != nil {
 		return err
 	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
+	tmp := f.Name()
+	_, err = io.WriteString(f, content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if _, err := io.WriteString(f, content); err != nil {
-		f.Close()
-		return err
+	if err == nil {
+		err = os.Rename(tmp, name)
 	}
-	return f.Close()
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // showGenerated tells the operator the key (if generated is not "") and

@@ -18,6 +18,7 @@ import (
 // delivers it through Config.Deliver, at least once, retried with back-off
 // for a bounded time.
 var runnerWebhookCases = map[string]func(*testing.T, batchdriver.Store){
+	"WebhookBlockedNotRetried":  runnerWebhookBlocked,
 	"WebhookCloseMidDelivery":   runnerWebhookCloseMidDelivery,
 	"WebhookDroppedAfterBound":  runnerWebhookDropped,
 	"WebhookOncePerFinishedJob": runnerWebhookOnce,
@@ -285,6 +286,41 @@ func runnerWebhookDropped(t *testing.T, s batchdriver.Store) {
 	}
 	if got := metricValue(t, r, `batch_webhooks_total{outcome="dropped"}`); got != 1 {
 		t.Errorf("webhooks_total{dropped} = %d, want 1", got)
+	}
+}
+
+// blockedError is an error with the outcome "blocked", as a guard's
+// refusal of the webhook's address is.
+type blockedError struct{}
+
+func (blockedError) Error() string          { return "blocked: loopback address" }
+func (blockedError) Outcome() batch.Outcome { return batch.OutcomeBlocked }
+
+// runnerWebhookBlocked: a delivery the guard refused ("blocked") would be
+// refused again on every retry, so the event is dropped after that one
+// attempt rather than held (with the caller's pending quota) for
+// Config.WebhookRetryFor.
+func runnerWebhookBlocked(t *testing.T, s batchdriver.Store) {
+	hooks := newHookRecorder(func(batch.WebhookEvent) error {
+		return fmt.Errorf("batchhttp: webhook not delivered: %w", blockedError{})
+	})
+	r := batchtest.NewRunner(t, batch.Config{
+		Store: s, Deliver: hooks.Deliver, PollInterval: batch.Duration(10 * time.Millisecond),
+		WebhookBackoff: batch.Duration(time.Millisecond),
+	})
+	submitHook(t, r, alice, batchtest.Targets("blocked", 1), hookURL("blocked"))
+	deadline := time.Now().Add(waitLong)
+	for metricValue(t, r, `batch_webhooks_total{outcome="dropped"}`) == 0 {
+		if time.Now().After(deadline) {
+			attempts, _ := hooks.all()
+			t.Fatalf("not dropped within %s: %d attempts", waitLong, len(attempts))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // five polls, fifty back-offs
+	closeRunner(t, r)
+	if attempts, _ := hooks.all(); len(attempts) != 1 {
+		t.Errorf("%d attempts of a blocked delivery, want 1", len(attempts))
 	}
 }
 

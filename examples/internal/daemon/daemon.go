@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -131,17 +132,52 @@ func IsPostgresURL(db string) bool {
 }
 
 // DescribeDB returns db fit for a log line: a PostgreSQL URL without its
-// user information and parameters (a password may be among them).
+// user information and parameters (a password may be among them), and a
+// libpq keyword/value string not at all. The user information ends at the
+// last '@', so a password with an unescaped '@', '/', '?' or '#' is cut off
+// whole.
 func DescribeDB(db string) string {
+	if IsKeywordDSN(db) {
+		return "a PostgreSQL keyword/value connection string (not shown)"
+	}
 	if !IsPostgresURL(db) {
 		return db
 	}
-	u, err := url.Parse(db)
+	scheme, rest, _ := strings.Cut(db, "://")
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	rest, _, _ = strings.Cut(rest, "#")
+	u, err := url.Parse(scheme + "://" + rest)
 	if err != nil {
 		return "a PostgreSQL database (unparsable URL)"
 	}
 	return u.Scheme + "://" + u.Host + u.Path
 }
+
+// DBHasPassword reports whether a PostgreSQL URL holds a password: in its
+// user information (up to the last '@') or as a password parameter.
+func DBHasPassword(db string) bool {
+	if !IsPostgresURL(db) {
+		return false
+	}
+	_, rest, _ := strings.Cut(db, "://")
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 && strings.Contains(rest[:i], ":") {
+		return true
+	}
+	_, query, _ := strings.Cut(rest, "?")
+	return strings.HasPrefix(query, "password=") || strings.Contains(query, "&password=")
+}
+
+// keywordDSN matches the start of a libpq keyword/value connection string
+// ("host=… password=…").
+var keywordDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// IsKeywordDSN reports whether db looks like a libpq keyword/value
+// connection string, which the daemon does not take (it would become an
+// SQLite file name): a caller refuses it without repeating it.
+func IsKeywordDSN(db string) bool { return keywordDSN.MatchString(db) }
 
 // Daemon is a running batch service. Create one with [Open].
 type Daemon struct {

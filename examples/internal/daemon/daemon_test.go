@@ -288,9 +288,34 @@ func TestDescribeDB(t *testing.T) {
 		"postgres://bob:hunter2@db.internal:5432/jobs?sslmode=require&password=x": "postgres://db.internal:5432/jobs",
 		"postgresql://db/jobs": "postgresql://db/jobs",
 		"postgres://%zz":       "a PostgreSQL database (unparsable URL)",
+		// Passwords with characters that should have been escaped.
+		"postgres://bob:hun@ter2@db.internal/jobs":     "postgres://db.internal/jobs",
+		"postgres://bob:1234/hunter2@db.internal/jobs": "postgres://db.internal/jobs",
+		"postgres://bob:12#hunter2@db.internal/jobs":   "postgres://db.internal/jobs",
+		"postgres://bob:12?hunter2@db.internal/jobs":   "postgres://db.internal/jobs",
+		// A libpq keyword/value string is not shown at all.
+		"host=db.internal password=hunter2 dbname=jobs": "a PostgreSQL keyword/value connection string (not shown)",
 	} {
 		if got := DescribeDB(db); got != want {
 			t.Errorf("DescribeDB(%q) = %q, want %q", db, got, want)
+		}
+	}
+}
+
+// A password in a -db URL is found wherever it is, so that batchd can warn.
+func TestDBHasPassword(t *testing.T) {
+	t.Parallel()
+	for db, want := range map[string]bool{
+		"batchkit.db":                                     false,
+		"postgres://db.internal/jobs":                     false,
+		"postgres://bob@db.internal/jobs":                 false,
+		"postgres://bob:hunter2@db.internal/jobs":         true,
+		"postgres://bob:1234/x@db.internal/jobs":          true,
+		"postgres://db.internal/jobs?password=x":          true,
+		"postgresql://db/jobs?sslmode=require&password=x": true,
+	} {
+		if got := DBHasPassword(db); got != want {
+			t.Errorf("DBHasPassword(%q) = %v, want %v", db, got, want)
 		}
 	}
 }
