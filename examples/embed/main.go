@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
@@ -100,7 +101,7 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 	m.Add(runner.Metrics(), runner.MetricsHelp())
 	v1 := http.NewServeMux() // the routes behind the host's key check
 	api.Mount(v1)
-	v1.Handle("GET /v1/fetch", batchhttp.Instrument("/v1/fetch", fetchPage(bc.Fetch), m.Observe, log))
+	v1.Handle("GET /v1/fetch", batchhttp.Instrument("/v1/fetch", fetchPage(bc.Fetch, fetchesPerCaller), m.Observe, log))
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", withCaller(auth, v1))
 	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, log))
@@ -149,10 +150,36 @@ func fetcher(client *batchnet.Client) batch.FetchFunc {
 	}
 }
 
-// fetchPage serves GET /v1/fetch?url=…: one page at once, through fetch.
-func fetchPage(fetch batch.FetchFunc) http.Handler {
+// fetchesPerCaller caps one caller's /v1/fetch requests in flight, so
+// that one caller's slow pages cannot hold every connection and fetch.
+const fetchesPerCaller = 2
+
+// fetchPage serves GET /v1/fetch?url=…: one page at once, through fetch,
+// at most perCaller at a time for one caller (429 fetch_busy beyond).
+func fetchPage(fetch batch.FetchFunc, perCaller int) http.Handler {
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int{}
+	)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, err := fetch(r.Context(), r.Context().Value(callerKey{}).(batch.Caller), batch.Target{URL: r.URL.Query().Get("url")})
+		caller := r.Context().Value(callerKey{}).(batch.Caller)
+		mu.Lock()
+		if inFlight[caller.Name] >= perCaller {
+			mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			batchhttp.WriteError(w, http.StatusTooManyRequests, "fetch_busy", "too many fetches of yours in flight", "wait for one to finish")
+			return
+		}
+		inFlight[caller.Name]++
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			if inFlight[caller.Name]--; inFlight[caller.Name] == 0 {
+				delete(inFlight, caller.Name)
+			}
+			mu.Unlock()
+		}()
+		res, err := fetch(r.Context(), caller, batch.Target{URL: r.URL.Query().Get("url")})
 		if _, blocked := errors.AsType[*batchnet.BlockedError](err); blocked {
 			batchhttp.WriteError(w, http.StatusUnprocessableEntity, batchhttp.CodeBlocked, err.Error(), "")
 		} else if err != nil {

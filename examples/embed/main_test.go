@@ -80,7 +80,7 @@ func startHost(t *testing.T) *host {
 	h.pages = pln.Addr().String()
 
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "keys"), []byte("alice=alice-key-0123456789\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "keys"), []byte("alice=alice-key-0123456789\nbob=bob-key-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.dbPath = filepath.Join(dir, "embed.db")
