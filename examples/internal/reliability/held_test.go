@@ -183,14 +183,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startBatchd runs bin on a loopback port with a database of its own, one
-// caller's key and args, and waits until it serves. The test's cleanup
-// kills it if it still runs.
+// startBatchd runs bin on a loopback port with a database of its own, the
+// keys of two callers (victim and attacker) and args, and waits until it
+// serves. The test's cleanup kills it if it still runs.
 func startBatchd(t *testing.T, bin string, args ...string) *batchd {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "batchd.db")}, args...)...)
-	cmd.Env = append(os.Environ(), "BATCHD_KEYS=victim="+keyOf("victim"))
+	cmd.Env = append(os.Environ(), "BATCHD_KEYS=victim="+keyOf("victim")+",attacker="+keyOf("attacker"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

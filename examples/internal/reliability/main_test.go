@@ -224,7 +224,13 @@ func (p *daemonProc) stop() error {
 // memory returns the child's resident set now and at its peak, in bytes,
 // from /proc.
 func (p *daemonProc) memory() (rss, peak int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	return procMemory(p.cmd.Process.Pid)
+}
+
+// procMemory returns the resident set of process pid now (VmRSS) and at
+// its peak (VmHWM), in bytes, from /proc.
+func procMemory(pid int) (rss, peak int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -242,7 +248,7 @@ func (p *daemonProc) memory() (rss, peak int64, err error) {
 		}
 	}
 	if rss == 0 || peak == 0 {
-		return 0, 0, fmt.Errorf("no VmRSS or VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+		return 0, 0, fmt.Errorf("no VmRSS or VmHWM in /proc/%d/status", pid)
 	}
 	return rss, peak, nil
 }
