@@ -146,6 +146,28 @@ func (c *client) submit(ctx context.Context, urls []string) (batchhttp.SubmitRes
 }
 
 // status reads a job's summary; query is appended as is ("?wait=1s").
+// finish submits urls as c's job and waits, at most 30s, until it
+// finishes; it returns the job's id and its last status.
+func (c *client) finish(t *testing.T, ctx context.Context, urls []string) (string, batchhttp.StatusResponse) {
+	t.Helper()
+	sr, a, err := c.submit(ctx, urls)
+	if err != nil || a.code != http.StatusAccepted {
+		t.Fatalf("submit: %v %d %s", err, a.code, a.errorText())
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		st, _, err := c.status(ctx, sr.JobID, "?wait=5s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status.Finished() {
+			return sr.JobID, st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not finished within 30s: %+v", sr.JobID, st)
+		}
+	}
+}
+
 func (c *client) status(ctx context.Context, id, query string) (batchhttp.StatusResponse, answer, error) {
 	a, err := c.do(ctx, http.MethodGet, "/v1/batch/"+id+query, nil)
 	var st batchhttp.StatusResponse

@@ -63,16 +63,8 @@ func TestResourceAttacks(t *testing.T) {
 	defer victim.close()
 	waitDone := func(c *client, urls []string) string {
 		t.Helper()
-		sr, a, err := c.submit(ctx, urls)
-		if err != nil || a.code != http.StatusAccepted {
-			t.Fatalf("submit: %v %d %s", err, a.code, a.errorText())
-		}
-		for st, _, err := c.status(ctx, sr.JobID, "?wait=30s"); !st.Status.Finished(); st, _, err = c.status(ctx, sr.JobID, "?wait=30s") {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		return sr.JobID
+		id, _ := c.finish(t, ctx, urls)
+		return id
 	}
 	big := make([]string, 16) // 16 × 256 KiB: under the 8 MiB of one ?results=1 answer
 	for i := range big {

@@ -38,25 +38,11 @@ func TestSlowResultReaders(t *testing.T) {
 	defer victim.close()
 	runJob := func(c *client, urls []string) string {
 		t.Helper()
-		sr, a, err := c.submit(ctx, urls)
-		if err != nil || a.code != http.StatusAccepted {
-			t.Fatalf("submit: %v %d %s", err, a.code, a.errorText())
+		id, st := c.finish(t, ctx, urls)
+		if st.Status != batch.JobDone {
+			t.Fatalf("job %s finished %s, want done (%d of %d targets)", id, st.Status, st.TargetsDone, len(urls))
 		}
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			st, _, err := c.status(ctx, sr.JobID, "?wait=5s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Status.Finished() {
-				if st.Status != batch.JobDone {
-					t.Fatalf("job %s finished %s, want done (%d of %d targets)", sr.JobID, st.Status, st.TargetsDone, len(urls))
-				}
-				return sr.JobID
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s not finished within 20s: %+v", sr.JobID, st)
-			}
-		}
+		return id
 	}
 	big := make([]string, 24)
 	for i := range big {
