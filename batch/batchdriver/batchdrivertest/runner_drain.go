@@ -378,8 +378,10 @@ func runnerEvict(t *testing.T, s batchdriver.Store) {
 		ids = append(ids, id)
 		clock.Advance(time.Minute)
 	}
-	if c, err := r.Collect(t.Context()); err != nil || c.Evicted != 1 {
-		t.Fatalf("Collect evicted %d, %v; want 1", c.Evicted, err)
+	// The runner's own collection at Start may run late on a slow store,
+	// after the three jobs, and evict first: between the two, one job.
+	if c, err := r.Collect(t.Context()); err != nil || c.Evicted > 1 {
+		t.Fatalf("Collect evicted %d, %v; want at most 1", c.Evicted, err)
 	}
 	_, err := r.Status(t.Context(), alice, ids[0], batch.StatusOptions{})
 	wantErr(t, "oldest job", err, batch.ErrNotFound)
