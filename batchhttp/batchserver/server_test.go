@@ -3,13 +3,14 @@ package batchserver
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
 
 // serveLimited serves h with Serve on a loopback port within limits and
@@ -157,36 +158,10 @@ func TestServe_HeldConnectionsMakeRoom(t *testing.T) {
 				time.Sleep(DefaultHeaderTimeout + 500*time.Millisecond)
 			}
 			for i := range 3 {
-				if err := getWithin(addr, "/healthz", time.Second); err != nil {
+				if err := conntest.GetWithin(addr, "/healthz", time.Second); err != nil {
 					t.Fatalf("legitimate request %d with 4 connections held: %v", i, err)
 				}
 			}
 		})
 	}
-}
-
-// getWithin makes one GET of path on a new connection to addr and reads a
-// 200 answer, all within d.
-func getWithin(addr, path string, d time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, d)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(d))
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return fmt.Errorf("no answer within %s: %w", d, err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("answer %s, want 200", resp.Status)
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ package conntest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -45,4 +46,30 @@ func WantRefusalClosed(t *testing.T, addr string, heads ...string) {
 			t.Errorf("%q: after the answer, read %d bytes, %v; want EOF within 5s", head, n, err)
 		}
 	}
+}
+
+// GetWithin makes one GET of path on a new connection to addr, as curl
+// would, and reads a 200 answer, all within d.
+func GetWithin(addr, path string, d time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return fmt.Errorf("no answer within %s: %w", d, err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("answer %s, want 200", resp.Status)
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/examples/internal/testbin"
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
 
 // raceEnabled reports whether the test binary was built with -race: the
@@ -78,7 +78,7 @@ func TestHeldConnections(t *testing.T) {
 				sleep(ctx, hold)
 				for i := range 3 {
 					start := time.Now()
-					if err := getWithin(d.addr, "/healthz", time.Second); err != nil {
+					if err := conntest.GetWithin(d.addr, "/healthz", time.Second); err != nil {
 						t.Fatalf("legitimate GET /healthz %d with %d connections held: %v", i, limits.holds, err)
 					}
 					t.Logf("legitimate GET /healthz %d answered in %s", i, time.Since(start).Round(time.Millisecond))
@@ -128,32 +128,6 @@ func holdConn(ctx context.Context, addr, variant string, placed, reopened *atomi
 		stop()
 		c.Close()
 	}
-}
-
-// getWithin makes one GET of path on a new connection to addr, as curl
-// would, and reads a 200 answer, all within d.
-func getWithin(addr, path string, d time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, d)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(d))
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return fmt.Errorf("no answer within %s: %w", d, err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("answer %s, want 200", resp.Status)
-	}
-	return nil
 }
 
 // batchd is a built batchd serving on a loopback port.
