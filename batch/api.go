@@ -21,6 +21,9 @@ type JobInfo struct {
 	TargetsTotal int
 	TargetsDone  int
 	CreatedAt    time.Time
+	// FinishedAt is when the job finished; zero while it is queued or
+	// running.
+	FinishedAt time.Time
 	// ExpiresAt is when the job may be swept: its lease plus the TTL.
 	ExpiresAt time.Time
 	// Bytes are the stored result and error bytes of the job: what an
@@ -397,11 +400,20 @@ func (r *Runner) jobInfo(j batchdriver.Job) JobInfo {
 		TargetsTotal: j.TargetsTotal,
 		TargetsDone:  j.TargetsDone,
 		CreatedAt:    j.CreatedAt.UTC(),
+		FinishedAt:   finishedAt(j),
 		ExpiresAt:    r.expiresAt(j),
 		Bytes:        j.Bytes,
 		RetryOf:      j.RetryOf,
 		WebhookURL:   j.WebhookURL,
 	}
+}
+
+// finishedAt is when j finished, in UTC; zero while it is live.
+func finishedAt(j batchdriver.Job) time.Time {
+	if j.FinishedAt.IsZero() {
+		return time.Time{}
+	}
+	return j.FinishedAt.UTC()
 }
 
 func targetInfo(j batchdriver.Job, t batchdriver.TargetRecord) TargetInfo {

@@ -1,0 +1,25 @@
+module github.com/siftfetch/batchkit/batchmcp
+
+go 1.26.0
+
+replace github.com/siftfetch/batchkit => ../
+
+require (
+	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/valyala/fastrand v1.1.0 // indirect
+	github.com/valyala/histogram v1.2.0 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
