@@ -8,6 +8,7 @@ require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 )
 
 require (
