@@ -147,8 +147,6 @@ func codeOfRPC(err error) string {
 	switch we.Code {
 	case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidRequest, jsonrpc.CodeParseError:
 		return batchhttp.CodeInvalidRequest
-	case mcp.CodeResourceNotFound:
-		return batchhttp.CodeNotFound
 	}
 	return batchhttp.CodeInternal
 }
