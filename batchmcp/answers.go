@@ -177,11 +177,6 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 	return build(max(n, 0))
 }
 
-// statusAnswer is statusResult for a tool call.
-func (h *Handler) statusAnswer(info batch.JobInfo, from int) (*mcp.CallToolResult, error) {
-	return h.statusResult(info, from, 0)
-}
-
 // ResultOutput is batch_result's structured output: one page of one
 // target's content.
 type ResultOutput struct {

@@ -125,10 +125,13 @@ func TestLimits_WaitsPerCaller(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		call(t, cs, "batch_status", map[string]any{"job_id": sub.JobID, "wait_seconds": 30, "since": 0})
+		// Until this wait holds the turn: the polls below may take it
+		// for a second at a time.
+		for call(t, cs, "batch_status", map[string]any{"job_id": sub.JobID, "wait_seconds": 30, "since": 0}).IsError {
+		}
 	}()
-	// The second wait is refused while the first holds its turn: poll
-	// until the refusal shows (the first may not have started yet).
+	// A second wait is refused while the first holds its turn: poll
+	// until the refusal shows.
 	for {
 		res := call(t, e.client(keyAlice), "batch_status", map[string]any{"job_id": sub.JobID, "wait_seconds": 1, "since": 0})
 		if res.IsError {

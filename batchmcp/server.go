@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -92,7 +93,7 @@ func (h *Handler) observe(next mcp.MethodHandler) mcp.MethodHandler {
 		if h.metrics != nil {
 			h.metrics.observe(label, tool, outcome, d)
 		}
-		if len(method) > 14 && method[:14] == "notifications/" {
+		if strings.HasPrefix(method, "notifications/") {
 			return res, err
 		}
 		attrs := []slog.Attr{slog.String("method", label)}
@@ -155,7 +156,7 @@ func codeOfRPC(err error) string {
 var methods = map[string]bool{
 	"initialize": true, "server/discover": true, "ping": true, "tools/list": true, "tools/call": true,
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	methodTasksGet: true, methodTasksCancel: true, methodTasksResult: true, methodTasksList: true,
+	methodTasksGet: true, methodTasksCancel: true, methodTasksResult: true,
 	"notifications/initialized": true, "notifications/cancelled": true,
 }
 

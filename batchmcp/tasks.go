@@ -31,7 +31,6 @@ const (
 	methodTasksGet    = "tasks/get"
 	methodTasksCancel = "tasks/cancel"
 	methodTasksResult = "tasks/result" // 2025-11-25 only
-	methodTasksList   = "tasks/list"   // 2025-11-25 only; not served
 )
 
 // Protocol revisions the two task flavours belong to.

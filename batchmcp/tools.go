@@ -264,7 +264,7 @@ func (h *Handler) statusTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		return h.fail(ctx, err)
 	}
 	rec.targets, rec.status = info.TargetsTotal, string(info.Status)
-	return h.statusAnswer(info, in.FromIdx)
+	return h.statusResult(info, in.FromIdx, 0)
 }
 
 // resultArgs are batch_result's arguments.
