@@ -556,8 +556,9 @@ type taskAnswer struct {
 // TestBatchd_MCPTwoNodes runs two batchd on one PostgreSQL database: a job
 // submitted over MCP on node A is the same job on node B, over MCP and
 // over /v1/batch; a batch_submit made a task on node A (the tasks
-// extension, as raw JSON-RPC) is followed with tasks/get on node B until
-// completed, its final result inlined. Another caller's tasks/get answers
+// extension, as raw JSON-RPC) is followed with tasks/get on node B,
+// working with its progress while a target is held, then completed with
+// its final result inlined. Another caller's tasks/get answers
 // as an unknown task's.
 func TestBatchd_MCPTwoNodes(t *testing.T) {
 	t.Parallel()
@@ -588,10 +589,11 @@ func TestBatchd_MCPTwoNodes(t *testing.T) {
 		t.Errorf("node B's batch_result differs from node A's API: %q", p[0].Content)
 	}
 
-	// A task on node A, followed on node B.
+	// A task on node A, followed on node B: working while its first
+	// target waits on the gate, then completed.
 	created := rpcTasks(t, a.server, mcpAliceKey, "tools/call", "batch_submit", map[string]any{
 		"name": "batch_submit", "arguments": map[string]any{"targets": []any{
-			map[string]any{"url": pages.url("/page/3")}, map[string]any{"url": pages.url("/utf8")},
+			map[string]any{"url": pages.url("/gate")}, map[string]any{"url": pages.url("/utf8")},
 		}},
 	})
 	var task taskAnswer
@@ -612,15 +614,19 @@ func TestBatchd_MCPTwoNodes(t *testing.T) {
 		if got.Status != "working" || time.Now().After(deadline) {
 			break
 		}
-		if got.StatusMessage == "" || got.PollIntervalMs <= 0 {
+		if !strings.Contains(got.StatusMessage, "of 2 targets") || got.PollIntervalMs <= 0 {
 			t.Errorf("a working task's answer lacks its status message or poll interval: %s", ans.Result)
 		}
+		pages.release()
 		time.Sleep(min(time.Duration(got.PollIntervalMs)*time.Millisecond, 200*time.Millisecond))
 	}
 	if got.Status != "completed" || got.Result == nil || got.Result.IsError {
 		t.Fatalf("node B's last tasks/get = %s", raw)
 	}
 	t.Logf("node B answered tasks/get working %d times, then completed", working)
+	if working == 0 {
+		t.Error("tasks/get never answered working, with the first target held at the gate")
+	}
 	final := structured[batchmcp.StatusOutput](t, got.Result)
 	var links int
 	for _, c := range got.Result.Content {
