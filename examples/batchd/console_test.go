@@ -26,7 +26,8 @@ const (
 // markedPages serves target pages under a path that carries a random
 // marker: /<marker>/page/<n> answers at once, /<marker>/gate waits until
 // /release is hit (or the test ends). No answer of the console may carry
-// the marker, nor the server's host:port.
+// the marker, nor the server's host:port. /<marker>/utf8 answers
+// utf8Page, a few KB of multi-byte UTF-8 text.
 type markedPages struct {
 	addr, marker string
 	once         sync.Once
@@ -43,6 +44,10 @@ func startMarkedPages(t *testing.T) *markedPages {
 		fmt.Fprintf(w, "page %s of %s", r.PathValue("n"), p.marker)
 	})
 	mux.HandleFunc("GET /"+p.marker+"/missing", http.NotFound)
+	mux.HandleFunc("GET /"+p.marker+"/utf8", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, utf8Page)
+	})
 	mux.HandleFunc("GET /"+p.marker+"/gate", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-p.gate:
@@ -57,6 +62,17 @@ func startMarkedPages(t *testing.T) *markedPages {
 	p.addr = serveTest(t, mux, p.release)
 	return p
 }
+
+// utf8Page is about 6 KB of text whose lines hold two-, three- and
+// four-byte characters, so that a page cut at any byte count may fall
+// inside one.
+var utf8Page = func() string {
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "%03d Grüße aus Köln — 東京の天気は晴れ 🌤️ naïve café ✓\n", i)
+	}
+	return b.String()
+}()
 
 func (p *markedPages) release() { p.once.Do(func() { close(p.gate) }) }
 

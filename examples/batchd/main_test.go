@@ -48,6 +48,12 @@ func TestParseFlags(t *testing.T) {
 		o.batch.WebhookRetryFor != batch.Duration(6*time.Hour) || !o.webhookLegacySignature {
 		t.Errorf("parsed webhook flags %+v", o)
 	}
+	if !o.mcp {
+		t.Error("the MCP server is off by default")
+	}
+	if o, err := parseFlags([]string{"-mcp=false"}, io.Discard, io.Discard); err != nil || o.mcp {
+		t.Errorf("-mcp=false: mcp %v, %v", o.mcp, err)
+	}
 	if _, err := parseFlags([]string{"-bogus"}, io.Discard, io.Discard); err == nil {
 		t.Error("unknown flag accepted")
 	}
