@@ -25,6 +25,7 @@ var moduleRule = map[string][]string{
 	"batchotel":             {module, module + "/batchstore/pgstore", otelAPI, otelSDK, goleakModule}, // pgstore: its cross-node test
 	"batchhttp/openapitest": {module, kinOpenAPIModule, goleakModule},
 	"internal/tomltest":     append([]string{module, goleakModule}, tomlLibraries...),
+	"batchmcp":              {module, mcpSDK, "github.com/VictoriaMetrics/metrics", goleakModule},
 	"examples":              {"*"},
 }
 
@@ -36,10 +37,14 @@ var rootRequires = []string{"github.com/google/uuid", "zombiezen.com/go/sqlite",
 // at all, and so in no host's that requires only the root: the PostgreSQL
 // driver, OpenTelemetry (and the grpc its exporters bring), the OpenAPI
 // validator (and its router, JSON Schema validator and YAML parser), the
-// TOML libraries.
+// TOML libraries, the MCP SDK (and the JWT, OAuth 2 (with the Google
+// Cloud metadata client it brings), JSON, JSON Schema and URI template
+// libraries it brings).
 var heavy = []string{"github.com/jackc/", "go.opentelemetry.io/", "google.golang.org/grpc", "google.golang.org/genproto",
 	"github.com/grpc-ecosystem/", "github.com/getkin/", "github.com/gorilla/", "github.com/santhosh-tekuri/", "go.yaml.in/",
-	"github.com/BurntSushi/", "github.com/pelletier/"}
+	"github.com/BurntSushi/", "github.com/pelletier/",
+	"github.com/modelcontextprotocol/", "github.com/golang-jwt/", "golang.org/x/oauth2", "cloud.google.com/",
+	"github.com/segmentio/", "github.com/google/jsonschema-go", "github.com/yosida95/"}
 
 const goleakModule = "go.uber.org/goleak"
 
@@ -73,6 +78,7 @@ var depRule = []struct {
 	{"internal/conntest", nil, nil},                                                    // test support: imported by test files only
 	{"internal/tomltest", nil, nil},                                                    // tests only
 	{"batchotel", []string{otelAPI}, []string{"batch", "batch/batchdriver", "batch/batchobserve"}},
+	{"batchmcp", []string{mcpSDK, "github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchhttp"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
 
@@ -98,6 +104,7 @@ var testDepRule = map[string][]string{
 	"batchconsole":                      {"batch/batchtest", "batch/batchdriver"},
 	"internal/tomltest":                 {"batch", "batch/batchtest"},
 	"internal/conntest":                 {},
+	"batchmcp":                          {"batch/batchtest", "batch/batchsift", "batchhttp/batchserver", "internal/conntest"},
 }
 
 // testExternal are the imports from outside the repository that every
@@ -147,6 +154,11 @@ const (
 )
 
 const module = "github.com/siftfetch/batchkit"
+
+// mcpSDK is the official MCP SDK: only batchmcp imports it (and the
+// examples, whose tests are its clients), so that a host that serves no
+// MCP never compiles it, nor the JWT and OAuth 2 libraries it brings.
+const mcpSDK = "github.com/modelcontextprotocol/go-sdk"
 
 // pgx is the PostgreSQL driver: only batchstore/pgstore may import it (and
 // pgstoretest, the tests' database, and the tests of examples, to tidy a
@@ -436,6 +448,17 @@ func TestCheckImports(t *testing.T) {
 	ft("batchotel", []string{pgx}, true) // its database goes through pgstoretest
 	ft("batchhttp", []string{otelSDK + "/trace"}, true)
 	ft("batchstore", []string{pgx}, true)
+
+	// The MCP SDK: in batchmcp (and the examples) only.
+	f("batchmcp", []string{mcpSDK + "/mcp", mcpSDK + "/jsonrpc", module + "/batch", module + "/batchhttp", "github.com/VictoriaMetrics/metrics"}, false)
+	f("batchmcp", []string{module + "/batchstore"}, true)
+	f("batchmcp", []string{"github.com/golang-jwt/jwt/v5"}, true)
+	f("batchhttp", []string{mcpSDK + "/mcp"}, true)
+	f("batch", []string{mcpSDK + "/jsonrpc"}, true)
+	f("examples/batchd", []string{mcpSDK + "/mcp", module + "/batchmcp"}, false)
+	ft("batchmcp", []string{module + "/batch/batchtest", module + "/batchhttp/batchserver", module + "/internal/conntest", "go.uber.org/goleak"}, false)
+	ft("batchmcp", []string{module + "/batchstore"}, true)
+	ft("batchhttp", []string{mcpSDK + "/mcp"}, true)
 }
 
 // libraryPkgs are the library's packages in the root module, which a host

@@ -13,7 +13,9 @@
 // terminal, and otherwise (stdout a log) written to a file only its owner
 // can read, -generated-file, whose name is printed instead. It serves
 // /v1/batch, GET /v1/openapi.json, GET /metrics, GET /healthz and GET
-// /readyz, logs to stderr (a line per
+// /readyz, and the MCP server at /mcp (package batchmcp: the batch tools
+// for agents, under the same keys as /v1/batch; -mcp=false turns it off),
+// logs to stderr (a line per
 // request at -log-level debug; never a target URL), and shuts down
 // gracefully on SIGINT or SIGTERM. With $OTEL_EXPORTER_OTLP_ENDPOINT (or
 // $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set it exports each job's spans over
@@ -46,6 +48,7 @@ import (
 	"github.com/siftfetch/batchkit/batchcli"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
+	"github.com/siftfetch/batchkit/batchmcp"
 	"github.com/siftfetch/batchkit/batchotel"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/daemon"
@@ -109,6 +112,7 @@ type options struct {
 	adminKeyFile               string
 	generatedFile              string
 	webhookLegacySignature     bool
+	mcp                        bool
 	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
@@ -147,6 +151,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "read the bearer key GET /metrics requires from `file` (one line, chmod 600)")
 	fs.StringVar(&o.adminKeyFile, "admin-key-file", "", "turn on the operator console at /console, which requires the key in `file` (one line, chmod 600); or set $"+adminKeyEnv)
 	fs.StringVar(&o.generatedFile, "generated-file", "", "when stdout is not a terminal, write a generated key or webhook secret to `file` (mode 0600) rather than print it (default: batchd-generated.env beside the SQLite database, or in the working directory)")
+	fs.BoolVar(&o.mcp, "mcp", true, "serve the MCP server (the batch tools for agents, over streamable HTTP) at /mcp, under the callers' keys; -mcp=false turns it off")
 	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
 	b := &o.batch
 	// durationVar is fs.DurationVar for a batch.Duration.
@@ -361,6 +366,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		WebhookSecret: secret,
 		MetricsKey:    metricsKey,
 		AdminKey:      adminKey,
+		NoMCP:         !o.mcp,
 		Logger:        log,
 		Limits:        batchserver.Limits{MaxConns: o.maxConns},
 		OpenPostgres:  pgopen.Open,
@@ -382,6 +388,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if adminKey != "" {
 		fmt.Fprintf(stdout, "batchd: operator console on %s/console\n", server)
+	}
+	if o.mcp {
+		fmt.Fprintf(stdout, "batchd: MCP server on %s%s (streamable HTTP, with the same bearer keys)\n", server, batchmcp.Path)
 	}
 	fmt.Fprintf(stdout, "batchd: try: go run ./examples/batch submit examples/targets.json   (or curl -H \"Authorization: Bearer $BATCH_KEY\" %s/v1/batch)\n", server)
 	return d.Serve(ctx, ln, 30*time.Second)

@@ -1,6 +1,8 @@
 // Command embed is a host that embeds batchkit as sift does, on exported
 // packages only: its own auth middleware and GET /v1/fetch beside the batch
-// API, /readyz and /metrics, from one TOML file (-config, see embed.toml).
+// API, the MCP server at /mcp (batchmcp, for agents, behind the same
+// middleware), /readyz and /metrics, from one TOML file (-config, see
+// embed.toml).
 package main
 
 import (
@@ -18,11 +20,13 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
+	"github.com/siftfetch/batchkit/batchmcp"
 	"github.com/siftfetch/batchkit/batchnet"
 	"github.com/siftfetch/batchkit/batchstore"
 )
@@ -92,6 +96,16 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 			Authenticate: callerOf, Precheck: client.Guard().PrecheckFunc, Logger: log, Observe: m.Observe,
 		})
 	}
+	// The MCP server: the same callers, jobs and submit checks as the API,
+	// its series beside the runner's.
+	var agents *batchmcp.Handler
+	mcpMetrics, mcpPrefix := metrics.NewSet(), cmp.Or(bc.MetricsPrefix, batch.DefaultMetricsPrefix)
+	if err == nil {
+		agents, err = batchmcp.New(batchmcp.Config{
+			Runner: runner, Authenticate: callerOf, Precheck: client.Guard().PrecheckFunc,
+			Logger: log, Metrics: mcpMetrics, MetricsPrefix: mcpPrefix,
+		})
+	}
 	if err == nil {
 		err = runner.Start(ctx) // fails the jobs a previous run left live
 	}
@@ -99,11 +113,16 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 		return errors.Join(err, store.Close())
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
+	m.Add(mcpMetrics, map[string]string{
+		mcpPrefix + "_mcp_requests_total":  "MCP requests by method, tool and result.",
+		mcpPrefix + "_mcp_request_seconds": "MCP request handling time by method.",
+	})
 	v1 := http.NewServeMux() // the routes behind the host's key check
 	api.Mount(v1)
 	v1.Handle("GET /v1/fetch", batchhttp.Instrument("/v1/fetch", fetchPage(bc.Fetch, fetchesPerCaller), m.Observe, log))
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", withCaller(auth, v1))
+	mux.Handle(batchmcp.Path, batchhttp.Instrument(batchmcp.Path, withCaller(auth, agents), m.Observe, log))
 	mux.Handle("GET /metrics", batchhttp.Instrument("/metrics", m, m.Observe, log))
 	mux.Handle("GET /readyz", batchhttp.Instrument("/readyz", batchserver.ReadyHandler(runner), m.Observe, log))
 	log.Info("embed serving", "addr", ln.Addr().String()) // then, once ctx ends: runner, requests, store

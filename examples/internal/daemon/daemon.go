@@ -5,13 +5,15 @@
 // master secret) and sent through the fetcher's
 // guarded client, and the HTTP handlers (batchhttp's Handler, readiness,
 // metrics and server), plus the API's OpenAPI document at
-// /v1/openapi.json, /metrics, /healthz and /readyz. What is left here is
-// what only batchd and the demo want: -db's two kinds of database, a
+// /v1/openapi.json, /metrics, /healthz and /readyz, and the MCP server
+// (batchmcp) at /mcp, for agents, under the same callers' keys. What is
+// left here is what only batchd and the demo want: -db's two kinds of database, a
 // metrics key of its own and a -allow hint. examples/batchd runs it from
 // flags; examples/demo runs it in process.
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -26,6 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 	"github.com/siftfetch/batchkit/batch/batchobserve"
@@ -33,6 +37,7 @@ import (
 	"github.com/siftfetch/batchkit/batchconsole"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
+	"github.com/siftfetch/batchkit/batchmcp"
 	"github.com/siftfetch/batchkit/batchnet"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/examples/internal/fetcher"
@@ -81,6 +86,10 @@ type Config struct {
 	UserAgent string
 	// MetricsKey, if set, is the bearer key GET /metrics requires.
 	MetricsKey string
+	// NoMCP turns off the MCP server at /mcp (batchmcp), which otherwise
+	// serves the callers of Keys as the same callers as /v1/batch: the
+	// same jobs, caps and redaction. Defaults to false: served.
+	NoMCP bool
 	// AdminKey, if set, turns on the operator console at /console
 	// (batchconsole), which requires it. Callers' keys never open it.
 	AdminKey string
@@ -254,11 +263,12 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
 	d := &Daemon{store: store, limits: cfg.Limits, runner: runner, fetcher: f, secret: secret, sender: sender, log: cfg.Logger}
+	precheck := func(_ context.Context, _ batch.Caller, rawURL string) error {
+		return allowHint(f.Precheck(rawURL))
+	}
 	bh, err := batchhttp.NewHandler(runner, &batchhttp.HandlerConfig{
-		Authenticate: auth,
-		Precheck: func(_ context.Context, _ batch.Caller, rawURL string) error {
-			return allowHint(f.Precheck(rawURL))
-		},
+		Authenticate:  auth,
+		Precheck:      precheck,
 		CheckTarget:   f.CheckTarget, // a grep pattern over the fetcher's limits: 422 invalid_option
 		Logger:        cfg.Logger,
 		Observe:       m.Observe,
@@ -282,6 +292,12 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := mountConsole(mux, cfg, store, route); err != nil {
 		d.Close(ctx)
 		return nil, err
+	}
+	if !cfg.NoMCP {
+		if err := mountMCP(mux, cfg, runner, auth, precheck, f.CheckTarget, m, route); err != nil {
+			d.Close(ctx)
+			return nil, err
+		}
 	}
 	mux.Handle("GET /metrics", route("/metrics", m))
 	mux.Handle("GET /healthz", route("/healthz", batchserver.HealthHandler()))
@@ -384,5 +400,31 @@ func mountConsole(mux *http.ServeMux, cfg Config, store batchdriver.Store, route
 	h := route(c.Prefix(), c)
 	mux.Handle(c.Prefix(), h)
 	mux.Handle(c.Prefix()+"/", h)
+	return nil
+}
+
+// mountMCP mounts the MCP server at /mcp: the callers of /v1/batch, by
+// the same keys, with the same submit checks, so that a job is the same
+// job on either side. Its series go beside the runner's, under the
+// runner's prefix.
+func mountMCP(mux *http.ServeMux, cfg Config, runner *batch.Runner, auth batchhttp.CallerFunc,
+	precheck batchhttp.PrecheckFunc, check batchhttp.CheckTargetFunc, m *batchserver.Metrics,
+	route func(string, http.Handler) http.Handler) error {
+	set := metrics.NewSet()
+	prefix := cmp.Or(cfg.Batch.MetricsPrefix, batch.DefaultMetricsPrefix)
+	h, err := batchmcp.New(batchmcp.Config{
+		Runner: runner, Authenticate: auth, Precheck: precheck, CheckTarget: check,
+		Logger: cfg.Logger, Metrics: set, MetricsPrefix: prefix,
+	})
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	m.Add(set, map[string]string{
+		prefix + "_mcp_requests_total":  "MCP requests by method, tool and result (ok, tool_error, error).",
+		prefix + "_mcp_request_seconds": "MCP request handling time by method.",
+	})
+	// For every method: the MCP handler answers GET and DELETE itself
+	// (405, as a stateless server does).
+	mux.Handle(batchmcp.Path, route(batchmcp.Path, h))
 	return nil
 }
