@@ -174,7 +174,31 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 	if ferr != nil {
 		return nil, ferr
 	}
+	if n <= 0 && len(all) > 0 {
+		// Not even one target fits: its URL (which only a host's
+		// pre-check bounds) or its error is too long. Clipped, it does,
+		// so that paging with next_idx always moves on.
+		all[0].URL, all[0].Error, all[0].Hint = clip(all[0].URL), clip(all[0].Error), clip(all[0].Hint)
+		n = 1
+	}
 	return build(max(n, 0))
+}
+
+// clipBytes is how much of a long URL or error an answer with no room
+// for it keeps.
+const clipBytes = 512
+
+// clip shortens s to clipBytes, on a character boundary, marking the cut
+// with "…".
+func clip(s string) string {
+	if len(s) <= clipBytes {
+		return s
+	}
+	end := clipBytes
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "…"
 }
 
 // ResultOutput is batch_result's structured output: one page of one
@@ -322,6 +346,11 @@ func (h *Handler) resultAnswer(tr batch.TargetResult, offset, limit int) (*mcp.C
 		} else if !ok {
 			base.Meta = nil // too big to carry with any content
 		}
+	}
+	if ok, err := h.fits(base, 0); err != nil {
+		return nil, err
+	} else if !ok {
+		base.URL, base.Error, base.Hint = clip(base.URL), clip(base.Error), clip(base.Hint)
 	}
 	return fit(p, limit, h, func(content string, next int) (*mcp.CallToolResult, error) {
 		o := base

@@ -81,7 +81,8 @@ func refusalFor(err error, maxTargets int) *refusal {
 	case errors.Is(err, batch.ErrBusy):
 		return &refusal{code: batchhttp.CodeJobsBusy, msg: "batch jobs busy", retryAfter: 60}
 	case errors.Is(err, batch.ErrClosed), errors.Is(err, batch.ErrNotStarted), errors.Is(err, batch.ErrUnavailable),
-		errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled): // the client left, or the server is stopping: no one's fault
 		return &refusal{code: batchhttp.CodeUnavailable, msg: "batch jobs unavailable", retryAfter: 5}
 	}
 	return &refusal{protocol: true, code: batchhttp.CodeInternal, msg: "internal error"}
@@ -100,6 +101,12 @@ var waitsBusy = &refusal{
 	hint: "wait for one to return, or call without wait_seconds",
 }
 
+// submitsBusy refuses a submit over Config.MaxSubmitsPerCaller.
+var submitsBusy = &refusal{
+	code: batchhttp.CodeSubmitsBusy, msg: "busy: too many of your submits are in flight at once", retryAfter: 5,
+	hint: "wait for one to be answered",
+}
+
 // fail turns err into the answer of a tool call: a tool result with
 // isError, or a JSON-RPC error. It records the refusal's code for the log
 // line.
@@ -116,17 +123,20 @@ func (h *Handler) fail(ctx context.Context, err error) (*mcp.CallToolResult, err
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
 }
 
-// rpcError is r as a JSON-RPC error: -32602 for the caller's input, with
-// code and hint in its data; -32603 for an internal error.
+// rpcError is r as a JSON-RPC error, with its code, hint and retry-after
+// in the data: -32602 for input the caller must change, -32603 for any
+// other refusal (a task method or a resource read has no tool result to
+// carry it in).
 func (r *refusal) rpcError() error {
 	code := int64(jsonrpc.CodeInvalidParams)
-	if r.code == batchhttp.CodeInternal {
+	if !r.protocol || r.code == batchhttp.CodeInternal {
 		code = jsonrpc.CodeInternalError
 	}
 	data, _ := json.Marshal(struct {
-		Code string `json:"code"`
-		Hint string `json:"hint,omitempty"`
-	}{r.code, r.hint})
+		Code              string `json:"code"`
+		Hint              string `json:"hint,omitempty"`
+		RetryAfterSeconds int    `json:"retry_after_seconds,omitempty"`
+	}{r.code, r.hint, r.retryAfter})
 	return &jsonrpc.Error{Code: code, Message: r.msg, Data: data}
 }
 

@@ -1,9 +1,13 @@
 package batchmcp
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -29,6 +33,9 @@ const (
 	// DefaultMaxWaitsPerCaller caps the waiting batch_status calls and
 	// blocking tasks/result calls of one caller at once.
 	DefaultMaxWaitsPerCaller = 8
+	// DefaultMaxSubmitsPerCaller caps the submits one caller has in
+	// flight at once.
+	DefaultMaxSubmitsPerCaller = 4
 )
 
 // MaxWaitSeconds is the longest wait batch_status takes: well under the
@@ -67,6 +74,14 @@ type Config struct {
 	// PollInterval is the interval task answers suggest between polls.
 	// Defaults to [DefaultPollInterval].
 	PollInterval time.Duration
+	// BodyTimeout bounds the read of a request's body: a client that
+	// sends its headers and then stalls is cut off after it. Defaults to
+	// batchhttp.DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// MaxSubmitsPerCaller caps the batch_submit calls one caller has in
+	// flight at once; one more is refused with code submits_busy. The
+	// count is this handler's. Defaults to [DefaultMaxSubmitsPerCaller].
+	MaxSubmitsPerCaller int
 	// MaxWaitsPerCaller caps the calls one caller holds waiting at once
 	// (batch_status with wait_seconds, tasks/result); one more is refused
 	// with code waits_busy. The count is this handler's. Defaults to
@@ -90,6 +105,7 @@ type Handler struct {
 	server  *mcp.Server
 	http    http.Handler
 	waits   *perCaller
+	submits *perCaller
 	metrics *meters
 }
 
@@ -110,12 +126,15 @@ func New(cfg Config) (*Handler, error) {
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, batchhttp.MaxBodyBytes+16<<10)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.MaxWaitsPerCaller = cmp.Or(cfg.MaxWaitsPerCaller, DefaultMaxWaitsPerCaller)
+	cfg.MaxSubmitsPerCaller = cmp.Or(cfg.MaxSubmitsPerCaller, DefaultMaxSubmitsPerCaller)
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, batchhttp.DefaultBodyTimeout)
 	cfg.Name = cmp.Or(cfg.Name, "batchkit")
 	cfg.Version = cmp.Or(cfg.Version, "1")
 	h := &Handler{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		waits: newPerCaller(cfg.MaxWaitsPerCaller),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		waits:   newPerCaller(cfg.MaxWaitsPerCaller),
+		submits: newPerCaller(cfg.MaxSubmitsPerCaller),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -137,8 +156,8 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP authenticates the request with Config.Authenticate and hands
-// it to the MCP server.
+// ServeHTTP authenticates the request with Config.Authenticate, reads its
+// body within Config.BodyTimeout and hands it to the MCP server.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	caller, ok := h.cfg.Authenticate(w, r)
 	if !ok {
@@ -148,8 +167,83 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		batchhttp.WriteError(w, http.StatusInternalServerError, batchhttp.CodeInternal, "internal error", "")
 		return
 	}
-	r = peekTask(r, h.cfg.MaxBodyBytes)
-	h.http.ServeHTTP(w, r.WithContext(withCaller(r.Context(), caller)))
+	in, ok := h.intake(w, r)
+	if !ok {
+		return
+	}
+	ctx := withCaller(r.Context(), caller)
+	ctx = context.WithValue(ctx, intakeKey{}, in)
+	if in.submit {
+		if !h.submits.acquire(caller.Name) {
+			in.busy = true // batch_submit answers submits_busy
+		} else {
+			defer h.submits.release(caller.Name)
+		}
+	}
+	if in.method == methodTasksResult {
+		// It waits until the job finished, past any write timeout of
+		// the server's; Config.MaxWaitsPerCaller bounds how many wait.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	h.http.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// intake is what ServeHTTP read of a request ahead of the SDK.
+type intake struct {
+	method    string
+	submit    bool // a tools/call of batch_submit
+	task      bool // with a 2025-11-25 params.task, which the SDK has no field for
+	busy      bool // over Config.MaxSubmitsPerCaller
+	requestID string
+}
+
+type intakeKey struct{}
+
+// intakeOf returns the request's intake, or an empty one.
+func intakeOf(ctx context.Context) *intake {
+	if in, ok := ctx.Value(intakeKey{}).(*intake); ok {
+		return in
+	}
+	return &intake{}
+}
+
+// intake reads a POST's body, bounded in size and in time, and peeks at
+// what the SDK will decode. The body is handed on unchanged. It writes
+// the refusal of a body too large or too slow itself.
+func (h *Handler) intake(w http.ResponseWriter, r *http.Request) (*intake, bool) {
+	in := &intake{requestID: w.Header().Get(batchhttp.RequestIDHeader)}
+	if r.Method != http.MethodPost || r.Body == nil {
+		return in, true
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.cfg.BodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.cfg.MaxBodyBytes+1))
+	_ = rc.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		batchhttp.WriteError(w, http.StatusRequestTimeout, batchhttp.CodeTimeout, "the request body did not arrive in time", "")
+		return nil, false
+	case int64(len(body)) > h.cfg.MaxBodyBytes:
+		w.Header().Set("Connection", "close")
+		batchhttp.WriteError(w, http.StatusRequestEntityTooLarge, batchhttp.CodeBodyTooLarge,
+			fmt.Sprintf("request body over %d bytes", h.cfg.MaxBodyBytes), "submit fewer targets at once")
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string          `json:"name"`
+			Task json.RawMessage `json:"task"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) == nil {
+		in.method = msg.Method
+		in.submit = msg.Method == "tools/call" && msg.Params.Name == toolSubmit
+		in.task = in.submit && len(msg.Params.Task) > 0 && string(msg.Params.Task) != "null"
+	}
+	return in, true
 }
 
 type callerKey struct{}

@@ -58,7 +58,7 @@ func newEnv(t *testing.T, fetch batch.FetchFunc, cfg batchmcp.Config) *env {
 		t.Fatal(err)
 	}
 	cfg.Runner, cfg.Authenticate = e.runner, auth
-	cfg.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
+	cfg.Logger = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Metrics == nil {
 		cfg.Metrics = e.metrics
 	}

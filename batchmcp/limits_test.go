@@ -86,8 +86,8 @@ func TestLimits_AnswerBudget(t *testing.T) {
 func TestLimits_ConcurrentSubmits(t *testing.T) {
 	f := batchtest.NewBlockingFetcher()
 	t.Cleanup(f.Release)
-	e := newEnv(t, f.Fetch, batchmcp.Config{})
 	const n = 6
+	e := newEnv(t, f.Fetch, batchmcp.Config{MaxSubmitsPerCaller: n})
 	ids := make(chan string, n)
 	var wg sync.WaitGroup
 	for range n {

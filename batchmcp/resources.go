@@ -75,7 +75,6 @@ func (h *Handler) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	if err != nil {
 		r := refusalFor(err, 0)
 		recordOf(ctx).code = r.code
-		r.protocol = true
 		return nil, r.rpcError()
 	}
 	p, err := newPage(tr, offset)
@@ -99,8 +98,9 @@ func (h *Handler) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 		if next >= 0 {
 			m["next_offset"] = next
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
-			URI: uri, MIMEType: "text/plain", Text: content, Meta: m,
-		}}}, nil
+		return &mcp.ReadResourceResult{
+			Cacheable: mcp.Cacheable{CacheScope: "private"}, // one caller's content
+			Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: content, Meta: m}},
+		}, nil
 	})
 }

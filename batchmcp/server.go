@@ -97,6 +97,9 @@ func (h *Handler) observe(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		attrs := []slog.Attr{slog.String("method", label)}
+		if id := intakeOf(ctx).requestID; id != "" {
+			attrs = append(attrs, slog.String("request_id", id))
+		}
 		if tool != "" {
 			attrs = append(attrs, slog.String("tool", tool))
 		}
@@ -118,7 +121,7 @@ func (h *Handler) observe(next mcp.MethodHandler) mcp.MethodHandler {
 			attrs = append(attrs, slog.String("error", rec.code))
 		}
 		attrs = append(attrs, slog.Duration("duration", d))
-		level := slog.LevelInfo
+		level := slog.LevelDebug // as the HTTP API's request lines: a busy server writes many
 		if rec.code == batchhttp.CodeInternal {
 			level = slog.LevelError
 		}
@@ -181,9 +184,39 @@ type meters struct {
 	prefix string
 }
 
-func newMeters(set *metrics.Set, prefix string) *meters { return &meters{set: set, prefix: prefix} }
+// newMeters registers the series of every tool's calls at once, so that
+// a scrape shows them before the first call.
+func newMeters(set *metrics.Set, prefix string) *meters {
+	m := &meters{set: set, prefix: prefix}
+	for _, tool := range []string{toolSubmit, toolStatus, toolResult, toolCancel} {
+		for _, result := range []string{"ok", "tool_error", "error"} {
+			m.requests("tools/call", tool, result)
+		}
+	}
+	m.set.GetOrCreatePrometheusHistogram(fmt.Sprintf(`%s_mcp_request_seconds{method="tools/call"}`, m.prefix))
+	return m
+}
+
+func (m *meters) requests(method, tool, result string) *metrics.Counter {
+	return m.set.GetOrCreateCounter(fmt.Sprintf(`%s_mcp_requests_total{method=%q,tool=%q,result=%q}`, m.prefix, method, tool, result))
+}
 
 func (m *meters) observe(method, tool, result string, d time.Duration) {
-	m.set.GetOrCreateCounter(fmt.Sprintf(`%s_mcp_requests_total{method=%q,tool=%q,result=%q}`, m.prefix, method, tool, result)).Inc()
+	m.requests(method, tool, result).Inc()
 	m.set.GetOrCreatePrometheusHistogram(fmt.Sprintf(`%s_mcp_request_seconds{method=%q}`, m.prefix, method)).Update(d.Seconds())
+}
+
+// MetricsHelp returns the # HELP text of each metric family the handler
+// registers in Config.Metrics, by full name, for an exposition that
+// writes them (batchserver.Metrics.Add takes it). It is nil without
+// Config.Metrics.
+func (h *Handler) MetricsHelp() map[string]string {
+	if h.metrics == nil {
+		return nil
+	}
+	p := h.metrics.prefix
+	return map[string]string{
+		p + "_mcp_requests_total":  "MCP requests by method, tool and result (ok, tool_error, error).",
+		p + "_mcp_request_seconds": "MCP request handling time by method.",
+	}
 }

@@ -1,13 +1,10 @@
 package batchmcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -57,37 +54,6 @@ func newRaw(v any) (*rawResult, error) {
 		return nil, err
 	}
 	return &rawResult{raw: b}, nil
-}
-
-// legacyTaskKey marks, in the context, a tools/call whose params carried
-// a 2025-11-25 task request.
-type legacyTaskKey struct{}
-
-// peekTask reads a POST body ahead of the SDK, which has no field for a
-// tools/call's params.task, and puts what it found in the context. The
-// body is handed on unchanged; one over maxBytes is not parsed here.
-func peekTask(r *http.Request, maxBytes int64) *http.Request {
-	if r.Method != http.MethodPost || r.Body == nil {
-		return r
-	}
-	head, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-	if err != nil || int64(len(head)) > maxBytes {
-		return r
-	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Task json.RawMessage `json:"task"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(head, &msg) != nil || msg.Method != "tools/call" || len(msg.Params.Task) == 0 {
-		return r
-	}
-	return r.WithContext(context.WithValue(r.Context(), legacyTaskKey{}, true))
 }
 
 // flavour is how a request speaks of tasks.
@@ -143,7 +109,7 @@ func (h *Handler) tasks(next mcp.MethodHandler) mcp.MethodHandler {
 			switch f, declared := flavourOf(req); {
 			case f == extension && declared:
 				return h.submitTask(ctx, p.Arguments, extension)
-			case f == legacy && ctx.Value(legacyTaskKey{}) != nil:
+			case f == legacy && intakeOf(ctx).task:
 				return h.submitTask(ctx, p.Arguments, legacy)
 			}
 		}
@@ -345,17 +311,12 @@ func taskNotFound(ctx context.Context) error {
 
 // taskFailure answers a task method whose runner call failed.
 func (h *Handler) taskFailure(ctx context.Context, err error) error {
-	if isNotFound(err) {
-		return taskNotFound(ctx)
-	}
 	r := refusalFor(err, 0)
-	recordOf(ctx).code = r.code
-	if r.code == notFound.code {
+	if r == notFound {
 		return taskNotFound(ctx)
 	}
-	code := int64(jsonrpc.CodeInternalError)
-	data, _ := json.Marshal(map[string]any{"code": r.code, "retry_after_seconds": r.retryAfter})
-	return &jsonrpc.Error{Code: code, Message: r.msg, Data: data}
+	recordOf(ctx).code = r.code
+	return r.rpcError()
 }
 
 // taskGet serves tasks/get: the task, with the final tool result inlined
@@ -439,10 +400,11 @@ func (h *Handler) taskResult(ctx context.Context, caller batch.Caller, id string
 	}
 	if !h.waits.acquire(caller.Name) {
 		recordOf(ctx).code = waitsBusy.code
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: waitsBusy.msg}
+		return nil, waitsBusy.rpcError()
 	}
 	defer h.waits.release(caller.Name)
 	for {
+		start := time.Now()
 		info, err := h.cfg.Runner.Wait(ctx, caller, id, batch.WaitOptions{
 			StatusOptions: batch.StatusOptions{Touch: true, JobOnly: true}, Timeout: batch.MaxWait,
 		})
@@ -451,6 +413,14 @@ func (h *Handler) taskResult(ctx context.Context, caller batch.Caller, id string
 		}
 		if info.Status.Finished() {
 			break
+		}
+		// A wait that ended early without the job finishing (the runner
+		// is closing) is paced at the poll interval.
+		if d := h.cfg.PollInterval - time.Since(start); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
 		}
 		if ctx.Err() != nil {
 			return nil, h.taskFailure(ctx, ctx.Err())

@@ -46,8 +46,10 @@ func (h *Handler) tools() []tool {
 				"one at a time in the background while you do other work. Then call batch_status (with wait_seconds to wait " +
 				"for progress) and batch_result to read each target's content. Submitting the same list again returns the " +
 				"same job (reused: true).",
-			InputSchema:  object(map[string]any{"targets": targets}, "targets"),
-			OutputSchema: submitSchema,
+			InputSchema: object(map[string]any{"targets": targets}, "targets"),
+			// A plain call answers the submit; under a task, the task's
+			// result is the job's final status.
+			OutputSchema: map[string]any{"type": "object", "anyOf": []any{submitSchema, statusSchema}},
 			Annotations:  &mcp.ToolAnnotations{OpenWorldHint: new(true)},
 		},
 		handle: h.submitTool,
@@ -167,6 +169,9 @@ var submitSchema = object(map[string]any{
 // submit decodes, checks and submits a batch_submit's arguments, as the
 // HTTP API's submit does: the same decoder, pre-check and option check.
 func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.RawMessage) (SubmitOutput, batch.JobInfo, error) {
+	if intakeOf(ctx).busy {
+		return SubmitOutput{}, batch.JobInfo{}, submitsBusy
+	}
 	var in struct {
 		Targets json.RawMessage `json:"targets"`
 	}

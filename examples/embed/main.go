@@ -113,10 +113,7 @@ func run(ctx context.Context, path string, log *slog.Logger) error {
 		return errors.Join(err, store.Close())
 	}
 	m.Add(runner.Metrics(), runner.MetricsHelp())
-	m.Add(mcpMetrics, map[string]string{
-		mcpPrefix + "_mcp_requests_total":  "MCP requests by method, tool and result.",
-		mcpPrefix + "_mcp_request_seconds": "MCP request handling time by method.",
-	})
+	m.Add(mcpMetrics, agents.MetricsHelp())
 	v1 := http.NewServeMux() // the routes behind the host's key check
 	api.Mount(v1)
 	v1.Handle("GET /v1/fetch", batchhttp.Instrument("/v1/fetch", fetchPage(bc.Fetch, fetchesPerCaller), m.Observe, log))

@@ -419,10 +419,7 @@ func mountMCP(mux *http.ServeMux, cfg Config, runner *batch.Runner, auth batchht
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
-	m.Add(set, map[string]string{
-		prefix + "_mcp_requests_total":  "MCP requests by method, tool and result (ok, tool_error, error).",
-		prefix + "_mcp_request_seconds": "MCP request handling time by method.",
-	})
+	m.Add(set, h.MetricsHelp())
 	// For every method: the MCP handler answers GET and DELETE itself
 	// (405, as a stateless server does).
 	mux.Handle(batchmcp.Path, route(batchmcp.Path, h))
