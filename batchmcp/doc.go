@@ -57,9 +57,11 @@
 // Every answer is bounded by Config.MaxAnswerBytes, 20000 bytes by
 // default ([DefaultMaxAnswerBytes]). At one token per byte at worst, an
 // answer stays under the 25,000 tokens Claude Code refuses. Content and
-// long target lists are paged to fit, on character boundaries. Each caller holds at most
-// Config.MaxWaitsPerCaller waiting calls at once. No log line carries a
-// URL or a tool's arguments.
+// long target lists are paged to fit, on character boundaries. A request
+// body is capped (Config.MaxBodyBytes) and read within
+// Config.BodyTimeout. Each caller holds at most Config.MaxWaitsPerCaller
+// waiting calls and Config.MaxSubmitsPerCaller submits at once. No log
+// line carries a URL or a tool's arguments.
 //
 // # More
 //
