@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -83,7 +84,15 @@ var statusSchema = object(map[string]any{
 	"created_at":    map[string]any{"type": "string", "format": "date-time"},
 	"expires_at":    map[string]any{"type": "string", "format": "date-time"},
 	"next_idx":      map[string]any{"type": "integer"},
-	"targets": map[string]any{"type": "array", "items": object(map[string]any{
+	"targets": map[string]any{"type": "array", "items": object(targetProps(map[string]any{
+		"resource": map[string]any{"type": "string"},
+	}), "idx", "url", "status")},
+}, "job_id", "status", "targets_total", "targets_done", "message", "created_at", "expires_at", "targets")
+
+// targetProps are the properties of a target in an output schema, the
+// ones every answer about a target has and extra.
+func targetProps(extra map[string]any) map[string]any {
+	props := map[string]any{
 		"idx":       map[string]any{"type": "integer"},
 		"url":       map[string]any{"type": "string"},
 		"status":    map[string]any{"type": "string", "enum": []string{"pending", "running", "done", "failed"}},
@@ -91,9 +100,10 @@ var statusSchema = object(map[string]any{
 		"retryable": map[string]any{"type": "boolean"},
 		"error":     map[string]any{"type": "string"},
 		"hint":      map[string]any{"type": "string"},
-		"resource":  map[string]any{"type": "string"},
-	}, "idx", "url", "status")},
-}, "job_id", "status", "targets_total", "targets_done", "message", "created_at", "expires_at", "targets")
+	}
+	maps.Copy(props, extra)
+	return props
+}
 
 // progress is a job's progress in words, a task's status message.
 func progress(info batch.JobInfo) string {
@@ -122,15 +132,7 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 			continue
 		}
 		to := TargetOutput{Idx: t.Idx, URL: t.URL, Status: t.Status, Error: t.Error, Hint: t.Hint}
-		if t.Status.Finished() {
-			o := t.Outcome
-			if o == "" && t.Status == batch.TargetDone {
-				o = batch.OutcomeOK
-			}
-			o = o.Fold()
-			retryable := o.Retryable()
-			to.Outcome, to.Retryable = o, &retryable
-		}
+		to.Outcome, to.Retryable = outcome(t)
 		if t.Status == batch.TargetDone {
 			to.Resource = resourceURI(info.ID, t.Idx, 0)
 		}
@@ -223,21 +225,14 @@ type ResultOutput struct {
 	NextOffset *int `json:"next_offset,omitempty"`
 }
 
-var resultSchema = object(map[string]any{
+var resultSchema = object(targetProps(map[string]any{
 	"job_id":      map[string]any{"type": "string"},
-	"idx":         map[string]any{"type": "integer"},
-	"url":         map[string]any{"type": "string"},
-	"status":      map[string]any{"type": "string", "enum": []string{"pending", "running", "done", "failed"}},
-	"outcome":     map[string]any{"type": "string"},
-	"retryable":   map[string]any{"type": "boolean"},
-	"error":       map[string]any{"type": "string"},
-	"hint":        map[string]any{"type": "string"},
 	"meta":        map[string]any{"type": "object"},
 	"content":     map[string]any{"type": "string"},
 	"offset":      map[string]any{"type": "integer"},
 	"total_bytes": map[string]any{"type": "integer"},
 	"next_offset": map[string]any{"type": "integer"},
-}, "job_id", "idx", "url", "status", "content", "offset", "total_bytes")
+}), "job_id", "idx", "url", "status", "content", "offset", "total_bytes")
 
 // page is one page of a target's content.
 type page struct {
@@ -330,15 +325,7 @@ func (h *Handler) resultAnswer(tr batch.TargetResult, offset, limit int) (*mcp.C
 		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status, Error: tr.Error, Hint: tr.Hint,
 		Offset: offset, TotalBytes: len(p.content),
 	}
-	if tr.Status.Finished() {
-		o := tr.Outcome
-		if o == "" && tr.Status == batch.TargetDone {
-			o = batch.OutcomeOK
-		}
-		o = o.Fold()
-		retryable := o.Retryable()
-		base.Outcome, base.Retryable = o, &retryable
-	}
+	base.Outcome, base.Retryable = outcome(tr.TargetInfo)
 	if offset == 0 {
 		base.Meta = p.meta
 		if ok, err := h.fits(base, 0); err != nil {
@@ -360,6 +347,22 @@ func (h *Handler) resultAnswer(tr batch.TargetResult, offset, limit int) (*mcp.C
 		}
 		return h.answer(o, nil)
 	})
+}
+
+// outcome returns t's outcome and whether a retry may help, as the HTTP
+// API answers them: none while t is pending or running, else its outcome
+// folded into the fixed set (none stored reads "ok" when done).
+func outcome(t batch.TargetInfo) (batch.Outcome, *bool) {
+	if !t.Status.Finished() {
+		return "", nil
+	}
+	o := t.Outcome
+	if o == "" && t.Status == batch.TargetDone {
+		o = batch.OutcomeOK
+	}
+	o = o.Fold()
+	retryable := o.Retryable()
+	return o, &retryable
 }
 
 // wireTime is t as the HTTP API writes it: UTC, to the second.

@@ -22,6 +22,7 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchmcp"
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
 
 // Test keys: alice and bob are plain callers, rita is restricted.
@@ -74,25 +75,13 @@ func newEnv(t *testing.T, fetch batch.FetchFunc, cfg batchmcp.Config) *env {
 	return e
 }
 
-// bearer adds a bearer key to every request.
-type bearer struct {
-	key  string
-	base http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.base.RoundTrip(r)
-}
-
 // client connects the Go SDK's client as the caller of key.
 func (e *env) client(key string) *mcp.ClientSession {
 	e.t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint:   e.srv.URL + batchmcp.Path,
-		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: conntest.Bearer{Key: key}},
 	}, nil)
 	if err != nil {
 		e.t.Fatal(err)

@@ -90,15 +90,13 @@ func (h *Handler) tasks(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil && ir.ProtocolVersion == revisionLegacy {
-				return withField(ir, "capabilities", "tasks", map[string]any{
-					"cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
-				})
+				return rewrite(ir, "capabilities", legacyCapabilities)
 			}
 			return res, err
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			if f, _ := flavourOf(req); f == legacy && err == nil {
-				return legacyTools(res)
+				return rewrite(res, "tools", legacyTools)
 			}
 			return res, err
 		case "tools/call":
@@ -117,8 +115,9 @@ func (h *Handler) tasks(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// withField returns res with obj.field set to v in its JSON.
-func withField(res mcp.Result, obj, field string, v any) (mcp.Result, error) {
+// rewrite returns res with its JSON field key decoded into a T, edited
+// and encoded again: a field the SDK has no type for.
+func rewrite[T any](res mcp.Result, key string, edit func(*T)) (mcp.Result, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
@@ -127,41 +126,38 @@ func withField(res mcp.Result, obj, field string, v any) (mcp.Result, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	var inner map[string]any
-	if err := json.Unmarshal(m[obj], &inner); err != nil || inner == nil {
-		inner = map[string]any{}
+	var v T
+	if raw, ok := m[key]; ok {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
 	}
-	inner[field] = v
-	if m[obj], err = json.Marshal(inner); err != nil {
+	edit(&v)
+	if m[key], err = json.Marshal(v); err != nil {
 		return nil, err
 	}
 	return newRaw(m)
 }
 
+// legacyCapabilities adds the 2025-11-25 tasks to an initialize result's
+// capabilities: cancel and tools/call, not list (see docs/design/mcp.md).
+func legacyCapabilities(caps *map[string]any) {
+	if *caps == nil {
+		*caps = map[string]any{}
+	}
+	(*caps)["tasks"] = map[string]any{
+		"cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+	}
+}
+
 // legacyTools marks batch_submit as taking a 2025-11-25 task
 // (execution.taskSupport "optional") in a tools/list result.
-func legacyTools(res mcp.Result) (mcp.Result, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	var tools []map[string]any
-	if err := json.Unmarshal(m["tools"], &tools); err != nil {
-		return nil, err
-	}
-	for _, t := range tools {
+func legacyTools(tools *[]map[string]any) {
+	for _, t := range *tools {
 		if t["name"] == toolSubmit {
 			t["execution"] = map[string]any{"taskSupport": "optional"}
 		}
 	}
-	if m["tools"], err = json.Marshal(tools); err != nil {
-		return nil, err
-	}
-	return newRaw(m)
 }
 
 // task is a job as a task: the fields both flavours share, named as the

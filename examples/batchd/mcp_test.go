@@ -22,6 +22,7 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchmcp"
 	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
 
 // The callers of the MCP tests: two plain ones and a restricted one.
@@ -37,18 +38,6 @@ var mcpKeys = []string{"-key", "alice=" + mcpAliceKey, "-key", "bob=" + mcpBobKe
 // unknownJob is a job id of the right shape that no job has.
 const unknownJob = "5f0c3a6e-8d1b-4c2a-9e7f-0123456789ab"
 
-// bearer adds a bearer key to every request.
-type bearer struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.next.RoundTrip(r)
-}
-
 // connectMCP connects the official Go SDK's client to batchd's /mcp over
 // streamable HTTP, as caller key, speaking version (empty: the SDK's
 // latest).
@@ -57,7 +46,7 @@ func connectMCP(t *testing.T, server, key, version string) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "batchd-test", Version: "1"}, nil)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   server + batchmcp.Path,
-		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}, Timeout: time.Minute},
+		HTTPClient: &http.Client{Transport: conntest.Bearer{Key: key}, Timeout: time.Minute},
 	}
 	s, err := client.Connect(t.Context(), transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {

@@ -11,19 +11,8 @@ import (
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
 	"github.com/siftfetch/batchkit/batchmcp"
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
-
-// bearer adds a bearer key to every request.
-type bearer struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.next.RoundTrip(r)
-}
 
 // structuredAs decodes a tool result's structured output into v.
 func structuredAs(t *testing.T, res *mcp.CallToolResult, err error, v any) {
@@ -51,7 +40,7 @@ func TestEmbed_MCP(t *testing.T) {
 	connect := func(key string) *mcp.ClientSession {
 		c := mcp.NewClient(&mcp.Implementation{Name: "embed-test", Version: "1"}, nil)
 		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-			Endpoint: h.url + batchmcp.Path, HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}},
+			Endpoint: h.url + batchmcp.Path, HTTPClient: &http.Client{Transport: conntest.Bearer{Key: key}},
 		}, nil)
 		if err != nil {
 			t.Fatal(err)

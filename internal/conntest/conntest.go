@@ -1,5 +1,6 @@
-// Package conntest checks, for tests, what a server does with a client's
-// raw connection.
+// Package conntest is, for tests, the client side of a connection: it
+// checks what a server does with a client's raw connection, and carries
+// a bearer key for a client that sends no headers of its own.
 package conntest
 
 import (

@@ -9,19 +9,8 @@ import (
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchmcp"
+	"github.com/siftfetch/batchkit/internal/conntest"
 )
-
-// bearer adds a bearer key to every request.
-type bearer struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.next.RoundTrip(r)
-}
 
 // post sends body to url with key (none if empty).
 func post(t *testing.T, url, key, body string) int {
@@ -52,7 +41,7 @@ func TestDaemon_MCP(t *testing.T) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "daemon-test", Version: "1"}, nil)
 	s, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: srv.URL + batchmcp.Path, HTTPClient: &http.Client{Transport: bearer{"alice-key", http.DefaultTransport}},
+		Endpoint: srv.URL + batchmcp.Path, HTTPClient: &http.Client{Transport: conntest.Bearer{Key: "alice-key"}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
