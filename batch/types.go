@@ -54,6 +54,7 @@ const (
 	OutcomeTooLong     = batchdriver.OutcomeTooLong
 	OutcomeCancel      = batchdriver.OutcomeCancel
 	OutcomeOther       = batchdriver.OutcomeOther
+	OutcomeInterrupted = batchdriver.OutcomeInterrupted
 )
 
 // TraceContext is a W3C trace context (traceparent and tracestate) stored

@@ -44,7 +44,9 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 			args []any
 		}{
 			{`UPDATE batch_job SET status = 'running', runner = ? WHERE seq = ?`, []any{p.Runner, seq}},
-			{`UPDATE batch_target SET status = 'running' WHERE job_seq = ? AND idx = 0`, []any{seq}},
+			// The first pending target: 0, unless the job was handed back.
+			{`UPDATE batch_target SET status = 'running' WHERE job_seq = ?1 AND idx =
+				(SELECT min(idx) FROM batch_target WHERE job_seq = ?1 AND status = 'pending')`, []any{seq}},
 			{qHeartbeat, []any{p.Runner, p.Now.UnixNano()}},
 		} {
 			if err := sqlitex.Execute(conn, q.sql, &sqlitex.ExecOptions{Args: q.args}); err != nil {
@@ -56,6 +58,11 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 		}
 		if c.Targets, err = loadTargets(conn, qTargets, false, seq); err != nil {
 			return err
+		}
+		for _, t := range c.Targets {
+			if t.Status == batchdriver.TargetRunning {
+				c.Next = t.Idx
+			}
 		}
 		left, err := countInt(conn, `SELECT queued FROM batch_stat WHERE id = 1`)
 		c.Queued, ok = int(left), true

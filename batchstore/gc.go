@@ -131,6 +131,19 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 		}
 		now := p.Now.UnixNano()
 		for _, j := range jobs {
+			if p.HandBack {
+				if j.n != 1 {
+					continue // held by no runner: left as it is
+				}
+				live, err := handBack(conn, j.seq, p, now)
+				if err != nil {
+					return err
+				}
+				if live {
+					n++
+				}
+				continue
+			}
 			err := sqlitex.Execute(conn, `UPDATE batch_target SET status = 'failed', error = ?1, hint = '',
 				outcome = ?2, bytes = length(CAST(?1 AS BLOB)) WHERE job_seq = ?3 AND status = 'running'`,
 				&sqlitex.ExecOptions{Args: []any{p.Reason, string(batchdriver.OutcomeOther), j.seq}})
@@ -164,6 +177,48 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 	return n, nil
 }
 
+// handBack hands a held job back, as [batchdriver.ReapParams.HandBack]
+// says, and reports whether it was live. A running job with a pending
+// target is queued again, released, its progress in its row; any other is
+// released as its last drain write would release it.
+func handBack(conn *sqlite.Conn, seq int64, p batchdriver.ReapParams, now int64) (bool, error) {
+	q, args := `UPDATE batch_target SET status = 'failed', error = ?1, hint = '',
+		outcome = ?2, bytes = length(CAST(?1 AS BLOB)) WHERE job_seq = ?3 AND status = 'running'`,
+		[]any{p.Reason, string(batchdriver.OutcomeInterrupted), seq}
+	if p.RepeatInFlight {
+		q, args = `UPDATE batch_target SET status = 'pending' WHERE job_seq = ? AND status = 'running'`, []any{seq}
+	}
+	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{Args: args})
+	if err != nil {
+		return false, err
+	}
+	var h heldJob
+	pending := false
+	err = sqlitex.Execute(conn, `SELECT seq, status, runner, targets_total, lease,
+		EXISTS (SELECT 1 FROM batch_target t WHERE t.job_seq = j.seq AND t.status = 'pending')
+		FROM batch_job j WHERE seq = ?`, &sqlitex.ExecOptions{
+		Args: []any{seq},
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			h = heldJob{stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
+				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
+			pending = stmt.ColumnBool(5)
+			return nil
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	live := h.status.Live()
+	if h.status != batchdriver.JobRunning || !pending {
+		_, err := release(conn, h, now)
+		return live, err
+	}
+	return true, sqlitex.Execute(conn, `UPDATE batch_job SET status = 'queued', runner = '', lease = max(lease, ?2),
+		targets_done = (SELECT count(*) FROM batch_target t WHERE t.job_seq = ?1 AND t.status IN ('done', 'failed')),
+		bytes = (SELECT coalesce(sum(t.bytes), 0) FROM batch_target t WHERE t.job_seq = ?1)
+		WHERE seq = ?1`, &sqlitex.ExecOptions{Args: []any{seq, now}})
+}
+
 // The reaper's selections, each on a partial index (see TestStore_QueryPlans):
 // a job, and 1 if it is held.
 const (
@@ -175,6 +230,10 @@ const (
 	// The bytes of the held jobs, whose rows do not carry them yet.
 	qHeldBytes = `SELECT coalesce(sum(t.bytes), 0) FROM batch_job j JOIN batch_target t ON t.job_seq = j.seq
 		WHERE j.runner <> ''`
+	// The bytes of the queued jobs, which the counter leaves out: a job
+	// handed back (see handBack) holds its finished targets' bytes in its
+	// row; any other queued job holds none.
+	qQueuedBytes = `SELECT coalesce(sum(bytes), 0) FROM batch_job WHERE ` + whereLive + ` AND runner = ''`
 )
 
 // reapSelect returns the jobs p selects, without duplicates.
@@ -233,7 +292,7 @@ func reapForget(conn *sqlite.Conn, p batchdriver.ReapParams) error {
 // finished jobs' rows plus the bytes of the held jobs' targets, read
 // through the held index.
 func totalBytes(conn *sqlite.Conn) (int64, error) {
-	return countInt(conn, `SELECT (SELECT bytes FROM batch_stat WHERE id = 1) + (`+qHeldBytes+`)`)
+	return countInt(conn, `SELECT (SELECT bytes FROM batch_stat WHERE id = 1) + (`+qHeldBytes+`) + (`+qQueuedBytes+`)`)
 }
 
 // Stats implements [batch.Store.Stats]: one row of counters that triggers

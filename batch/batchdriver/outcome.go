@@ -16,6 +16,11 @@ const (
 	OutcomeTooLong     Outcome = "too_long"
 	OutcomeCancel      Outcome = "cancel"
 	OutcomeOther       Outcome = "other"
+	// OutcomeInterrupted: the target's runner stopped (closed, restarted or
+	// went stale) while the target was in flight, and its job was handed on
+	// (see ReapParams.HandBack). Whether the fetch reached the upstream is
+	// not known.
+	OutcomeInterrupted Outcome = "interrupted"
 )
 
 // Outcomes is the fixed set of outcomes, the label values of the
@@ -23,6 +28,7 @@ const (
 var Outcomes = []Outcome{
 	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
 	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeOther,
+	OutcomeInterrupted,
 }
 
 // Known reports whether o is one of the outcomes above.
@@ -37,14 +43,15 @@ func (o Outcome) Known() bool {
 
 // Retryable reports whether trying the target again may give another
 // outcome: true for [OutcomeTimeout], [OutcomeBusy], [OutcomeUpstream5xx],
-// [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown) and
+// [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown),
+// [OutcomeInterrupted] (its runner stopped during the fetch) and
 // [OutcomeOther] (the cause is not known, e.g. a target failed by a
 // restart), false for [OutcomeOK] and the failures that a retry would
 // repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported] and
 // [OutcomeTooLong]. An unknown outcome is judged as [OutcomeOther].
 func (o Outcome) Retryable() bool {
 	switch o.Fold() {
-	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeOther:
+	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeInterrupted, OutcomeOther:
 		return true
 	}
 	return false

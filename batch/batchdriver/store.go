@@ -224,7 +224,27 @@ type (
 		// Reason is the error the failed jobs and targets get, e.g.
 		// "restart".
 		Reason string
-		Now    *time.Time
+		// HandBack hands the selected jobs on instead of failing them: a
+		// held job that is still running goes back to queued, released
+		// (its runner's next drain write gets [ErrNotHeld]), with its
+		// finished targets as they are and its pending targets pending,
+		// so that a later [Store.Claim], by any runner, continues it
+		// under the same id from its first pending target. Its target in
+		// flight fails with p.Reason as its error and outcome
+		// [OutcomeInterrupted] (counted done), unless RepeatInFlight; a
+		// job left with no pending target then gets its final status from
+		// its targets (see [AggregateStatus]), as its last drain write
+		// would have given it. A selected job that no runner holds is left
+		// as it is, and a cancelled one is released as without HandBack,
+		// its target in flight interrupted. Reap then counts the jobs it
+		// handed back or finished.
+		HandBack bool
+		// RepeatInFlight, with HandBack, puts the target in flight back to
+		// pending instead of failing it: the next claim starts it again.
+		// It is for a target whose fetch never began, or for a host whose
+		// fetches are safe to repeat.
+		RepeatInFlight bool
+		Now            *time.Time
 	}
 	// ClaimWebhooksParams bound [Store.ClaimWebhooks].
 	ClaimWebhooksParams struct {
@@ -386,7 +406,8 @@ type Store interface {
 	Create(ctx context.Context, p CreateParams) (j Job, reused bool, err error)
 
 	// Claim makes the oldest queued job running, held by p.Runner, and
-	// starts its first target, in one atomic step; it records a heartbeat
+	// starts its first pending target (target 0, unless the job was handed
+	// back: see ReapParams.HandBack), in one atomic step; it records a heartbeat
 	// of p.Runner too. ok is false when no job is queued. Concurrent claims
 	// never return the same job.
 	Claim(ctx context.Context, p ClaimParams) (c Claimed, ok bool, err error)
@@ -466,7 +487,8 @@ type Store interface {
 	// runner's heartbeat back: a late write with an older time is a no-op.
 	Heartbeat(ctx context.Context, p HeartbeatParams) error
 
-	// Reap fails the jobs p selects, in one atomic step. A selected job that
+	// Reap fails the jobs p selects, in one atomic step (or, with
+	// p.HandBack, hands them back: see [ReapParams]). A selected job that
 	// is live ends failed with p.Reason as its error; one that was cancelled
 	// stays cancelled. Either way its target in flight, if any, fails with
 	// p.Reason as its error (outcome other, counted done, its error bytes

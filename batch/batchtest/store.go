@@ -230,10 +230,11 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 		}
 		oldest.job.Status = batch.JobRunning
 		oldest.job.Runner = p.Runner
-		oldest.cursor = 0
-		oldest.targets[0].Status = batch.TargetRunning
+		next := slices.IndexFunc(oldest.targets, func(t batchdriver.TargetRecord) bool { return t.Status == batch.TargetPending })
+		oldest.cursor = next // a queued job has a pending target: see handBack
+		oldest.targets[next].Status = batch.TargetRunning
 		s.beats[p.Runner] = later(s.beats[p.Runner], now)
-		c = batchdriver.Claimed{Job: oldest.job, Targets: oldest.copyTargets(false), Next: 0, Queued: queued - 1}
+		c = batchdriver.Claimed{Job: oldest.job, Targets: oldest.copyTargets(false), Next: next, Queued: queued - 1}
 		ok = true
 		return nil
 	})
@@ -559,6 +560,13 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (n int, err 
 			if !selected {
 				continue
 			}
+			if p.HandBack {
+				if s.handBack(j, p, now) {
+					n++
+					reaped = append(reaped, j.job.ID) // wakes the idle workers of a shared store
+				}
+				continue
+			}
 			if j.cursor >= 0 {
 				t := &j.targets[j.cursor]
 				t.Status, t.Error, t.Hint, t.Outcome = batch.TargetFailed, p.Reason, "", batch.OutcomeOther
@@ -590,6 +598,36 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (n int, err 
 		return nil
 	})
 	return n, err
+}
+
+// handBack hands a selected job back (see [batchdriver.ReapParams.HandBack])
+// and reports whether it was live and so counts. A job no runner holds is
+// left as it is.
+func (s *Store) handBack(j *memJob, p batchdriver.ReapParams, now time.Time) bool {
+	if j.job.Runner == "" && j.cursor < 0 {
+		return false
+	}
+	if j.cursor >= 0 {
+		t := &j.targets[j.cursor]
+		if p.RepeatInFlight {
+			t.Status = batch.TargetPending
+		} else {
+			t.Status, t.Error, t.Hint, t.Outcome = batch.TargetFailed, p.Reason, "", batch.OutcomeInterrupted
+			s.addBytes(j, t.Bytes())
+			j.job.TargetsDone++
+		}
+	}
+	live := j.job.Status.Live()
+	pending := slices.ContainsFunc(j.targets, func(t batchdriver.TargetRecord) bool { return t.Status == batch.TargetPending })
+	if j.job.Status != batch.JobRunning || !pending {
+		s.release(j, now) // cancelled, or nothing left: finished by its targets
+		return live
+	}
+	j.job.Status = batch.JobQueued
+	j.job.Runner = ""
+	j.job.Lease = later(j.job.Lease, now)
+	j.cursor = -1
+	return true
 }
 
 // ClaimWebhooks implements [batch.Store]: round-robin across callers,

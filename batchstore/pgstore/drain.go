@@ -65,20 +65,19 @@ func (s *Store) claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 	for rows.Next() {
 		var j jobRow
 		var t targetRow
-		var queued int
-		if err := rows.Scan(append(j.dest(), &t.idx, &t.url, &t.options, &queued)...); err != nil {
+		var queued, next int
+		if err := rows.Scan(append(j.dest(), &t.idx, &t.url, &t.options, &t.status, &next, &queued)...); err != nil {
 			return c, false, err
 		}
 		rec, _, err := t.record()
 		if err != nil {
 			return c, false, err
 		}
-		// The statement read the targets before it started target 0.
-		rec.Status = batchdriver.TargetPending
-		if rec.Idx == 0 {
+		// A target's row says pending until it is stored.
+		if rec.Idx == next {
 			rec.Status = batchdriver.TargetRunning
 		}
-		c.Job, c.Queued, ok = j.job(), queued, true
+		c.Job, c.Next, c.Queued, ok = j.job(), next, queued, true
 		c.Targets = append(c.Targets, rec)
 	}
 	return c, ok, rows.Err()

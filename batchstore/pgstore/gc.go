@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -203,7 +204,11 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 				return err
 			}
 		}
-		rows, err := tx.Query(ctx, strings.Replace(s.q.reapJobs, "{sel}", strings.Join(parts, " UNION ALL "), 1), args...)
+		q := s.q.reapJobs
+		if p.HandBack {
+			q = strings.ReplaceAll(s.q.reapHandBack, "{repeat}", strconv.FormatBool(p.RepeatInFlight))
+		}
+		rows, err := tx.Query(ctx, strings.Replace(q, "{sel}", strings.Join(parts, " UNION ALL "), 1), args...)
 		if err != nil {
 			return err
 		}
@@ -230,7 +235,11 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 		if err := rows.Err(); err != nil || len(seqs) == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, idxs, []byte(p.Reason), string(batchdriver.OutcomeOther))
+		outcome := batchdriver.OutcomeOther
+		if p.HandBack {
+			outcome = batchdriver.OutcomeInterrupted
+		}
+		_, err = tx.Exec(ctx, s.q.reapTargets, seqs, idxs, []byte(p.Reason), string(outcome))
 		return err
 	})
 	if err != nil {

@@ -68,20 +68,26 @@ var sqlTemplates = queries{
 		)
 		SELECT created_at, lease FROM j`,
 
-	// Claim: the oldest queued job, held with target 0 in flight, and the
-	// runner's heartbeat, in one statement. The queued count is read in the
+	// Claim: the oldest queued job, held with its first pending target in
+	// flight (target 0, unless the job was handed back: targets finish in
+	// idx order, so the finished ones are the first targets_ok +
+	// targets_failed), and the runner's heartbeat, in one statement. A
+	// handed-back job's bytes leave the counter again (held: see stats). The queued count is read in the
 	// statement's snapshot, which still has the claimed job queued.
 	claim: `WITH next AS (
 			SELECT seq FROM {s}.job WHERE status = 'queued' ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED
 		), j AS (
-			UPDATE {s}.job SET status = 'running', runner = $1, in_flight = 0
+			UPDATE {s}.job SET status = 'running', runner = $1, in_flight = targets_ok + targets_failed
 			FROM next WHERE job.seq = next.seq
 			RETURNING job.*
+		), held AS (
+			UPDATE {s}.stat SET bytes = stat.bytes - (SELECT bytes FROM j)
+			WHERE stat.id = 1 + (SELECT seq FROM j) % 16 AND EXISTS (SELECT 1 FROM j WHERE bytes <> 0)
 		), beat AS (
 			INSERT INTO {s}.runner AS r (id, heartbeat) SELECT $1, ` + clock("2") + ` FROM j
 			ON CONFLICT (id) DO UPDATE SET heartbeat = greatest(r.heartbeat, excluded.heartbeat)
 		)
-		SELECT ` + jobCols + `, t.idx, t.url, t.options,
+		SELECT ` + jobCols + `, t.idx, t.url, t.options, t.status, j.in_flight,
 			(SELECT count(*) FROM {s}.job WHERE status = 'queued') - 1
 		FROM j JOIN {s}.target t ON t.job_seq = j.seq ORDER BY t.idx`,
 	anyQueued: `SELECT EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued')`,
@@ -210,10 +216,43 @@ var sqlTemplates = queries{
 			FROM l WHERE j.seq = l.seq AND (j.` + whereLive + ` OR j.` + whereHeld + `)
 			RETURNING j.seq, j.id, j.status, j.bytes, l.in_flight
 		), c AS (
-			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(bytes) FROM r)
+			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT coalesce(sum(bytes), 0) FROM r WHERE in_flight >= 0)
 			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM r)
 		)
 		SELECT seq, id, status = 'failed', in_flight FROM r`,
+	// reapHandBack is reapJobs for ReapParams.HandBack, with {repeat} for
+	// RepeatInFlight (true or false): a held job that is running and has a
+	// target left goes back to queued; any other held job is released as
+	// its last drain write would release it (the target in flight, unless
+	// repeated, counts failed: a job that was running ends failed or
+	// partial). The target in flight, unless repeated, is failed by
+	// reapTargets; a repeated one was never written (a target's row says
+	// pending until it is stored). A job no runner holds is left as it is.
+	// Every job it releases moves its bytes into the counter, as a release
+	// does, and the claim takes them out again. The last column tells the
+	// jobs that were live. $2, the reason, is the error reapTargets writes;
+	// l names it only so that the statement has a type for it.
+	reapHandBack: `WITH l AS (
+			SELECT seq, in_flight, status, $2::text AS reason FROM {s}.job WHERE seq = ANY (ARRAY ({sel})) ORDER BY seq FOR UPDATE
+		), r AS (
+			UPDATE {s}.job j SET
+				status = CASE WHEN j.status <> 'running' THEN j.status
+					WHEN {repeat} OR j.in_flight + 1 < j.targets_total THEN 'queued'
+					WHEN j.targets_ok = 0 THEN 'failed'
+					ELSE 'partial' END,
+				finished_at = CASE WHEN j.status = 'running' AND ({repeat} OR j.in_flight + 1 < j.targets_total)
+					THEN j.finished_at ELSE coalesce(j.finished_at, ` + clock("1") + `) END,
+				lease = greatest(j.lease, ` + clock("1") + `),
+				targets_failed = j.targets_failed + (NOT {repeat})::integer,
+				bytes = j.bytes + CASE WHEN {repeat} THEN 0 ELSE $3 END,
+				runner = '', in_flight = -1
+			FROM l WHERE j.seq = l.seq AND j.` + whereHeld + `
+			RETURNING j.seq, j.id, l.status IN ('queued', 'running') AS live, j.bytes, l.in_flight
+		), c AS (
+			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(bytes) FROM r)
+			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM r)
+		)
+		SELECT seq, id, live, CASE WHEN {repeat} THEN -1 ELSE in_flight END FROM r`,
 	reapLive:    `SELECT seq FROM {s}.job WHERE ` + whereLive + ` UNION ALL SELECT seq FROM {s}.job WHERE ` + whereHeld,
 	reapRunner:  `SELECT seq FROM {s}.job WHERE ` + whereHeld + ` AND runner = $4`,
 	reapOrphans: `SELECT seq FROM {s}.job h WHERE h.` + whereHeld + ` AND NOT EXISTS (SELECT 1 FROM {s}.runner r WHERE r.id = h.runner)`,
@@ -353,6 +392,7 @@ type queries struct {
 	getJob, get, getResults, getTarget, list, touch      string
 	heartbeat                                            string
 	forgetAll, forgetRunner, forgetStale, reapJobs       string
+	reapHandBack                                         string
 	reapLive, reapRunner, reapOrphans, reapTargets       string
 	lockStat, oldestExpired, sweep, totalBytes           string
 	heldByCaller, evictPick, evictOldest, evict          string
@@ -378,7 +418,7 @@ func (q *queries) fields() []*string {
 		&q.lockXact, &q.reuse, &q.callerLive, &q.insert,
 		&q.claim, &q.anyQueued, &q.step, &q.finish, &q.finishMissed, &q.cancel,
 		&q.getJob, &q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
-		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs,
+		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs, &q.reapHandBack,
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict, &q.evictHolders,

@@ -32,6 +32,7 @@ var suiteLimits = batchdriver.Limits{JobsPerCaller: 100, JobsTotal: 1000, TTL: 2
 const (
 	runnerA = "runner-a"
 	runnerB = "runner-b"
+	runnerC = "runner-c"
 )
 
 // suiteOptions are the options of a job's first target: opaque to a store,

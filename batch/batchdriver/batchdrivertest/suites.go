@@ -74,6 +74,7 @@ var storeSuite = newSuite[storeCase]().
 	add("Retention", retentionCases).
 	add("Share", shareCases).
 	add("Liveness", livenessCases).
+	add("Liveness", handBackCases).
 	add("Webhook", webhookCases).
 	add("WebhookFair", webhookFairCases).
 	add("Clock", clockCases).

@@ -92,7 +92,7 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 62,
+		[]string{"Cancel", "Clock", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 67,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller")
 	f("TestRunner", runnerSuite.names(),
 		[]string{"Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 50,
