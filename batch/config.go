@@ -36,6 +36,9 @@ const (
 	// one HeartbeatInterval (70s with the defaults).
 	DefaultStaleAfter    = time.Minute
 	DefaultMetricsPrefix = "batch"
+	// DefaultCloseGrace: with Resume, most fetches end well within it, and
+	// a host's shutdown budget (often 30s) still has room for the rest.
+	DefaultCloseGrace = 10 * time.Second
 	// DefaultWebhookTimeout: Standard Webhooks receivers answer at once
 	// and do their work later; ten seconds is generous.
 	DefaultWebhookTimeout = 10 * time.Second
@@ -127,6 +130,26 @@ type Config struct {
 	// (each runner checks after each of its heartbeats). It must be at least twice HeartbeatInterval. Defaults to
 	// 1m.
 	StaleAfter Duration `json:"stale_after" toml:"stale_after"`
+	// Resume hands jobs on instead of failing them as "restart" when their
+	// runner stops: [Runner.Close] queues its jobs again, fenced from this
+	// runner, after letting the targets in flight finish for CloseGrace;
+	// [Runner.Start] and the stale reaper queue the jobs of a runner that
+	// died. A target whose fetch was cut short ends failed with outcome
+	// "interrupted" (unless RepeatInterrupted); the others drain later
+	// under the same job id, on any runner sharing the store. Off by
+	// default: every live job of a runner that stops fails as "restart".
+	// See docs/design/resume.md in the repository.
+	Resume bool `json:"resume" toml:"resume"`
+	// RepeatInterrupted, with Resume, declares the host's fetches safe to
+	// repeat: a target in flight when its runner stopped goes back to
+	// pending and is fetched again, instead of ending "interrupted". A
+	// target is then fetched at most once per runner that started it.
+	// Defaults to false.
+	RepeatInterrupted bool `json:"repeat_interrupted" toml:"repeat_interrupted"`
+	// CloseGrace is how long [Runner.Close], with Resume, lets the fetches
+	// in flight finish before it cuts them short (or less, if Close's
+	// context ends first). Defaults to 10s.
+	CloseGrace Duration `json:"close_grace" toml:"close_grace"`
 
 	// Deliver delivers the webhook events of jobs submitted with a
 	// webhook (see [SubmitOptions]); batchhttp.NewWebhookSender makes one.
@@ -205,6 +228,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, Duration(DefaultHeartbeatInterval))
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, Duration(DefaultStaleAfter))
 	cfg.MetricsPrefix = cmp.Or(cfg.MetricsPrefix, DefaultMetricsPrefix)
+	cfg.CloseGrace = cmp.Or(cfg.CloseGrace, Duration(DefaultCloseGrace))
 	cfg.WebhookTimeout = cmp.Or(cfg.WebhookTimeout, Duration(DefaultWebhookTimeout))
 	cfg.WebhookBackoff = cmp.Or(cfg.WebhookBackoff, Duration(DefaultWebhookBackoff))
 	cfg.WebhookRetryFor = cmp.Or(cfg.WebhookRetryFor, Duration(DefaultWebhookRetryFor))
@@ -252,7 +276,7 @@ func (cfg Config) validate() error {
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
 		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
 		"webhook_timeout": cfg.WebhookTimeout, "webhook_backoff": cfg.WebhookBackoff,
-		"webhook_retry_for": cfg.WebhookRetryFor,
+		"webhook_retry_for": cfg.WebhookRetryFor, "close_grace": cfg.CloseGrace,
 	} {
 		switch {
 		case d < 0:

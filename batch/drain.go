@@ -112,7 +112,19 @@ func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 			stopped = "unknown_target"
 			return // the job stays held; Close or the stale reaper fails it
 		}
-		fin, d, closed := r.fetchTarget(ctx, job, c.Targets[next])
+		if r.cfg.Resume && r.stopping() {
+			// Between two targets: the one the last write started was
+			// never fetched, and Close hands it back pending.
+			log.LogAttrs(context.Background(), slog.LevelInfo, "batch job handed on by close", slog.Int("next_idx", next))
+			stopped = "handed_on"
+			return
+		}
+		fin, d, closed, started := r.fetchTarget(ctx, job, c.Targets[next])
+		if closed && r.cfg.Resume {
+			r.interrupted(ctx, log, job, next, d, started)
+			stopped = "handed_on"
+			return
+		}
 		if closed {
 			r.metrics.target(OutcomeCancel, d)
 			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", next))
@@ -155,6 +167,26 @@ func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 	r.metrics.jobSecs.Update(time.Since(start).Seconds())
 	log.LogAttrs(context.Background(), slog.LevelInfo, "batch job finished",
 		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))
+}
+
+// interrupted ends, with Config.Resume, the drain of job whose target idx
+// Close cut short after its grace (at d into it): a fetch that may have
+// reached the upstream is stored failed with outcome "interrupted", unless
+// Config.RepeatInterrupted; any other target is left in flight, and
+// Close's hand-back puts it back to pending.
+func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdriver.Job, idx int, d time.Duration, started bool) {
+	repeat := !started || r.cfg.RepeatInterrupted
+	log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close",
+		slog.Int("idx", idx), slog.Bool("repeat", repeat))
+	if repeat {
+		return
+	}
+	fin := batchdriver.TargetFinish{Idx: idx}
+	failTarget(&fin, OutcomeInterrupted, "", errors.New(reasonInterrupted))
+	if _, err := r.storeTarget(ctx, log, job, &fin); err == nil {
+		r.metrics.target(OutcomeInterrupted, d)
+		r.waiters.notify(job.ID)
+	}
 }
 
 // storeTarget writes a target's outcome until it is stored, the store
@@ -207,8 +239,10 @@ const maxStoreBackoff = 250 * time.Millisecond
 // fetchTarget fetches one target of job, retrying while the fetcher is busy
 // (but not once the job is cancelled), and returns what to store and how
 // long it took. closed reports that the runner closed and cut the fetch
-// short; nothing is to be stored then.
-func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord) (fin batchdriver.TargetFinish, d time.Duration, closed bool) {
+// short; nothing is to be stored then. started then reports that the call
+// cut short may have reached the upstream (it began, and was not refused
+// as busy).
+func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool) {
 	ctx, end := r.observeFetch(ctx, job, t.Idx)
 	defer func() {
 		if closed {
@@ -226,7 +260,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 		fr := r.callFetch(ctx, job, t)
 		switch {
 		case fr.interrupted:
-			return fin, time.Since(start), true
+			return fin, time.Since(start), true, !fr.unstarted
 		case fr.timedOut:
 			failTarget(&fin, OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
 		case fr.err != nil && isBusy(fr.err):
@@ -239,7 +273,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 			select {
 			case <-time.After(sleep):
 			case <-r.fetchCtx.Done():
-				return fin, time.Since(start), true
+				return fin, time.Since(start), true, false
 			}
 			if r.cancelled(job) {
 				failTarget(&fin, OutcomeCancel, "", errors.New("cancelled while the fetcher was busy"))
@@ -262,7 +296,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 		default:
 			fin.Status, fin.Outcome, fin.Result = TargetDone, OutcomeOK, fr.env
 		}
-		return fin, time.Since(start), false
+		return fin, time.Since(start), false, false
 	}
 }
 
@@ -295,6 +329,7 @@ type fetchReturn struct {
 	err         error
 	timedOut    bool // the per-target deadline passed
 	interrupted bool // Close cut the fetch short
+	unstarted   bool // with interrupted: the fetcher was never called
 }
 
 // callFetch calls the fetcher once under the per-target deadline and encodes
@@ -310,7 +345,7 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 	select {
 	case r.slots <- struct{}{}:
 	case <-r.fetchCtx.Done():
-		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true}
+		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true, unstarted: true}
 	}
 	ctx, cancel := context.WithTimeout(parent, time.Duration(r.cfg.TargetTimeout))
 	defer cancel()

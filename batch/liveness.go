@@ -44,7 +44,7 @@ func (r *Runner) heartbeat() {
 	}
 }
 
-// reapStale fails as "restart" the jobs of runners whose heartbeat is
+// reapStale fails as "restart" (with Config.Resume: hands on) the jobs of runners whose heartbeat is
 // older than Config.StaleAfter at now, once this runner has reached the store
 // without a failure for a continuous StaleAfter (see [storeHealth]);
 // before that it reaps nothing.
@@ -52,8 +52,13 @@ func (r *Runner) reapStale(ctx context.Context, now time.Time) (int, error) {
 	if !r.health.reachableFor(now, time.Duration(r.cfg.StaleAfter)) {
 		return 0, nil
 	}
-	p := batchdriver.ReapParams{StaleAfter: time.Duration(r.cfg.StaleAfter), Reason: reasonRestart, Now: r.at(now)}
-	return r.reap(ctx, p, "stale", "batch jobs of stale runners failed")
+	p := r.reapParams(now)
+	p.StaleAfter = time.Duration(r.cfg.StaleAfter)
+	msg := "batch jobs of stale runners failed"
+	if p.HandBack {
+		msg = "batch jobs handed on"
+	}
+	return r.reap(ctx, p, "stale", msg)
 }
 
 // storeHealth is what a runner knows of its store's reachability, from the

@@ -14,13 +14,16 @@ const (
 	jobCreated = "created"
 	jobReused  = "reused"
 	jobRestart = "restart"
-	jobOther   = "other"
+	// jobHandedOn counts the jobs a runner handed back to the queue
+	// instead of failing them (Config.Resume).
+	jobHandedOn = "handed_on"
+	jobOther    = "other"
 )
 
 // jobOutcomes is the fixed label set of <prefix>_jobs_total.
 var jobOutcomes = []string{
 	jobCreated, jobReused, string(JobDone), string(JobPartial), string(JobFailed),
-	string(JobCancelled), jobRestart, jobOther,
+	string(JobCancelled), jobRestart, jobHandedOn, jobOther,
 }
 
 // Webhook outcomes, the label values of <prefix>_webhooks_total: an event
@@ -45,7 +48,8 @@ var (
 // metricsHelp describes each metric family of a runner by its name after
 // the prefix.
 var metricsHelp = map[string]string{
-	"_jobs_total":        "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart.",
+	"_jobs_total": "Batch jobs by outcome: created, reused, done, partial, failed, cancelled, restart, " +
+		"handed_on (handed back to the queue by a close, restart or stale reap, with Resume on).",
 	"_targets_total":     "Batch targets fetched, by outcome.",
 	"_queue_depth":       "Batch jobs queued and waiting for a worker.",
 	"_targets_inflight":  "Batch target fetches in flight.",

@@ -74,6 +74,10 @@ const storeTimeout = 30 * time.Second
 // closed or went stale.
 const reasonRestart = "restart"
 
+// reasonInterrupted is the error of a target cut short because its runner
+// stopped, when its job is handed on (Config.Resume).
+const reasonInterrupted = "interrupted"
+
 // New returns a runner for cfg, or an error naming every invalid field. It
 // does not touch the store; [Runner.Start] does.
 func New(cfg Config) (*Runner, error) {
@@ -129,7 +133,8 @@ func (r *Runner) MetricsHelp() map[string]string {
 // ID returns the runner's id, as recorded on the jobs it drains.
 func (r *Runner) ID() string { return r.cfg.RunnerID }
 
-// Start fails the jobs this runner can no longer finish, then starts the
+// Start fails (with Config.Resume: hands on) the jobs this runner can no
+// longer finish, then starts the
 // workers, the sweeper, the heartbeat and, with Config.Deliver, the webhook
 // deliverer, and returns. On a store that
 // serves one process (see [Capabilities]) that is every queued or running
@@ -140,7 +145,9 @@ func (r *Runner) ID() string { return r.cfg.RunnerID }
 // docs/design/liveness.md in the repository), so a node started right after an
 // outage does not take the live nodes for dead.
 // Failed jobs get error "restart" and so does their target in flight; jobs
-// are never resumed. Start returns an error if the runner was already
+// are never resumed, unless Config.Resume: then they are queued again under
+// the same id and their target in flight ends "interrupted" (or, with
+// Config.RepeatInterrupted, is fetched again). Start returns an error if the runner was already
 // started or closed, or if the store fails.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
@@ -153,13 +160,17 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	now := r.cfg.Now()
 	r.health.troubled(now) // nothing known of the store before: see storeHealth
-	p := batchdriver.ReapParams{Reason: reasonRestart, Now: r.at(now)}
+	p := r.reapParams(now)
 	if r.caps.Shared {
 		p.Runner = r.cfg.RunnerID // stale runners: after StaleAfter (storeHealth)
 	} else {
 		p.AllLive = true
 	}
-	if _, err := r.reap(ctx, p, "start", "batch jobs failed by restart"); err != nil {
+	msg := "batch jobs failed by restart"
+	if p.HandBack {
+		msg = "batch jobs handed on"
+	}
+	if _, err := r.reap(ctx, p, "start", msg); err != nil {
 		return fmt.Errorf("batch: start: %w", err)
 	}
 	if err := r.store.Heartbeat(ctx, batchdriver.HeartbeatParams{Runner: r.cfg.RunnerID, Now: r.at(now)}); err != nil {
@@ -180,7 +191,20 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// reap runs one [Store.Reap], counts and logs the jobs it failed.
+// reapParams are the parameters of a reap at now of the jobs of a runner
+// that died or restarted: failed as "restart", or with Config.Resume handed
+// on, their targets in flight interrupted (or repeated, with
+// Config.RepeatInterrupted).
+func (r *Runner) reapParams(now time.Time) batchdriver.ReapParams {
+	if !r.cfg.Resume {
+		return batchdriver.ReapParams{Reason: reasonRestart, Now: r.at(now)}
+	}
+	return batchdriver.ReapParams{Reason: reasonInterrupted, HandBack: true,
+		RepeatInFlight: r.cfg.RepeatInterrupted, Now: r.at(now)}
+}
+
+// reap runs one [Store.Reap], counts and logs the jobs it failed or handed
+// on.
 func (r *Runner) reap(ctx context.Context, p batchdriver.ReapParams, reason, msg string) (n int, err error) {
 	ctx, end := r.observeReap(ctx, reason)
 	defer func() { end(batchobserve.ReapEnd{Jobs: n, Err: err}) }()
@@ -190,7 +214,12 @@ func (r *Runner) reap(ctx context.Context, p batchdriver.ReapParams, reason, msg
 	if err != nil {
 		return 0, fmt.Errorf("reap: %w", err)
 	}
-	r.metrics.jobs[jobRestart].Add(n)
+	if p.HandBack {
+		r.metrics.jobs[jobHandedOn].Add(n)
+		r.wakeWorkers() // a job handed back is queued again
+	} else {
+		r.metrics.jobs[jobRestart].Add(n)
+	}
 	r.wakeWebhooks() // a reaped job may have got its event
 	if n > 0 {
 		r.log.LogAttrs(ctx, slog.LevelWarn, msg, slog.Int("jobs", n))
@@ -206,6 +235,15 @@ func (r *Runner) reap(ctx context.Context, p batchdriver.ReapParams, reason, msg
 // attempted again), and waits for every fetch goroutine, or for ctx to be
 // done. Close is idempotent and safe on a
 // runner never started.
+//
+// With Config.Resume, Close hands its jobs on instead: a drain between two
+// targets starts no next one, the fetches in flight (and deliveries) get
+// Config.CloseGrace, or until ctx is done, to finish and be stored, and a
+// fetch still running then is cut short and its target stored failed with
+// outcome "interrupted" (with Config.RepeatInterrupted it is left pending
+// instead). Every job it still holds is then queued again, released, with
+// its pending targets pending, for any runner sharing the store (or the
+// next Start) to continue under the same id.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.accepting.Lock()
@@ -215,9 +253,19 @@ func (r *Runner) Close(ctx context.Context) error {
 		r.mu.Unlock()
 		r.accepting.Unlock()
 		close(r.stop)
-		r.cancelFetch(ErrClosed)
+		cutShort := func() {}
+		if r.cfg.Resume && started {
+			// The fetches in flight get their grace, or what is left of
+			// ctx; the drains start no next target meanwhile.
+			grace := time.AfterFunc(time.Duration(r.cfg.CloseGrace), func() { r.cancelFetch(ErrClosed) })
+			stopCtx := context.AfterFunc(ctx, func() { r.cancelFetch(ErrClosed) })
+			cutShort = func() { grace.Stop(); stopCtx(); r.cancelFetch(ErrClosed) }
+		} else {
+			r.cancelFetch(ErrClosed)
+		}
 		go func() { // one waiter, however often Close is called
 			r.wg.Wait()
+			cutShort()
 			if started {
 				r.unsubscribe()
 				r.release()
@@ -246,8 +294,27 @@ func (r *Runner) release() {
 	ctx, cancel := storeCtx()
 	defer cancel()
 	p := batchdriver.ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.now()}
-	if _, err := r.reap(ctx, p, "close", "batch jobs failed by close"); err != nil {
+	msg := "batch jobs failed by close"
+	if r.cfg.Resume {
+		// Every target still in flight in the store was never fetched, or
+		// was cut short with RepeatInterrupted: the drains stored the
+		// interrupted ones themselves.
+		p.Reason, p.HandBack, p.RepeatInFlight = reasonInterrupted, true, true
+		msg = "batch jobs handed on"
+	}
+	if _, err := r.reap(ctx, p, "close", msg); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
+	}
+}
+
+// wakeWorkers wakes every idle worker, for jobs queued again.
+func (r *Runner) wakeWorkers() {
+	for range cap(r.wake) {
+		select {
+		case r.wake <- struct{}{}:
+		default: // every worker already has a wake-up pending
+			return
+		}
 	}
 }
 

@@ -85,6 +85,7 @@ var runnerSuite = newSuite[storeCase]().
 	// Not parallel: it counts the runner goroutines of the whole process.
 	addAlone("Drain", "CloseMidDrainLeaksNothing", runnerCloseMidDrain).
 	add("Liveness", runnerClusterCases).
+	add("Liveness", runnerResumeCases).
 	add("Retry", runnerRetryCases).
 	add("Outage", runnerOutageCases).
 	add("Webhook", runnerWebhookCases).
