@@ -36,9 +36,11 @@ const (
 	// one HeartbeatInterval (70s with the defaults).
 	DefaultStaleAfter    = time.Minute
 	DefaultMetricsPrefix = "batch"
-	// DefaultCloseGrace: with Resume, most fetches end well within it, and
-	// a host's shutdown budget (often 30s) still has room for the rest.
-	DefaultCloseGrace = 10 * time.Second
+	// DefaultCloseGrace: with Resume, most fetches end within it, and a
+	// shutdown budget of 10s (batchserver's default close timeout) keeps
+	// half of it for storing the interrupted targets and handing the jobs
+	// back.
+	DefaultCloseGrace = 5 * time.Second
 	// DefaultWebhookTimeout: Standard Webhooks receivers answer at once
 	// and do their work later; ten seconds is generous.
 	DefaultWebhookTimeout = 10 * time.Second
@@ -148,7 +150,9 @@ type Config struct {
 	RepeatInterrupted bool `json:"repeat_interrupted" toml:"repeat_interrupted"`
 	// CloseGrace is how long [Runner.Close], with Resume, lets the fetches
 	// in flight finish before it cuts them short (or less, if Close's
-	// context ends first). Defaults to 10s.
+	// context ends first). Keep it well below the time the host gives
+	// Close: the writes that hand the jobs back come after it. Defaults to
+	// 5s.
 	CloseGrace Duration `json:"close_grace" toml:"close_grace"`
 
 	// Deliver delivers the webhook events of jobs submitted with a

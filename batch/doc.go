@@ -40,8 +40,12 @@
 // A job is queued, then running, then done, partial, failed or cancelled.
 // A target is pending, then running, then done or failed. Each target's
 // outcome ([Outcome]) says how it ended and whether a retry may help.
-// Jobs are never resumed: a job its runner can no longer finish fails with
-// error "restart". So each target is fetched at most once.
+// By default jobs are never resumed: a job its runner can no longer finish
+// fails with error "restart". With Config.Resume a closing, restarting or
+// dead runner hands its jobs on instead, and they continue under the same
+// id on any runner; the target that was in flight ends "interrupted".
+// Either way each target is fetched at most once, unless the host sets
+// Config.RepeatInterrupted.
 //
 // A caller owns its jobs. Another caller's job is [ErrNotFound], like an
 // unknown id. Caps bound live jobs per caller and in all. Submitting the
@@ -61,6 +65,8 @@
 //   - submit.md: validation, caps and idempotency.
 //   - retention.md: the lease, the TTL and the byte budget.
 //   - liveness.md: heartbeats, stale runners and store outages.
+//   - resume.md: handing jobs on (Config.Resume): what is fetched at most
+//     once, and what may be fetched twice.
 //   - webhooks.md: delivery, retries, fairness and signing.
 //   - tracing.md: the observer hook and one trace per job.
 //   - store-contract.md: for store authors; a host never needs it.

@@ -73,10 +73,10 @@ func scrape(t *testing.T, r *batch.Runner) map[string]sample {
 // buckets.
 func wantSeries(p string) []string {
 	var out []string
-	for _, o := range []string{"created", "reused", "done", "partial", "failed", "cancelled", "restart", "other"} {
+	for _, o := range []string{"created", "reused", "done", "partial", "failed", "cancelled", "restart", "handed_on", "other"} {
 		out = append(out, fmt.Sprintf(`%s_jobs_total{outcome=%q}`, p, o))
 	}
-	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "other"} {
+	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "other", "interrupted"} {
 		out = append(out, fmt.Sprintf(`%s_targets_total{outcome=%q}`, p, o))
 	}
 	for _, o := range []string{"delivered", "failed", "dropped"} {

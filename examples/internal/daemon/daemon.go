@@ -343,7 +343,8 @@ func (d *Daemon) WebhookSecret() string { return d.secret }
 func (d *Daemon) CallerWebhookSecret(caller string) string { return d.sender.CallerSecret(caller) }
 
 // Close stops the runner (in-flight fetches are cut short; their jobs fail
-// as "restart" at once) and closes the store.
+// as "restart" at once, or with Batch.Resume are handed on after the
+// fetches' grace, Batch.CloseGrace) and closes the store.
 func (d *Daemon) Close(ctx context.Context) error {
 	err := d.runner.Close(ctx)
 	d.fetcher.CloseIdleConnections()
