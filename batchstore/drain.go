@@ -34,8 +34,15 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 		return batchdriver.Claimed{}, false, err
 	}
 	err = s.write(ctx, "claim job", func(conn *sqlite.Conn) error {
-		seq, err := countInt(conn, `SELECT seq FROM batch_job WHERE status = 'queued'
-			ORDER BY created_at, seq LIMIT 1`)
+		// A queued job's first pending target is its targets_done: targets
+		// finish in idx order, and a job handed back has its progress in
+		// its row (see handBack); a new one has 0.
+		var seq, next int64
+		err := sqlitex.Execute(conn, `SELECT seq, targets_done FROM batch_job WHERE status = 'queued'
+			ORDER BY created_at, seq LIMIT 1`, &sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
+			seq, next = stmt.ColumnInt64(0), stmt.ColumnInt64(1)
+			return nil
+		}})
 		if err != nil || seq == 0 { // seq starts at 1: no row
 			return err
 		}
@@ -44,9 +51,7 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 			args []any
 		}{
 			{`UPDATE batch_job SET status = 'running', runner = ? WHERE seq = ?`, []any{p.Runner, seq}},
-			// The first pending target: 0, unless the job was handed back.
-			{`UPDATE batch_target SET status = 'running' WHERE job_seq = ?1 AND idx =
-				(SELECT min(idx) FROM batch_target WHERE job_seq = ?1 AND status = 'pending')`, []any{seq}},
+			{`UPDATE batch_target SET status = 'running' WHERE job_seq = ? AND idx = ?`, []any{seq, next}},
 			{qHeartbeat, []any{p.Runner, p.Now.UnixNano()}},
 		} {
 			if err := sqlitex.Execute(conn, q.sql, &sqlitex.ExecOptions{Args: q.args}); err != nil {
@@ -59,11 +64,7 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 		if c.Targets, err = loadTargets(conn, qTargets, false, seq); err != nil {
 			return err
 		}
-		for _, t := range c.Targets {
-			if t.Status == batchdriver.TargetRunning {
-				c.Next = t.Idx
-			}
-		}
+		c.Next = int(next)
 		left, err := countInt(conn, `SELECT queued FROM batch_stat WHERE id = 1`)
 		c.Queued, ok = int(left), true
 		return err

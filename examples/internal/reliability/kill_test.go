@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -29,16 +30,31 @@ func killBatch() batch.Config {
 // live, no page was fetched twice, and the file passes quick_check.
 func TestKillLoop_SQLite(t *testing.T) {
 	t.Parallel()
+	killLoop(t, false)
+}
+
+// The SIGKILL loop with Config.Resume: on top of the above, no job fails
+// as restart (each kill hands its jobs on to the next start), and at most
+// one target per worker is interrupted per kill.
+func TestKillLoop_SQLiteResume(t *testing.T) {
+	t.Parallel()
+	killLoop(t, true)
+}
+
+// killLoop runs the SIGKILL loop, with Config.Resume if resume.
+func killLoop(t *testing.T, resume bool) {
 	kills := 10
 	if long() {
 		kills = 50
 	}
 	up := newUpstream(t, 5*time.Millisecond)
+	b := killBatch()
+	b.Resume = resume
 	cfg := childConfig{
 		DB:      filepath.Join(t.TempDir(), "kill.db"),
 		Allow:   []string{up.addr()},
 		Callers: killCallers,
-		Batch:   killBatch(),
+		Batch:   b,
 	}
 	w := &workload{ledger: newLedger(), up: up, counts: newCounts(), cancels: true}
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -76,8 +92,17 @@ func TestKillLoop_SQLite(t *testing.T) {
 	}
 	s.Close()
 	jobs, results := w.ledger.counts()
-	t.Logf("%d kills in %s: %d acknowledged jobs, %d results seen done, none lost or changed; %s",
-		kills, time.Since(start).Round(time.Second), jobs, results, w.counts)
+	t.Logf("%d kills in %s (resume %v): %d acknowledged jobs, %d results seen done, none lost or changed; %s",
+		kills, time.Since(start).Round(time.Second), b.Resume, jobs, results, w.counts)
+	restarted, interrupted := endTally(t, w, d.addr)
+	t.Logf("jobs failed restart: %d; targets interrupted: %d (bound: %d kills × %d workers)",
+		restarted, interrupted, kills, b.Workers)
+	if b.Resume && restarted > 0 {
+		t.Errorf("with resume, %d jobs failed as restart; want 0", restarted)
+	}
+	if b.Resume && interrupted > kills*b.Workers {
+		t.Errorf("with resume, %d targets interrupted; want at most %d", interrupted, kills*b.Workers)
+	}
 	if jobs == 0 || results == 0 {
 		t.Fatal("the load acknowledged nothing: the test tested nothing")
 	}
@@ -275,4 +300,28 @@ func (w *workload) waitNoneHeld(t *testing.T, addr string, bound time.Duration) 
 		}
 	}
 	return time.Since(start), restarted
+}
+
+// endTally reads every acknowledged job once more, and counts those failed
+// as restart and the targets ended interrupted.
+func endTally(t *testing.T, w *workload, addr string) (restarted, interrupted int) {
+	t.Helper()
+	jobs, _ := w.ledger.snapshot()
+	cs := newClients(w.counts)
+	defer cs.close()
+	for _, j := range jobs {
+		st, a, err := cs.get(addr, j.caller).status(t.Context(), j.id, "")
+		if err != nil || a.code != http.StatusOK {
+			continue // verify has judged it
+		}
+		if st.Status == batch.JobFailed && st.Error == "restart" {
+			restarted++
+		}
+		for _, tg := range st.Targets {
+			if tg.Outcome == batch.OutcomeInterrupted {
+				interrupted++
+			}
+		}
+	}
+	return restarted, interrupted
 }
