@@ -62,6 +62,9 @@ func TestStore_QueryPlans(t *testing.T) {
 	reap := func(parts ...string) string {
 		return strings.Replace(q.reapJobs, "{sel}", strings.Join(parts, " UNION ALL "), 1)
 	}
+	handBack := func(repeat string, parts ...string) string {
+		return strings.Replace(strings.ReplaceAll(q.reapHandBack, "{repeat}", repeat), "{sel}", strings.Join(parts, " UNION ALL "), 1)
+	}
 	plans := []struct {
 		name string
 		sql  string
@@ -89,6 +92,8 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"reap all live", reap(q.reapLive), []any{now, "restart", 7}, []string{"job_live", "job_held"}},
 		{"reap at a start", reap(q.reapRunner, q.reapOrphans), []any{now, "restart", 7, "runner-1"}, []string{"job_held"}},
 		{"reap stale", reap(q.reapOrphans), []any{now, "restart", 7}, []string{"job_held"}},
+		{"hand back by runner", handBack("true", q.reapRunner), []any{now, "interrupted", 11, "runner-1"}, []string{"job_held"}},
+		{"hand back stale", handBack("false", q.reapOrphans), []any{now, "interrupted", 11}, []string{"job_held"}},
 		{"reap targets", q.reapTargets, []any{[]int64{1, 2}, []int{0, 3}, []byte("restart"), "other"}, []string{"target_pkey"}},
 		{"sweep", q.sweep, []any{now.Add(-time.Hour), nil, gcBatch}, []string{"job_expiry"}},
 		{"sweep by age", q.sweep, []any{nil, time.Hour, gcBatch}, []string{"job_expiry"}},
@@ -113,9 +118,9 @@ func TestStore_QueryPlans(t *testing.T) {
 	// Every statement is planned here, or is exempt: it reads one row by
 	// its primary key, the runner table (a row per live runner), the
 	// counter's 16 rows or the first row of the callers' deltas, or it is a
-	// template (reapJobs, its parts above).
+	// template (reapJobs and reapHandBack, their parts above).
 	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
-		&q.forgetStale: true, &q.reapJobs: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
+		&q.forgetStale: true, &q.reapJobs: true, &q.reapHandBack: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
 		&q.lockStat: true, &q.notify: true, &q.anyCallerDeltas: true}
 	planned := map[string]bool{}
 	for _, p := range plans {
