@@ -15,14 +15,17 @@ const (
 	OutcomeUnsupported Outcome = "unsupported"
 	OutcomeTooLong     Outcome = "too_long"
 	OutcomeCancel      Outcome = "cancel"
-	OutcomeOther       Outcome = "other"
+	// OutcomeExpired: the job's deadline passed before the target started,
+	// or while it was in flight and its grace ran out.
+	OutcomeExpired Outcome = "expired"
+	OutcomeOther   Outcome = "other"
 )
 
 // Outcomes is the fixed set of outcomes, the label values of the
 // runner's targets_total metric.
 var Outcomes = []Outcome{
 	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
-	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeOther,
+	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeExpired, OutcomeOther,
 }
 
 // Known reports whether o is one of the outcomes above.
@@ -37,14 +40,15 @@ func (o Outcome) Known() bool {
 
 // Retryable reports whether trying the target again may give another
 // outcome: true for [OutcomeTimeout], [OutcomeBusy], [OutcomeUpstream5xx],
-// [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown) and
+// [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown),
+// [OutcomeExpired] (the job's deadline passed first) and
 // [OutcomeOther] (the cause is not known, e.g. a target failed by a
 // restart), false for [OutcomeOK] and the failures that a retry would
 // repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported] and
 // [OutcomeTooLong]. An unknown outcome is judged as [OutcomeOther].
 func (o Outcome) Retryable() bool {
 	switch o.Fold() {
-	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeOther:
+	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeExpired, OutcomeOther:
 		return true
 	}
 	return false
