@@ -171,9 +171,10 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	if err := r.validateWebhook(old.WebhookURL); err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
 	}
+	deadline, _ := r.deadline(SubmitOptions{}) // Config.MaxDeadline's, if any: the old job's has passed or will
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: r.retryKey(caller.Name, id, targets), Targets: targets,
-		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL,
+		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL, Deadline: deadline,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
