@@ -146,8 +146,7 @@ func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 		log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
 		r.waiters.notify(job.ID)
 		next, final = step.Next, step.Status
-		if expire && next < 0 && final != JobCancelled {
-			n := job.TargetsTotal - fin.Idx - 1
+		if n := job.TargetsTotal - fin.Idx - 1; expire && next < 0 && final != JobCancelled && n > 0 {
 			r.metrics.expired(n)
 			log.LogAttrs(context.Background(), slog.LevelInfo, "batch job ended at its deadline",
 				slog.String("status", string(final)), slog.Int("expired", n))

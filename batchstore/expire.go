@@ -13,8 +13,8 @@ import (
 // what it has. The drain's last write ends a held job (FinishParams.Expire);
 // Expire ends the queued ones.
 
-// expirePending fails the job's pending targets as expired and gives the
-// job the deadline as its error, before release gives it its final status
+// expirePending fails the job's pending targets as expired and, if there
+// were any, gives the job the deadline as its error, before release gives it its final status
 // (and so its webhook event the error). It returns how many it expired.
 func expirePending(conn *sqlite.Conn, seq int64) (int, error) {
 	err := sqlitex.Execute(conn, `UPDATE batch_target SET status = 'failed', outcome = ?1, error = ?2, bytes = length(?2)
@@ -25,6 +25,9 @@ func expirePending(conn *sqlite.Conn, seq int64) (int, error) {
 		return 0, err
 	}
 	n := conn.Changes()
+	if n == 0 { // the deadline came with the last target: nothing ended early
+		return 0, nil
+	}
 	err = sqlitex.Execute(conn, `UPDATE batch_job SET error = ? WHERE seq = ?`,
 		&sqlitex.ExecOptions{Args: []any{batchdriver.DeadlineReason, seq}})
 	return n, err

@@ -166,8 +166,9 @@ type (
 		// running, the write starts no next target, ends every pending
 		// target failed with outcome [OutcomeExpired] and error
 		// [DeadlineReason] (counted done, its error bytes counted), and
-		// gives the job its final status from its targets with error
-		// [DeadlineReason]. The runner decides it, by its clock.
+		// gives the job its final status from its targets, with error
+		// [DeadlineReason] if it ended any. The runner decides it, by its
+		// clock.
 		Expire bool
 		Now    *time.Time
 	}

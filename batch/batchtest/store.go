@@ -290,8 +290,8 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 	return step, err
 }
 
-// expire ends j's pending targets as expired and gives it the deadline as
-// its error; the caller gives it its final status.
+// expire ends j's pending targets as expired and, if there were any, gives
+// it the deadline as its error; the caller gives it its final status.
 func (s *Store) expire(j *memJob) int {
 	n := 0
 	for i := range j.targets {
@@ -302,7 +302,9 @@ func (s *Store) expire(j *memJob) int {
 			n++
 		}
 	}
-	j.job.Error = batchdriver.DeadlineReason
+	if n > 0 {
+		j.job.Error = batchdriver.DeadlineReason
+	}
 	return n
 }
 
