@@ -35,6 +35,10 @@ type JobInfo struct {
 	// WebhookURL is the job's webhook (see [SubmitOptions]), "" for none:
 	// for its owner's eyes only.
 	WebhookURL string
+	// Deadline is when the job ends with what it has (see
+	// [SubmitOptions]); the zero time for none. A job its deadline ended
+	// has Error "deadline".
+	Deadline time.Time
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -115,9 +119,13 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 	if err := r.validateWebhook(opts.WebhookURL); err != nil {
 		return JobInfo{}, false, err
 	}
+	deadline, err := r.deadline(opts)
+	if err != nil {
+		return JobInfo{}, false, err
+	}
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: r.idemKey(caller.Name, targets, opts.WebhookURL), Targets: targets,
-		WebhookURL: opts.WebhookURL, Trace: given,
+		WebhookURL: opts.WebhookURL, Trace: given, Deadline: deadline,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
@@ -163,9 +171,10 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	if err := r.validateWebhook(old.WebhookURL); err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
 	}
+	deadline, _ := r.deadline(SubmitOptions{}) // Config.MaxDeadline's, if any: the old job's has passed or will
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: r.retryKey(caller.Name, id, targets), Targets: targets,
-		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL,
+		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL, Deadline: deadline,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
@@ -207,7 +216,7 @@ func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInf
 	attrs := []slog.Attr{
 		slog.String("caller", p.Caller.Name), slog.String("job_id", j.ID),
 		slog.Int("targets", j.TargetsTotal), slog.Bool("reused", reused),
-		slog.Bool("webhook", p.WebhookURL != ""),
+		slog.Bool("webhook", p.WebhookURL != ""), slog.Bool("deadline", !p.Deadline.IsZero()),
 		slog.String("status", string(j.Status)),
 	}
 	msg := "batch job submitted"
@@ -405,6 +414,7 @@ func (r *Runner) jobInfo(j batchdriver.Job) JobInfo {
 		Bytes:        j.Bytes,
 		RetryOf:      j.RetryOf,
 		WebhookURL:   j.WebhookURL,
+		Deadline:     utcOrZero(j.Deadline),
 	}
 }
 

@@ -127,6 +127,11 @@ type Config struct {
 	// HeartbeatInterval is how often the runner records in the store that
 	// it is alive, whatever its targets are doing. Defaults to 10s.
 	HeartbeatInterval Duration `json:"heartbeat_interval" toml:"heartbeat_interval"`
+	// MaxDeadline caps how far from its submit a job's deadline may be
+	// (see [SubmitOptions]): a later one is [ErrDeadlineTooFar]. It is
+	// also the deadline of a submit that gives none. Defaults to 0: no
+	// cap, and no deadline unless the submit gives one.
+	MaxDeadline Duration `json:"max_deadline" toml:"max_deadline"`
 	// StaleAfter is how long a runner may go without a heartbeat before
 	// any runner sharing the store fails the jobs it holds as "restart"
 	// (each runner checks after each of its heartbeats). It must be at least twice HeartbeatInterval. Defaults to
@@ -280,7 +285,7 @@ func (cfg Config) validate() error {
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
 		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
 		"webhook_timeout": cfg.WebhookTimeout, "webhook_backoff": cfg.WebhookBackoff,
-		"webhook_retry_for": cfg.WebhookRetryFor, "close_grace": cfg.CloseGrace,
+		"webhook_retry_for": cfg.WebhookRetryFor, "close_grace": cfg.CloseGrace, "max_deadline": cfg.MaxDeadline,
 	} {
 		switch {
 		case d < 0:

@@ -131,7 +131,8 @@ func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 			stopped = "closed"
 			return
 		}
-		step, err := r.storeTarget(ctx, log, job, &fin)
+		expire := r.pastDeadline(job) // start no next target; end the rest expired
+		step, err := r.storeTarget(ctx, log, job, &fin, expire)
 		switch {
 		case errors.Is(err, batchdriver.ErrNotHeld), errors.Is(err, ErrNotFound):
 			// Reaped as stale, or gone: another runner or the sweeper
@@ -157,6 +158,11 @@ func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 		log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
 		r.waiters.notify(job.ID)
 		next, final = step.Next, step.Status
+		if n := job.TargetsTotal - fin.Idx - 1; expire && next < 0 && final != JobCancelled && n > 0 {
+			r.metrics.expired(n)
+			log.LogAttrs(context.Background(), slog.LevelInfo, "batch job ended at its deadline",
+				slog.String("status", string(final)), slog.Int("expired", n))
+		}
 	}
 	if final != JobCancelled { // a cancel is counted by the runner that took it
 		r.metrics.job(string(final))
@@ -183,7 +189,7 @@ func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdri
 	}
 	fin := batchdriver.TargetFinish{Idx: idx}
 	failTarget(&fin, OutcomeInterrupted, "", errors.New(reasonInterrupted))
-	if _, err := r.storeTarget(ctx, log, job, &fin); err == nil {
+	if _, err := r.storeTarget(ctx, log, job, &fin, r.pastDeadline(job)); err == nil {
 		r.metrics.target(OutcomeInterrupted, d)
 		r.waiters.notify(job.ID)
 	}
@@ -196,7 +202,7 @@ func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdri
 // A result the store has not taken for Config.StoreWait (a disk too full for
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
-func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdriver.Job, fin *batchdriver.TargetFinish) (step batchdriver.Step, err error) {
+func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdriver.Job, fin *batchdriver.TargetFinish, expire bool) (step batchdriver.Step, err error) {
 	ctx, end := r.observeStore(ctx, job, fin.Idx)
 	attempt := 1
 	defer func() { end(batchobserve.StoreEnd{Attempts: attempt, Next: step.Next, Status: step.Status, Err: err}) }()
@@ -205,7 +211,7 @@ func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdri
 	for ; ; attempt++ {
 		sctx, cancel := r.storeCtxOf(ctx)
 		began := time.Now()
-		step, err = r.store.FinishTarget(sctx, batchdriver.FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Now: r.now()})
+		step, err = r.store.FinishTarget(sctx, batchdriver.FinishParams{JobID: job.ID, Runner: r.cfg.RunnerID, Target: *fin, Expire: expire, Now: r.now()})
 		cancel()
 		r.recordStoreCall("finish target", began, err)
 		if err == nil || errors.Is(err, batchdriver.ErrNotHeld) || errors.Is(err, ErrNotFound) {
@@ -256,11 +262,17 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 	defer r.metrics.inflight.Dec()
 	fin = batchdriver.TargetFinish{Idx: t.Idx}
 	backoff := 100 * time.Millisecond
+	if r.pastDeadline(job) { // claimed, or started by the last write, after the deadline
+		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed before the target started", DeadlineReason))
+		return fin, 0, false, false
+	}
 	for {
 		fr := r.callFetch(ctx, job, t)
 		switch {
 		case fr.interrupted:
 			return fin, time.Since(start), true, !fr.unstarted
+		case fr.expired:
+			failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed and the fetch did not return within %s", DeadlineReason, FetchOverrunGrace))
 		case fr.timedOut:
 			failTarget(&fin, OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
 		case fr.err != nil && isBusy(fr.err):
@@ -277,6 +289,10 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 			}
 			if r.cancelled(job) {
 				failTarget(&fin, OutcomeCancel, "", errors.New("cancelled while the fetcher was busy"))
+				break
+			}
+			if r.pastDeadline(job) {
+				failTarget(&fin, OutcomeExpired, hintOf(fr.err), fmt.Errorf("%s: the job's deadline passed while the fetcher was busy", DeadlineReason))
 				break
 			}
 			backoff = min(backoff*2, 5*time.Second)
@@ -328,6 +344,7 @@ type fetchReturn struct {
 	env         []byte // the result envelope, if err is nil
 	err         error
 	timedOut    bool // the per-target deadline passed
+	expired     bool // the job's deadline passed and its grace ran out
 	interrupted bool // Close cut the fetch short
 	unstarted   bool // with interrupted: the fetcher was never called
 }
@@ -347,6 +364,8 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 	case <-r.fetchCtx.Done():
 		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true, unstarted: true}
 	}
+	parent, cancelDeadline := r.withDeadline(parent, job)
+	defer cancelDeadline()
 	ctx, cancel := context.WithTimeout(parent, time.Duration(r.cfg.TargetTimeout))
 	defer cancel()
 	var ended atomic.Int64 // when ctx ended, in Unix nanoseconds; 0 while it runs
@@ -380,6 +399,20 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 	select {
 	case fr = <-ch:
 	case <-ctx.Done():
+		if context.Cause(ctx) == errJobDeadline {
+			// The job's deadline: the fetch gets its grace to return, and
+			// what it returns in it stands.
+			grace := time.NewTimer(FetchOverrunGrace)
+			select {
+			case fr = <-ch:
+			case <-grace.C:
+				fr.err, answered = ctx.Err(), false
+			case <-r.fetchCtx.Done():
+				fr.err, answered = ctx.Err(), false
+			}
+			grace.Stop()
+			break
+		}
 		select {
 		case fr = <-ch: // answered at the same moment
 		default:
@@ -392,7 +425,8 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 	// fetcher met earlier (its transport's, say) keeps the fetcher's error.
 	closing := errors.Is(context.Cause(r.fetchCtx), ErrClosed)
 	fr.interrupted = closing && (!answered || fr.err != nil)
-	fr.timedOut = !fr.interrupted && fr.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
+	fr.expired = !fr.interrupted && fr.err != nil && context.Cause(ctx) == errJobDeadline
+	fr.timedOut = !fr.interrupted && !fr.expired && fr.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	return fr
 }
 

@@ -22,6 +22,11 @@ var (
 	// ErrClosed: the runner is closed. It is also the cause of the context
 	// of a fetch cut short by [Runner.Close].
 	ErrClosed = errors.New("batch: runner closed")
+	// ErrDeadlineTooFar: a submit whose deadline is later than
+	// Config.MaxDeadline from now.
+	ErrDeadlineTooFar = errors.New("batch: deadline too far")
+	// ErrInvalidDeadline: a submit whose deadline is not in the future.
+	ErrInvalidDeadline = errors.New("batch: invalid deadline")
 )
 
 // TargetError is a submit refused because of one target.

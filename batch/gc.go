@@ -34,6 +34,7 @@ type Collected struct {
 	Swept   int // finished jobs deleted because their lease expired
 	Evicted int // finished jobs deleted to get under the byte budget
 	Reaped  int // live jobs failed because their runner's heartbeat is stale
+	Expired int // queued jobs ended because their deadline passed
 }
 
 // Collect runs one collection pass, as the background sweeper does every
@@ -45,7 +46,8 @@ type Collected struct {
 // held by runners whose heartbeat is older than Config.StaleAfter (their
 // finished targets stay), unless the runner saw the store fail within the
 // last StaleAfter or started then (see docs/design/liveness.md in the
-// repository). Live jobs are never swept or evicted. It also
+// repository). It ends the queued jobs whose deadline has passed (see
+// [SubmitOptions]). Live jobs are never swept or evicted. It also
 // samples the queue depth gauge.
 func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 	var c Collected
@@ -65,6 +67,9 @@ func (r *Runner) Collect(ctx context.Context) (Collected, error) {
 		errs = append(errs, fmt.Errorf("batch: evict: %w", err))
 	}
 	if c.Reaped, err = r.reapStale(ctx, now); err != nil {
+		errs = append(errs, fmt.Errorf("batch: %w", err))
+	}
+	if c.Expired, err = r.expireQueued(ctx, now); err != nil {
 		errs = append(errs, fmt.Errorf("batch: %w", err))
 	}
 	if c.Swept > 0 || c.Evicted > 0 {

@@ -131,3 +131,11 @@ func (m *runnerMetrics) target(o Outcome, d time.Duration) {
 	m.targets[o.Fold()].Inc()
 	m.targetSecs.Update(d.Seconds())
 }
+
+// expired counts n targets that a deadline ended before they started:
+// they took no fetch time.
+func (m *runnerMetrics) expired(n int) {
+	if n > 0 {
+		m.targets[OutcomeExpired].Add(n)
+	}
+}

@@ -76,7 +76,7 @@ func wantSeries(p string) []string {
 	for _, o := range []string{"created", "reused", "done", "partial", "failed", "cancelled", "restart", "handed_on", "other"} {
 		out = append(out, fmt.Sprintf(`%s_jobs_total{outcome=%q}`, p, o))
 	}
-	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "other", "interrupted"} {
+	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "expired", "other", "interrupted"} {
 		out = append(out, fmt.Sprintf(`%s_targets_total{outcome=%q}`, p, o))
 	}
 	for _, o := range []string{"delivered", "failed", "dropped"} {
@@ -227,6 +227,7 @@ func TestOutcome_Fold(t *testing.T) {
 	f("ok", "ok")
 	f("too_long", "too_long")
 	f("cancel", "cancel")
+	f("expired", "expired")
 	f("", "other")
 	f("OK", "other")
 	f("upstream_3xx", "other")
@@ -247,6 +248,7 @@ func TestOutcome_Retryable(t *testing.T) {
 	f(batch.OutcomeTooLong, false)
 	f(batch.OutcomeTimeout, true)
 	f(batch.OutcomeBusy, true)
+	f(batch.OutcomeExpired, true)
 	f(batch.OutcomeUpstream5xx, true)
 	f(batch.OutcomeCancel, true)
 	f(batch.OutcomeOther, true)

@@ -53,6 +53,7 @@ const (
 	OutcomeUnsupported = batchdriver.OutcomeUnsupported
 	OutcomeTooLong     = batchdriver.OutcomeTooLong
 	OutcomeCancel      = batchdriver.OutcomeCancel
+	OutcomeExpired     = batchdriver.OutcomeExpired // the job's deadline passed first
 	OutcomeOther       = batchdriver.OutcomeOther
 	OutcomeInterrupted = batchdriver.OutcomeInterrupted
 )

@@ -47,6 +47,20 @@ type SubmitOptions struct {
 	// [TraceContext.Valid]) is ignored; it never fails a submit, and it is
 	// no part of the idempotency key.
 	Trace TraceContext
+	// Deadline, if set, is when the job ends with what it has: the target
+	// in flight then gets [FetchOverrunGrace] to return, every target not
+	// started ends failed with outcome [OutcomeExpired], and the job gets
+	// its final status from its targets (partial, or failed when none is
+	// done) with the error "deadline". It must be in the future and at
+	// most Config.MaxDeadline away ([ErrInvalidDeadline],
+	// [ErrDeadlineTooFar]); without it (and without DeadlineIn) the job
+	// gets Config.MaxDeadline, if set. A reused job keeps its own
+	// deadline: the deadline is no part of the idempotency key.
+	Deadline time.Time
+	// DeadlineIn is a deadline relative to the submit, by the runner's
+	// clock (Config.Now): what an adapter passes for a duration such as
+	// "90s". It must be positive; Deadline wins when both are set.
+	DeadlineIn time.Duration
 }
 
 // WebhookEvent is one delivery attempt of a job's webhook event, as
@@ -83,6 +97,9 @@ type WebhookEvent struct {
 	// ExpiresAt is when the job may be swept, as it stood when the job
 	// finished: its lease plus Config.TTL. A later owner read moves it.
 	ExpiresAt time.Time
+	// Deadline is the job's deadline (see [SubmitOptions]); the zero time
+	// for none.
+	Deadline time.Time
 }
 
 // DeliverFunc delivers one webhook event: batchhttp.NewWebhookSender
@@ -244,6 +261,7 @@ func (r *Runner) event(d batchdriver.WebhookDelivery) WebhookEvent {
 		TargetsTotal: d.TargetsTotal, TargetsDone: d.TargetsOK + d.TargetsFailed,
 		TargetsOK: d.TargetsOK, TargetsFailed: d.TargetsFailed,
 		CreatedAt: d.CreatedAt.UTC(), FinishedAt: d.FinishedAt.UTC(), ExpiresAt: d.Lease.Add(time.Duration(r.cfg.TTL)).UTC(),
+		Deadline: utcOrZero(d.Deadline),
 	}
 }
 

@@ -137,6 +137,33 @@ func TestCLI_SubmitStatusResultCancel(t *testing.T) {
 	}
 }
 
+// TestCLI_SubmitDeadline: submit --deadline sends the deadline, the status
+// prints it, and a job it ends shows its expired targets.
+func TestCLI_SubmitDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "https://a.test/1\nhttps://a.test/2\n", false)
+	if err := b.run(t, "submit", "-", "--deadline", "300ms"); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b.stderr)
+	}
+	sub := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes())
+	// Target 0 holds until the deadline cuts it, and returns in its grace.
+	info := batchtest.WaitFinished(t, b.runner, batch.Caller{Name: "alice"}, sub.JobID, 10*time.Second)
+	if info.Deadline.IsZero() {
+		t.Fatalf("the job has no deadline: %+v", info)
+	}
+	err := b.run(t, "status", sub.JobID)
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	st := decode[batchhttp.StatusResponse](t, b.stdout.Bytes())
+	if st.Deadline == nil || st.Error != "deadline" || len(st.Targets) != 2 || st.Targets[1].Outcome != batch.OutcomeExpired {
+		t.Fatalf("status printed %s", b.stdout)
+	}
+	if !strings.Contains(b.stdout.String(), `"deadline": "`) {
+		t.Errorf("status output has no deadline: %s", b.stdout)
+	}
+}
+
 func TestCLI_CancelAndList(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "", false)

@@ -27,6 +27,9 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 	if err != nil {
 		return err
 	}
+	if cmd.Deadline != "" {
+		req.Deadline = cmd.Deadline
+	}
 	resp, err := c.cfg.Client.SubmitWith(ctx, req)
 	if err != nil {
 		return fromClient(err)

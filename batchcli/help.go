@@ -70,7 +70,7 @@ func (v verb) takes(name string) string {
 // verbs are the commands. Adding one means an entry here, a line in
 // [Usage], and a case in [CLI.Run].
 var verbs = map[string]verb{
-	VerbSubmit: {args: []string{"<targets.json|->"}, help: `usage: batch submit <targets.json|->
+	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true}, help: `usage: batch submit <targets.json|-> [--deadline D]
 
 Submit a list of targets as one job, and print the answer: job_id, status,
 targets and reused. Submitting the same list again while the job is kept
@@ -87,6 +87,15 @@ grep, jq (strings), context and recover (booleans). JSON is read as strictly
 as the server reads it: field names are exact ("URL" is not "url"), and an
 unknown or repeated field, a wrong type or data after the value is refused
 before anything is sent (exit 1).
+
+flags:
+  --deadline D  end the job at D with what it has: a duration from the
+                submit ("90s", "1h30m") or an RFC 3339 time
+                ("2026-01-02T15:04:05Z"). Targets not started by then end
+                failed with outcome expired; the job ends partial, or
+                failed when none is done, with error "deadline". It
+                replaces a "deadline" in the input. The server caps it
+                (its max_deadline; over it is exit 1, deadline_too_far).
 `},
 	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false}, help: `usage: batch status <id> [--results] [--wait]
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/siftfetch/batchkit/batchhttp"
 )
 
 // Verbs of the batch command.
@@ -49,6 +51,10 @@ type Command struct {
 	// Limit (list --limit N) caps the jobs listed; 0 means the server's
 	// default.
 	Limit int
+	// Deadline (submit --deadline D) is the job's deadline as given: a
+	// duration or an RFC 3339 time (see batchhttp.ParseDeadline); "" for
+	// none.
+	Deadline string
 }
 
 // UsageError is a command line the CLI cannot run. Hosts exit with status
@@ -186,6 +192,12 @@ func Parse(args []string) (Command, error) {
 	cmd.Results = flags["results"] == "true"
 	cmd.Wait = flags["wait"] == "true"
 	cmd.Follow = flags["follow"] == "true"
+	if s, ok := flags["deadline"]; ok {
+		if _, _, err := batchhttp.ParseDeadline(s); err != nil {
+			return Command{}, usagef(name, "--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)
+		}
+		cmd.Deadline = s
+	}
 	if s, ok := flags["after"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {

@@ -176,8 +176,8 @@ func (d *submitDecoder) body(list bool) (SubmitRequest, error) {
 // opening brace.
 func (d *submitDecoder) object() (SubmitRequest, error) {
 	var (
-		req            SubmitRequest
-		seen, seenHook bool
+		req                          SubmitRequest
+		seen, seenHook, seenDeadline bool
 	)
 	for d.dec.More() {
 		key, err := d.token()
@@ -193,8 +193,16 @@ func (d *submitDecoder) object() (SubmitRequest, error) {
 				return req, err
 			}
 			continue
+		case k == "deadline" && seenDeadline:
+			return req, d.fail(`duplicate field "deadline"`)
+		case k == "deadline":
+			seenDeadline = true
+			if req.Deadline, err = d.deadline(); err != nil {
+				return req, err
+			}
+			continue
 		case k != "targets":
-			return req, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, "targets", "webhook"))
+			return req, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, "targets", "webhook", "deadline"))
 		case seen:
 			return req, d.fail(`duplicate field "targets"`)
 		}
@@ -260,6 +268,61 @@ func (d *submitDecoder) webhook() (*Webhook, error) {
 		return nil, d.fail("webhook: empty url")
 	}
 	return &w, nil
+}
+
+// deadline reads the value of "deadline": "" for null, else a string that
+// [ParseDeadline] takes.
+func (d *submitDecoder) deadline() (string, error) {
+	v, err := d.token()
+	if err != nil {
+		return "", err
+	}
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		if _, _, err := ParseDeadline(v); err != nil {
+			return "", d.fail("%v", err)
+		}
+		return v, nil
+	default:
+		return "", d.fail(`"deadline" must be a string: %s`, deadlineRule)
+	}
+}
+
+// deadlineRule says what a deadline may be, for the messages that refuse
+// one.
+const deadlineRule = `an RFC 3339 time such as "2026-01-02T15:04:05Z" or a positive duration such as "90s"`
+
+// ParseDeadline reads a submit's deadline (see [SubmitRequest]) by one
+// rule: a string that parses as an RFC 3339 time (time.RFC3339Nano, with
+// a zone) is that time; any other must parse as a Go duration
+// (time.ParseDuration: "90s", "1h30m", "250ms") and be positive, and is
+// that long after the submit, by the server's clock. Anything else, an
+// ISO 8601 duration ("PT90S") or a bare number included, is an error that
+// names the field. The server checks the time against its cap.
+func ParseDeadline(s string) (at time.Time, in time.Duration, err error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, 0, fmt.Errorf(`"deadline" must be %s, got %q`, deadlineRule, s)
+	}
+	return time.Time{}, d, nil
+}
+
+// deadlineOptions sets the deadline of req in opts.
+func (req SubmitRequest) deadlineOptions(opts *batch.SubmitOptions) error {
+	if req.Deadline == "" {
+		return nil
+	}
+	at, in, err := ParseDeadline(req.Deadline)
+	if err != nil {
+		return invalidBatch("%v", err)
+	}
+	opts.Deadline, opts.DeadlineIn = at, in
+	return nil
 }
 
 // targets reads the value of "targets": nil for null, else a non-nil list.

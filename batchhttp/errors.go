@@ -50,6 +50,7 @@ const (
 	CodeTooManyTargets   = "too_many_targets"   // 422: more targets than a job may have
 	CodeWebhooksDisabled = "webhooks_disabled"  // 422: a submit with a webhook to a server that sends none
 	CodeResultsTooLarge  = "results_too_large"  // 422: ?results=1 of a job over the answer cap
+	CodeDeadlineTooFar   = "deadline_too_far"   // 422: a deadline later than the server's max_deadline from now
 	CodeCallerBusy       = "caller_busy"        // 429: the caller is at its cap of live jobs
 	CodeJobsBusy         = "jobs_busy"          // 429: the service is at its cap of live jobs
 	CodeResultsBusy      = "results_busy"       // 429: too many ?results=1 answers at once, in all or of the caller's
@@ -92,6 +93,10 @@ var errorTable = []struct {
 	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: CodeInvalidBatch}},
 	// The message gets the core's reason: "invalid batch: webhook: …".
 	{batch.ErrInvalidWebhook, httpError{status: http.StatusBadRequest, msg: "invalid batch: webhook", code: CodeInvalidBatch}},
+	// The message gets the cap: "deadline too far: at most 1h0m0s from now".
+	{batch.ErrDeadlineTooFar, httpError{status: http.StatusUnprocessableEntity, msg: "deadline too far", code: CodeDeadlineTooFar}},
+	// The message gets the core's reason: "invalid batch: deadline: …".
+	{batch.ErrInvalidDeadline, httpError{status: http.StatusBadRequest, msg: "invalid batch: deadline", code: CodeInvalidBatch}},
 	{batch.ErrWebhooksDisabled, httpError{status: http.StatusUnprocessableEntity, msg: "webhooks are not enabled on this server", code: CodeWebhooksDisabled}},
 	{batch.ErrClosed, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
 	{batch.ErrNotStarted, httpError{status: http.StatusServiceUnavailable, msg: "batch jobs unavailable", code: CodeUnavailable, retryAfter: 5}},
@@ -122,6 +127,10 @@ func answerFor(err error, maxTargets int) *httpError {
 		case batch.ErrInvalidWebhook:
 			if _, reason, ok := strings.Cut(err.Error(), batch.ErrInvalidWebhook.Error()+": "); ok {
 				ans.msg = "invalid batch: webhook: " + reason
+			}
+		case batch.ErrDeadlineTooFar, batch.ErrInvalidDeadline:
+			if _, reason, ok := strings.Cut(err.Error(), row.err.Error()+": "); ok {
+				ans.msg += ": " + reason
 			}
 		}
 		return &ans

@@ -220,7 +220,8 @@ func knownCode(c string) bool {
 	case CodeInvalidBatch, CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
 		CodeMethodNotAllowed, CodeTimeout, CodeJobFinished, CodeJobLive, CodeNothingToRetry, CodeBodyTooLarge,
 		CodeBlocked, CodeInvalidOption, CodeWebhooksDisabled, CodeTooManyTargets, CodeResultsTooLarge, CodeCallerBusy, CodeJobsBusy,
-		CodeResultsBusy, CodeWebhooksBusy, CodeWaitsBusy, CodeStreamsBusy, CodeSubmitsBusy, CodeInternal, CodeUnavailable:
+		CodeResultsBusy, CodeWebhooksBusy, CodeWaitsBusy, CodeStreamsBusy, CodeSubmitsBusy, CodeInternal, CodeUnavailable,
+		CodeDeadlineTooFar:
 		return true
 	}
 	return false

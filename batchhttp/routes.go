@@ -53,6 +53,9 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 		return err
 	}
 	var opts batch.SubmitOptions
+	if err := sub.deadlineOptions(&opts); err != nil {
+		return err
+	}
 	if sub.Webhook != nil {
 		if err := h.precheckWebhook(r, req, sub.Webhook.URL); err != nil {
 			return err

@@ -53,6 +53,9 @@ type WebhookData struct {
 	CreatedAt     time.Time       `json:"created_at"`
 	FinishedAt    time.Time       `json:"finished_at"`
 	ExpiresAt     time.Time       `json:"expires_at"`
+	// Deadline is the job's deadline, if it had one; a job it ended has
+	// error "deadline".
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // The Standard Webhooks headers of a delivery.
@@ -305,6 +308,7 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 			JobID: ev.JobID, Status: ev.Status, Error: ev.Error,
 			TargetsTotal: ev.TargetsTotal, TargetsDone: ev.TargetsDone, TargetsOK: ev.TargetsOK, TargetsFailed: ev.TargetsFailed,
 			CreatedAt: wireTime(ev.CreatedAt), FinishedAt: wireTime(ev.FinishedAt), ExpiresAt: wireTime(ev.ExpiresAt),
+			Deadline: wireDeadline(ev.Deadline),
 		},
 	})
 }

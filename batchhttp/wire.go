@@ -15,9 +15,15 @@ import (
 // {"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}.
 // Webhook, if set, receives the job's batch.finished event (see
 // [NewWebhookSender]).
+//
+// Deadline, if set, is when the job ends with what it has (see
+// [batch.SubmitOptions]): an RFC 3339 time ("2026-01-02T15:04:05Z") or a
+// positive duration from the submit in Go's form ("90s", "1h30m"); see
+// [ParseDeadline].
 type SubmitRequest struct {
-	Targets []batch.Target `json:"targets"`
-	Webhook *Webhook       `json:"webhook,omitempty"`
+	Targets  []batch.Target `json:"targets"`
+	Webhook  *Webhook       `json:"webhook,omitempty"`
+	Deadline string         `json:"deadline,omitempty"`
 }
 
 // SubmitResponse is the 202 answer to POST /v1/batch. Status is "queued"
@@ -46,6 +52,9 @@ type StatusResponse struct {
 	// Webhook is the job's webhook, shown to its owner (every read is the
 	// owner's); absent for none.
 	Webhook *Webhook `json:"webhook,omitempty"`
+	// Deadline is when the job ends with what it has, if it has one (see
+	// [SubmitRequest]); a job it ended has error "deadline".
+	Deadline *time.Time `json:"deadline,omitempty"`
 	// Targets must stay the last field: a ?results=1 answer writes the
 	// rest, then streams the targets one at a time (see writeResults).
 	Targets []TargetStatus `json:"targets"`
@@ -131,6 +140,15 @@ type ErrorResponse struct {
 // wireTime is the wire form of a time: UTC, whole seconds.
 func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 
+// wireDeadline is the wire form of a deadline: nil for none.
+func wireDeadline(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	w := wireTime(t)
+	return &w
+}
+
 func statusResponse(info batch.JobInfo) StatusResponse {
 	resp := StatusResponse{
 		JobID:        info.ID,
@@ -146,6 +164,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 	if info.WebhookURL != "" {
 		resp.Webhook = &Webhook{URL: info.WebhookURL}
 	}
+	resp.Deadline = wireDeadline(info.Deadline)
 	for i, t := range info.Targets {
 		resp.Targets[i] = targetStatus(t)
 	}

@@ -52,10 +52,12 @@ type StatusOutput struct {
 	TargetsTotal int             `json:"targets_total"`
 	TargetsDone  int             `json:"targets_done"`
 	// Message says the same in words: "7 of 20 targets finished".
-	Message   string         `json:"message"`
-	CreatedAt time.Time      `json:"created_at"`
-	ExpiresAt time.Time      `json:"expires_at"`
-	Targets   []TargetOutput `json:"targets"`
+	Message   string    `json:"message"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Deadline is when the job ends with what it has, if it has one.
+	Deadline *time.Time     `json:"deadline,omitempty"`
+	Targets  []TargetOutput `json:"targets"`
 	// NextIdx, when set, is the idx of the first target the answer had no
 	// room for: ask again with from_idx set to it.
 	NextIdx *int `json:"next_idx,omitempty"`
@@ -83,6 +85,7 @@ var statusSchema = object(map[string]any{
 	"message":       map[string]any{"type": "string"},
 	"created_at":    map[string]any{"type": "string", "format": "date-time"},
 	"expires_at":    map[string]any{"type": "string", "format": "date-time"},
+	"deadline":      map[string]any{"type": "string", "format": "date-time"},
 	"next_idx":      map[string]any{"type": "integer"},
 	"targets": map[string]any{"type": "array", "items": object(targetProps(map[string]any{
 		"resource": map[string]any{"type": "string"},
@@ -124,6 +127,10 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 		JobID: info.ID, Status: info.Status, Error: info.Error,
 		TargetsTotal: info.TargetsTotal, TargetsDone: info.TargetsDone, Message: progress(info),
 		CreatedAt: wireTime(info.CreatedAt), ExpiresAt: wireTime(info.ExpiresAt), Targets: []TargetOutput{},
+	}
+	if !info.Deadline.IsZero() {
+		d := wireTime(info.Deadline)
+		out.Deadline = &d
 	}
 	var all []TargetOutput
 	var links []mcp.Content

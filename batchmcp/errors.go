@@ -65,6 +65,11 @@ func refusalFor(err error, maxTargets int) *refusal {
 		return notFound
 	case errors.Is(err, batch.ErrTooManyTargets):
 		return tooManyTargets(maxTargets)
+	case errors.Is(err, batch.ErrDeadlineTooFar):
+		return &refusal{protocol: true, code: batchhttp.CodeDeadlineTooFar, msg: "deadline too far" + reasonOf(err, batch.ErrDeadlineTooFar),
+			hint: "ask for an earlier deadline, or none for the server's default"}
+	case errors.Is(err, batch.ErrInvalidDeadline):
+		return &refusal{protocol: true, code: batchhttp.CodeInvalidBatch, msg: "invalid batch: deadline" + reasonOf(err, batch.ErrInvalidDeadline)}
 	case errors.Is(err, batch.ErrNoTargets):
 		return &refusal{protocol: true, code: batchhttp.CodeInvalidBatch, msg: "invalid batch: no targets"}
 	case errors.Is(err, batch.ErrInvalidTarget):
@@ -86,6 +91,14 @@ func refusalFor(err error, maxTargets int) *refusal {
 		return &refusal{code: batchhttp.CodeUnavailable, msg: "batch jobs unavailable", retryAfter: 5}
 	}
 	return &refusal{protocol: true, code: batchhttp.CodeInternal, msg: "internal error"}
+}
+
+// reasonOf is ": " and what err adds to its sentinel's message, or "".
+func reasonOf(err, sentinel error) string {
+	if _, reason, ok := strings.Cut(err.Error(), sentinel.Error()+": "); ok {
+		return ": " + reason
+	}
+	return ""
 }
 
 func tooManyTargets(max int) *refusal {

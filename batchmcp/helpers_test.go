@@ -46,8 +46,16 @@ type env struct {
 // handler is configured by cfg (Runner and Authenticate are filled in).
 func newEnv(t *testing.T, fetch batch.FetchFunc, cfg batchmcp.Config) *env {
 	t.Helper()
+	return newEnvRunner(t, batch.Config{Fetch: fetch}, cfg)
+}
+
+// newEnvRunner is newEnv with more of the runner's config: rc's Options
+// and TargetsPerJob are newEnv's.
+func newEnvRunner(t *testing.T, rc batch.Config, cfg batchmcp.Config) *env {
+	t.Helper()
 	e := &env{t: t, logs: &batchtest.Buffer{}, metrics: metrics.NewSet()}
-	e.runner = batchtest.NewRunner(t, batch.Config{Fetch: fetch, Options: batchsift.Options, TargetsPerJob: 8})
+	rc.Options, rc.TargetsPerJob = batchsift.Options, 8
+	e.runner = batchtest.NewRunner(t, rc)
 	auth, err := batchserver.NewKeyAuth([]batchserver.Key{
 		{Name: "alice", Secret: keyAlice}, {Name: "bob", Secret: keyBob}, {Name: "rita", Secret: keyRita, Restricted: true},
 	})

@@ -46,7 +46,7 @@ func (h *Handler) tools() []tool {
 				"one at a time in the background while you do other work. Then call batch_status (with wait_seconds to wait " +
 				"for progress) and batch_result to read each target's content. Submitting the same list again returns the " +
 				"same job (reused: true).",
-			InputSchema: object(map[string]any{"targets": targets}, "targets"),
+			InputSchema: object(map[string]any{"targets": targets, "deadline": deadlineSchema(h.cfg.Runner.MaxDeadline())}, "targets"),
 			// A plain call answers the submit; under a task, the task's
 			// result is the job's final status.
 			OutputSchema: map[string]any{"type": "object", "anyOf": []any{submitSchema, statusSchema}},
@@ -104,6 +104,18 @@ func (h *Handler) tools() []tool {
 		},
 		handle: h.cancelTool,
 	}}
+}
+
+// deadlineSchema is the JSON Schema of batch_submit's deadline, which the
+// server caps at max (0: no cap).
+func deadlineSchema(max time.Duration) map[string]any {
+	desc := "Optional: when the job ends with what it has, as a duration from now in Go's form (\"90s\", \"1h30m\") " +
+		"or an RFC 3339 time (\"2026-01-02T15:04:05Z\"). Targets not started by then end failed with outcome expired " +
+		"(retryable), and the job ends partial, or failed when none is done, with error \"deadline\"."
+	if max > 0 {
+		desc += fmt.Sprintf(" At most %s from now, which is also the deadline of a job submitted without one.", max)
+	}
+	return map[string]any{"type": "string", "description": desc}
 }
 
 // object is the JSON Schema of an object with props, no others.
@@ -173,13 +185,22 @@ func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.Raw
 		return SubmitOutput{}, batch.JobInfo{}, submitsBusy
 	}
 	var in struct {
-		Targets json.RawMessage `json:"targets"`
+		Targets  json.RawMessage `json:"targets"`
+		Deadline string          `json:"deadline"`
 	}
 	if err := decodeArgs(args, &in); err != nil {
 		return SubmitOutput{}, batch.JobInfo{}, err
 	}
 	if len(in.Targets) == 0 {
 		return SubmitOutput{}, batch.JobInfo{}, invalidArgs("targets: required")
+	}
+	var opts batch.SubmitOptions
+	if in.Deadline != "" {
+		at, d, err := batchhttp.ParseDeadline(in.Deadline)
+		if err != nil {
+			return SubmitOutput{}, batch.JobInfo{}, invalidArgs("%v", err)
+		}
+		opts.Deadline, opts.DeadlineIn = at, d
 	}
 	body, err := json.Marshal(struct {
 		Targets json.RawMessage `json:"targets"`
@@ -216,7 +237,7 @@ func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.Raw
 			}
 		}
 	}
-	job, reused, err := h.cfg.Runner.Submit(ctx, caller, sub.Targets)
+	job, reused, err := h.cfg.Runner.SubmitWith(ctx, caller, sub.Targets, opts)
 	if err != nil {
 		return SubmitOutput{}, batch.JobInfo{}, err
 	}

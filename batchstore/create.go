@@ -92,10 +92,11 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 	}
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
 		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-		 retry_of, retry_idx, webhook, trace_parent, trace_state)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
+		 retry_of, retry_idx, webhook, trace_parent, trace_state, deadline)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
-			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State},
+			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State,
+			nanosOrNull(nj.Deadline)},
 	})
 	if err != nil {
 		return batchdriver.Job{}, false, fmt.Errorf("insert job: %w", err)
@@ -120,6 +121,7 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 		RetryIdx:     slices.Clone(nj.RetryIdx),
 		WebhookURL:   nj.WebhookURL,
 		Trace:        nj.Trace,
+		Deadline:     utcOrZero(nj.Deadline),
 	}, false, nil
 }
 

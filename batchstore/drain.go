@@ -154,8 +154,8 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 			resultID, n = conn.LastInsertRowID(), n+int64(len(fin.Result))
 		}
 		next := fin.Idx + 1
-		if h.status != batchdriver.JobRunning || int64(next) >= h.total {
-			next = -1 // cancelled, or the last target: the job ends with this write
+		if h.status != batchdriver.JobRunning || int64(next) >= h.total || p.Expire {
+			next = -1 // cancelled, the last target, or past the deadline: the job ends with this write
 		}
 		// One statement stores target i and starts target i+1: the two rows
 		// sit side by side in the primary key.
@@ -175,6 +175,11 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 			}
 			return sqlitex.Execute(conn, `UPDATE batch_job SET lease = ? WHERE seq = ?`,
 				&sqlitex.ExecOptions{Args: []any{now, h.seq}})
+		}
+		if p.Expire && h.status == batchdriver.JobRunning {
+			if _, err := expirePending(conn, h.seq); err != nil {
+				return err
+			}
 		}
 		final, err := release(conn, h, now)
 		step = batchdriver.Step{Status: final, Next: -1}

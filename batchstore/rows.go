@@ -33,7 +33,8 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 		WHERE d.job_seq = j.seq AND d.status IN ('done', 'failed'))),
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
-	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state`
+	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state,
+	j.deadline`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -88,6 +89,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batchdriver.Job) {
 		RetryIdx:     decodeIdx(stmt.ColumnText(16)),
 		WebhookURL:   stmt.ColumnText(17),
 		Trace:        batchdriver.TraceContext{Parent: stmt.ColumnText(18), State: stmt.ColumnText(19)},
+		Deadline:     timeAt(stmt, 20),
 	}
 	return seq, j
 }
@@ -218,6 +220,22 @@ func timeAt(stmt *sqlite.Stmt, col int) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, stmt.ColumnInt64(col)).UTC()
+}
+
+// utcOrZero is t in UTC, or the zero time.
+func utcOrZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+// nanosOrNull is t in Unix nanoseconds, or NULL for the zero time.
+func nanosOrNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
 }
 
 // minus returns ns-d, saturating instead of wrapping.

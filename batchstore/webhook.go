@@ -19,7 +19,7 @@ import (
 
 // hookCols are the columns scanHook reads, in order, from batch_webhook.
 const hookCols = `job_id, url, status, error, targets_total, targets_ok, targets_failed,
-	created_at, finished_at, lease, attempts, due_since, caller`
+	created_at, finished_at, lease, attempts, due_since, caller, deadline`
 
 // The outbox's statements. The claim walks batch_webhook_due in due order
 // without a LIMIT ? (which would re-prepare, see qJob) and picks the events
@@ -166,6 +166,7 @@ func scanHook(stmt *sqlite.Stmt, now int64) batchdriver.WebhookDelivery {
 		Lease:         timeAt(stmt, 9),
 		Attempt:       stmt.ColumnInt(10),
 		Age:           time.Duration(now - stmt.ColumnInt64(11)),
+		Deadline:      timeAt(stmt, 13),
 	}
 }
 

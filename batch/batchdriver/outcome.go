@@ -15,7 +15,10 @@ const (
 	OutcomeUnsupported Outcome = "unsupported"
 	OutcomeTooLong     Outcome = "too_long"
 	OutcomeCancel      Outcome = "cancel"
-	OutcomeOther       Outcome = "other"
+	// OutcomeExpired: the job's deadline passed before the target started,
+	// or while it was in flight and its grace ran out.
+	OutcomeExpired Outcome = "expired"
+	OutcomeOther   Outcome = "other"
 	// OutcomeInterrupted: the target's runner stopped (closed, restarted or
 	// went stale) while the target was in flight, and its job was handed on
 	// (see ReapParams.HandBack). Whether the fetch reached the upstream is
@@ -27,7 +30,7 @@ const (
 // runner's targets_total metric.
 var Outcomes = []Outcome{
 	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
-	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeOther,
+	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeExpired, OutcomeOther,
 	OutcomeInterrupted,
 }
 
@@ -44,6 +47,7 @@ func (o Outcome) Known() bool {
 // Retryable reports whether trying the target again may give another
 // outcome: true for [OutcomeTimeout], [OutcomeBusy], [OutcomeUpstream5xx],
 // [OutcomeCancel] (the fetch was cut short by a cancel or a shutdown),
+// [OutcomeExpired] (the job's deadline passed first),
 // [OutcomeInterrupted] (its runner stopped during the fetch) and
 // [OutcomeOther] (the cause is not known, e.g. a target failed by a
 // restart), false for [OutcomeOK] and the failures that a retry would
@@ -51,7 +55,7 @@ func (o Outcome) Known() bool {
 // [OutcomeTooLong]. An unknown outcome is judged as [OutcomeOther].
 func (o Outcome) Retryable() bool {
 	switch o.Fold() {
-	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeInterrupted, OutcomeOther:
+	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeExpired, OutcomeInterrupted, OutcomeOther:
 		return true
 	}
 	return false

@@ -34,6 +34,9 @@ type Job struct {
 	// Trace is the trace context of the request that submitted the job
 	// (see [TraceContext]); the zero value for none.
 	Trace TraceContext
+	// Deadline is when the job ends with what it has (see [Store.Expire]
+	// and FinishParams.Expire); the zero time for none.
+	Deadline time.Time
 }
 
 // TargetRecord is one stored target.
@@ -145,6 +148,9 @@ type (
 		// Trace is stored with the job as given (see [Job]); its strings
 		// are valid or empty.
 		Trace TraceContext
+		// Deadline is stored with the job as given (see [Job]); the zero
+		// time for none. A store keeps it to the microsecond at least.
+		Deadline time.Time
 	}
 	// ClaimParams name the claiming runner for [Store.Claim].
 	ClaimParams struct {
@@ -156,7 +162,20 @@ type (
 		JobID  string
 		Runner string // the runner that claimed the job
 		Target TargetFinish
+		// Expire says the job's deadline has passed: if the job is still
+		// running, the write starts no next target, ends every pending
+		// target failed with outcome [OutcomeExpired] and error
+		// [DeadlineReason] (counted done, its error bytes counted), and
+		// gives the job its final status from its targets, with error
+		// [DeadlineReason] if it ended any. The runner decides it, by its
+		// clock.
+		Expire bool
 		Now    *time.Time
+	}
+	// ExpireParams bound [Store.Expire].
+	ExpireParams struct {
+		// Now: queued jobs whose deadline is at or before Now end.
+		Now *time.Time
 	}
 	// CancelParams select the caller's job for [Store.Cancel].
 	CancelParams struct {
@@ -299,6 +318,8 @@ type WebhookDelivery struct {
 	// Lease is the job's lease when it finished; the event says the job
 	// expires at Lease+TTL.
 	Lease time.Time
+	// Deadline is the job's deadline; the zero time for none.
+	Deadline time.Time
 	// Attempt counts the claims of the event, this one included: 1 on its
 	// first claim.
 	Attempt int
@@ -317,6 +338,21 @@ type Claimed struct {
 	// Queued is how many jobs were still queued after the claim, as the
 	// store saw it then: a sample for the queue-depth gauge.
 	Queued int
+}
+
+// DeadlineReason is the error of a job that its deadline ended, and of
+// each of its targets that it expired.
+const DeadlineReason = "deadline"
+
+// Expired is a job that [Store.Expire] ended.
+type Expired struct {
+	JobID  string
+	Caller string
+	Status JobStatus // its final status
+	// Targets is how many of its targets it expired.
+	Targets int
+	// Webhook reports that the job has a webhook, whose event is due now.
+	Webhook bool
 }
 
 // Step is where a job stands after [Store.FinishTarget].
@@ -505,6 +541,17 @@ type Store interface {
 
 	// Stats returns the store-wide counts.
 	Stats(ctx context.Context) (Stats, error)
+
+	// Expire ends, in one atomic step, every queued job whose Deadline is
+	// set and at or before Now: its pending targets fail with outcome
+	// [OutcomeExpired] and error [DeadlineReason] (counted done, their
+	// error bytes counted), and the job gets its final status from its
+	// targets ([AggregateStatus]: failed when none is done) with error
+	// [DeadlineReason], FinishedAt and its lease set to Now, and its
+	// webhook event (see The webhook outbox). A running job is its
+	// runner's to end (see FinishParams.Expire). It returns the jobs it
+	// ended.
+	Expire(ctx context.Context, p ExpireParams) ([]Expired, error)
 
 	// ClaimWebhooks claims up to p.Limit pending webhook events that are
 	// due at Now for p.Runner, round-robin across callers: every caller's

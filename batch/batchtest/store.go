@@ -195,6 +195,7 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 			RetryIdx:     slices.Clone(p.RetryIdx),
 			WebhookURL:   p.WebhookURL,
 			Trace:        p.Trace,
+			Deadline:     p.Deadline,
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
@@ -271,7 +272,10 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		s.addBytes(j, t.Bytes())
 		j.job.TargetsDone++
 		j.job.Lease = now
-		if next := fin.Idx + 1; j.job.Status == batch.JobRunning && next < len(j.targets) {
+		if p.Expire && j.job.Status == batch.JobRunning {
+			s.expire(j)
+		}
+		if next := fin.Idx + 1; j.job.Status == batch.JobRunning && next < len(j.targets) && !p.Expire {
 			j.cursor = next
 			j.targets[next].Status = batch.TargetRunning
 			step = batchdriver.Step{Status: batch.JobRunning, Next: next}
@@ -285,6 +289,47 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		s.emit(p.JobID)
 	}
 	return step, err
+}
+
+// expire ends j's pending targets as expired and, if there were any, gives
+// it the deadline as its error; the caller gives it its final status.
+func (s *Store) expire(j *memJob) int {
+	n := 0
+	for i := range j.targets {
+		if t := &j.targets[i]; t.Status == batch.TargetPending {
+			t.Status, t.Outcome, t.Error = batch.TargetFailed, batch.OutcomeExpired, batchdriver.DeadlineReason
+			s.addBytes(j, t.Bytes())
+			j.job.TargetsDone++
+			n++
+		}
+	}
+	if n > 0 {
+		j.job.Error = batchdriver.DeadlineReason
+	}
+	return n
+}
+
+// Expire implements [batch.Store].
+func (s *Store) Expire(ctx context.Context, p batchdriver.ExpireParams) (ended []batchdriver.Expired, err error) {
+	now := memNow(p.Now)
+	err = s.locked(ctx, func() error {
+		for _, j := range s.jobs {
+			if j.job.Status != batch.JobQueued || j.job.Deadline.IsZero() || j.job.Deadline.After(now) {
+				continue
+			}
+			n := s.expire(j)
+			j.job.Status = batch.JobRunning // so that release aggregates
+			j.job.Lease = later(j.job.Lease, now)
+			s.release(j, now)
+			ended = append(ended, batchdriver.Expired{JobID: j.job.ID, Caller: j.job.Caller.Name, Status: j.job.Status,
+				Targets: n, Webhook: j.job.WebhookURL != ""})
+		}
+		return nil
+	})
+	for _, e := range ended {
+		s.emit(e.JobID)
+	}
+	return ended, err
 }
 
 // release ends a held job: a running job gets its final status from its
@@ -320,6 +365,7 @@ func (s *Store) finished(j *memJob, now time.Time) {
 	d := batchdriver.WebhookDelivery{
 		JobID: j.job.ID, Caller: j.job.Caller.Name, URL: j.job.WebhookURL, Status: j.job.Status, Error: j.job.Error,
 		TargetsTotal: j.job.TargetsTotal, CreatedAt: j.job.CreatedAt, FinishedAt: j.job.FinishedAt, Lease: j.job.Lease,
+		Deadline: j.job.Deadline,
 	}
 	for _, t := range j.targets {
 		switch t.Status {

@@ -137,7 +137,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		webhook = &p.WebhookURL
 	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State)
+		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, timeOrNull(p.Deadline))
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -168,6 +168,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		RetryIdx:     slices.Clone(p.RetryIdx),
 		WebhookURL:   p.WebhookURL,
 		Trace:        p.Trace,
+		Deadline:     utcOrZero(p.Deadline),
 	}, false, nil
 }
 

@@ -109,7 +109,7 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (b
 	}
 	args := []any{p.JobID, p.Runner, fin.Idx, okInc, failInc,
 		int64(len(fin.Result) + len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
-		string(fin.Outcome), s.now(p.Now), batchdriver.LeaseGrain, fin.Result}
+		string(fin.Outcome), s.now(p.Now), batchdriver.LeaseGrain, fin.Result, p.Expire}
 	return s.finishGrouped(&finishReq{ctx: ctx, p: p, args: args})
 }
 

@@ -22,12 +22,13 @@ type jobRow struct {
 	bytes                                            int64
 	retryOf                                          string
 	retryIdx                                         []int32
+	deadline                                         *time.Time
 }
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
 		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook,
-		&r.traceParent, &r.traceState}
+		&r.traceParent, &r.traceState, &r.deadline}
 }
 
 func (r *jobRow) job() batchdriver.Job {
@@ -56,7 +57,26 @@ func (r *jobRow) job() batchdriver.Job {
 	if r.finished != nil {
 		j.FinishedAt = r.finished.UTC()
 	}
+	if r.deadline != nil {
+		j.Deadline = r.deadline.UTC()
+	}
 	return j
+}
+
+// timeOrNull is t, or NULL for the zero time.
+func timeOrNull(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// utcOrZero is t in UTC, or the zero time.
+func utcOrZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }
 
 // scanJob reads a row of jobCols alone.

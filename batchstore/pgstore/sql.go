@@ -1,10 +1,16 @@
 package pgstore
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
+
+// deadlineBytes is what an expired target's error adds to its job's bytes.
+var deadlineBytes = strconv.Itoa(len(batchdriver.DeadlineReason))
 
 // The store's SQL. {s} stands for the schema, quoted as an identifier, so
 // every statement names its tables in full and none depends on the
@@ -26,7 +32,7 @@ const (
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
 	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''),
-	j.trace_parent, j.trace_state`
+	j.trace_parent, j.trace_state, j.deadline`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -58,8 +64,8 @@ var sqlTemplates = queries{
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
 			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-				webhook, retry_of, retry_idx, trace_parent, trace_state)
-			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15
+				webhook, retry_of, retry_idx, trace_parent, trace_state, deadline)
+			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15, $16::timestamptz
 			FROM live WHERE live.n < $1
 			RETURNING seq, created_at, lease
 		), t AS (
@@ -117,7 +123,7 @@ var sqlTemplates = queries{
 				lease = CASE WHEN lease > ` + clock("11") + ` - $12::interval THEN lease
 					ELSE greatest(lease, ` + clock("11") + `) END
 			WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
-				AND status = 'running' AND $3 + 1 < targets_total
+				AND status = 'running' AND $3 + 1 < targets_total AND NOT $14::boolean
 			RETURNING seq, in_flight
 		)
 		UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
@@ -127,25 +133,38 @@ var sqlTemplates = queries{
 	// its final status and releases it (the last target, a cancelled job's
 	// target in flight), moving its bytes into the counter (the row of the
 	// 16 its seq names, see 009).
-	finish: `WITH j AS (
+	//
+	// $14 is the deadline (FinishParams.Expire): a running job starts no
+	// next target, its pending targets (every one after $3) fail expired in
+	// x, and it ends with the deadline as its error. pre locks the job's
+	// row first, so that it reads the row the update changes.
+	finish: `WITH pre AS (
+			SELECT seq, CASE WHEN $14::boolean AND status = 'running' THEN targets_total - $3 - 1 ELSE 0 END AS n
+			FROM {s}.job WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0 FOR UPDATE
+		), j AS (
 			UPDATE {s}.job SET
 				targets_ok = targets_ok + $4,
-				targets_failed = targets_failed + $5,
-				bytes = bytes + $6,
-				in_flight = CASE WHEN status = 'running' AND $3 + 1 < targets_total THEN $3 + 1 ELSE -1 END,
-				runner = CASE WHEN status = 'running' AND $3 + 1 < targets_total THEN runner ELSE '' END,
+				targets_failed = targets_failed + $5 + pre.n,
+				bytes = bytes + $6 + pre.n * ` + deadlineBytes + `,
+				error = CASE WHEN pre.n > 0 THEN '` + batchdriver.DeadlineReason + `' ELSE error END,
+				in_flight = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14 THEN $3 + 1 ELSE -1 END,
+				runner = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14 THEN runner ELSE '' END,
 				status = CASE
-					WHEN status <> 'running' OR $3 + 1 < targets_total THEN status
-					WHEN targets_failed + $5 = 0 AND targets_ok + $4 > 0 THEN 'done'
+					WHEN status <> 'running' OR ($3 + 1 < targets_total AND NOT $14) THEN status
+					WHEN targets_failed + $5 + pre.n = 0 AND targets_ok + $4 > 0 THEN 'done'
 					WHEN targets_ok + $4 = 0 THEN 'failed'
 					ELSE 'partial' END,
-				finished_at = CASE WHEN status = 'running' AND $3 + 1 < targets_total THEN finished_at
+				finished_at = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14 THEN finished_at
 					ELSE coalesce(finished_at, ` + clock("11") + `) END,
-				lease = CASE WHEN status = 'running' AND $3 + 1 < targets_total
+				lease = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14
 					AND lease > ` + clock("11") + ` - $12::interval THEN lease
 					ELSE greatest(lease, ` + clock("11") + `) END
-			WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
-			RETURNING seq, status, in_flight, bytes, runner
+			FROM pre WHERE job.seq = pre.seq AND id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
+			RETURNING job.seq, status, in_flight, bytes, runner
+		), x AS (
+			UPDATE {s}.target SET status = 'failed', outcome = '` + string(batchdriver.OutcomeExpired) + `',
+				error = convert_to('` + batchdriver.DeadlineReason + `', 'UTF8'), hint = '', result = NULL
+			FROM pre WHERE target.job_seq = pre.seq AND pre.n > 0 AND target.idx > $3 AND target.status = 'pending'
 		), t AS (
 			UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
 			FROM j WHERE target.job_seq = j.seq AND target.idx = $3
@@ -158,6 +177,42 @@ var sqlTemplates = queries{
 	finishMissed: `SELECT j.runner, j.in_flight, j.status, t.status
 		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq AND t.idx = $2
 		WHERE j.id = $1`,
+
+	// Expire (see expire.go): the queued jobs whose deadline is at or
+	// before the clock ($1), locked in seq order (a claim holding one is
+	// skipped: its drain ends it); their targets, every one pending, fail
+	// expired; each job ends failed (partial when a target of it is done,
+	// e.g. one handed back) with the deadline as its error. The update names
+	// runner, so that the caller's counter follows the new bytes (see
+	// migrations/008), and moves them into the store's counter.
+	expire: `WITH l AS (
+			SELECT seq FROM {s}.job WHERE status = 'queued' AND deadline <= ` + clock("1") + `
+			ORDER BY seq FOR UPDATE SKIP LOCKED
+		), x AS (
+			UPDATE {s}.target SET status = 'failed', outcome = '` + string(batchdriver.OutcomeExpired) + `',
+				error = convert_to('` + batchdriver.DeadlineReason + `', 'UTF8'), hint = '', result = NULL
+			FROM l WHERE target.job_seq = l.seq AND target.status = 'pending'
+			RETURNING target.job_seq
+		), n AS (
+			SELECT job_seq AS seq, count(*)::integer AS n FROM x GROUP BY job_seq
+		), j AS (
+			UPDATE {s}.job SET
+				targets_failed = targets_failed + n.n,
+				bytes = bytes + n.n * ` + deadlineBytes + `,
+				error = '` + batchdriver.DeadlineReason + `',
+				status = CASE WHEN targets_ok = 0 THEN 'failed' ELSE 'partial' END,
+				finished_at = coalesce(finished_at, ` + clock("1") + `),
+				lease = greatest(lease, ` + clock("1") + `),
+				runner = '', in_flight = -1
+			FROM n WHERE job.seq = n.seq
+			RETURNING job.id, job.caller, job.status, n.n, job.webhook IS NOT NULL AS webhook, n.n * ` + deadlineBytes + ` AS added
+		), c AS (
+			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(added) FROM j)
+			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM j)
+		)
+		SELECT id, caller, status, n, webhook FROM j`,
+	// anyExpired is Expire's fast path, without a lock.
+	anyExpired: `SELECT EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued' AND deadline <= ` + clock("1") + `)`,
 
 	// Cancel: the caller's live job; the second column tells an unknown job
 	// (NULL) from a finished one.
@@ -365,7 +420,7 @@ var sqlTemplates = queries{
 		  AND w.due_at <= ` + clock("1") + `
 		RETURNING w.job_id, w.url, w.status, w.error, w.targets_total, w.targets_ok, w.targets_failed,
 			w.created_at, w.finished_at, w.lease, w.attempts,
-			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller`,
+			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller, w.deadline`,
 	// A caller's pending events for Create's cap: its events, and its jobs
 	// that will get one (see migrations/004).
 	hookPending: `SELECT (SELECT count(*) FROM {s}.webhook WHERE caller = $1)
@@ -401,6 +456,7 @@ type queries struct {
 	stats, notify                                        string
 	hookClaim, hookDone, hookRetry, hookPending          string
 	hookRelease, hookReleaseAll                          string
+	expire, anyExpired                                   string
 }
 
 // render returns the statements for schema.
@@ -425,5 +481,6 @@ func (q *queries) fields() []*string {
 		&q.foldCallers, &q.dropZeroCallers, &q.anyCallerDeltas,
 		&q.stats, &q.notify,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,
+		&q.expire, &q.anyExpired,
 	}
 }

@@ -73,8 +73,12 @@ func scanHook(row pgx.CollectableRow) (batchdriver.WebhookDelivery, error) {
 	var d batchdriver.WebhookDelivery
 	var status string
 	var ageMicros int64
+	var deadline *time.Time
 	err := row.Scan(&d.JobID, &d.URL, &status, &d.Error, &d.TargetsTotal, &d.TargetsOK, &d.TargetsFailed,
-		&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros, &d.Caller)
+		&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros, &d.Caller, &deadline)
+	if deadline != nil {
+		d.Deadline = deadline.UTC()
+	}
 	d.Status, d.Age = batchdriver.JobStatus(status), time.Duration(ageMicros)*time.Microsecond
 	d.CreatedAt, d.FinishedAt, d.Lease = d.CreatedAt.UTC(), d.FinishedAt.UTC(), d.Lease.UTC()
 	return d, err

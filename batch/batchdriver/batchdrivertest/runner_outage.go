@@ -133,6 +133,13 @@ func (u *Unreachable) Reap(ctx context.Context, p batchdriver.ReapParams) (int, 
 	return u.Store.Reap(ctx, p)
 }
 
+func (u *Unreachable) Expire(ctx context.Context, p batchdriver.ExpireParams) ([]batchdriver.Expired, error) {
+	if err := u.fail(); err != nil {
+		return nil, err
+	}
+	return u.Store.Expire(ctx, p)
+}
+
 func (u *Unreachable) Stats(ctx context.Context) (batchdriver.Stats, error) {
 	if err := u.fail(); err != nil {
 		return batchdriver.Stats{}, err

@@ -70,6 +70,7 @@ var storeSuite = newSuite[storeCase]().
 	add("Submit", submitCases).
 	add("Drain", drainCases).
 	add("Cancel", cancelCases).
+	add("Deadline", deadlineCases).
 	add("Reads", readCases).
 	add("Retention", retentionCases).
 	add("Share", shareCases).
@@ -82,6 +83,7 @@ var storeSuite = newSuite[storeCase]().
 
 var runnerSuite = newSuite[storeCase]().
 	add("Drain", runnerDrainCases).
+	add("Deadline", runnerDeadlineCases).
 	// Not parallel: it counts the runner goroutines of the whole process.
 	addAlone("Drain", "CloseMidDrainLeaksNothing", runnerCloseMidDrain).
 	add("Liveness", runnerClusterCases).

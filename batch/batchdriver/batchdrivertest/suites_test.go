@@ -92,10 +92,10 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 67,
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 72,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller")
 	f("TestRunner", runnerSuite.names(),
-		[]string{"Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 55,
+		[]string{"Deadline", "Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 59,
 		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver")
 	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 1, "Webhook/WebhookSurvivesReopen")
 	if c := runnerSuite.cases["Drain"]["CloseMidDrainLeaksNothing"]; !c.alone {
