@@ -163,8 +163,17 @@ func (s *syncBuffer) String() string {
 func startBatchd(t *testing.T, bin string, args ...string) *batchd {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "batchd.db")}, args...)...)
-	cmd.Env = append(os.Environ(), "BATCHD_KEYS=victim="+keyOf("victim")+",attacker="+keyOf("attacker"))
+	return runBatchd(t, bin, []string{"BATCHD_KEYS=victim=" + keyOf("victim") + ",attacker=" + keyOf("attacker")},
+		append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "batchd.db")}, args...)...)
+}
+
+// runBatchd runs bin with args (which must listen on some address, and
+// name its database) and env on top of the test's environment, and waits
+// until it serves. The test's cleanup kills it if it still runs.
+func runBatchd(t *testing.T, bin string, env []string, args ...string) *batchd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
