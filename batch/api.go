@@ -208,6 +208,7 @@ func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInf
 	} else {
 		r.metrics.job(jobCreated)
 		r.metrics.queueDepth.Inc() // until the next claim or collect samples the store
+		r.queued.add(j.ID, p.Deadline)
 		select {
 		case r.wake <- struct{}{}:
 		default: // every worker already has a wake-up pending

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch/batchdriver"
@@ -91,4 +92,117 @@ func utcOrZero(t time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// queuedDeadlines are the deadlines of the jobs this runner queued (a
+// submit or a retry here) and no worker of its has claimed yet. The
+// deadline timer ends them at their deadline, so that a job every worker
+// is too busy to claim does not wait for the next collection pass. A job
+// another runner claims stays until its deadline passes: the [Store.Expire]
+// then finds nothing, as a running job is its runner's to end. Jobs queued
+// elsewhere, or queued again by a hand-back, are that runner's timer's, or
+// the collection pass's.
+type queuedDeadlines struct {
+	mu   sync.Mutex
+	m    map[string]time.Time // job id: its deadline
+	wake chan struct{}        // a token: the earliest deadline may have moved
+}
+
+// add records job id's deadline, if it has one.
+func (q *queuedDeadlines) add(id string, deadline time.Time) {
+	if deadline.IsZero() {
+		return
+	}
+	q.mu.Lock()
+	q.m[id] = deadline
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default: // the timer already has a wake-up pending
+	}
+}
+
+// forget drops job id, claimed here: its drain ends it at its deadline.
+func (q *queuedDeadlines) forget(id string) {
+	q.mu.Lock()
+	delete(q.m, id)
+	q.mu.Unlock()
+}
+
+// earliest returns the earliest deadline recorded, false if none.
+func (q *queuedDeadlines) earliest() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var first time.Time
+	for _, d := range q.m {
+		if first.IsZero() || d.Before(first) {
+			first = d
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// due drops the deadlines at or before now and reports whether there were
+// any.
+func (q *queuedDeadlines) due(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	any := false
+	for id, d := range q.m {
+		if !now.Before(d) {
+			delete(q.m, id)
+			any = true
+		}
+	}
+	return any
+}
+
+// deadlines is the deadline timer: it sleeps until the earliest deadline
+// of the jobs queued here and then runs [Store.Expire], which ends every
+// queued job past its deadline, whichever runner queued it. It makes no
+// store call while no deadline has passed. On a host clock (Config.Now)
+// it looks again every PollInterval, since that clock may move other than
+// the wall clock does.
+func (r *Runner) deadlines() {
+	defer r.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		var fire <-chan time.Time
+		if next, ok := r.queued.earliest(); ok {
+			now := r.cfg.Now()
+			wait := next.Sub(now)
+			if wait <= 0 {
+				r.expireDue(now)
+				continue
+			}
+			if r.hostClock {
+				wait = min(wait, time.Duration(r.cfg.PollInterval))
+			}
+			timer.Reset(wait)
+			fire = timer.C
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-r.queued.wake:
+			timer.Stop()
+		case <-fire:
+		}
+	}
+}
+
+// expireDue ends the queued jobs past their deadline at now. A store
+// failure is logged and left to the collection pass, which expires the
+// same jobs on its next run.
+func (r *Runner) expireDue(now time.Time) {
+	if !r.queued.due(now) {
+		return
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if _, err := r.expireQueued(ctx, now); err != nil {
+		r.log.LogAttrs(ctx, storeErrLevel(err), "batch expire failed", storeErrAttrs(err)...)
+	}
 }

@@ -85,6 +85,7 @@ func (r *Runner) claimAndDrain() bool {
 		return false
 	}
 	r.waiters.notify(c.Job.ID)
+	r.queued.forget(c.Job.ID) // its drain ends it at its deadline
 	r.drain(c, began, claimed)
 	return true
 }

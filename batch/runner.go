@@ -35,6 +35,7 @@ type Runner struct {
 	metrics *runnerMetrics
 	waiters waiters
 	health  storeHealth
+	queued  queuedDeadlines // the deadlines of jobs queued here, for the deadline timer
 
 	// hostClock: the host gave Config.Now, so store calls carry its time
 	// (see [Runner.at]).
@@ -56,7 +57,7 @@ type Runner struct {
 	fetchCtx    context.Context         // parent of every fetch; cancelled by Close
 	cancelFetch context.CancelCauseFunc // cancels fetchCtx with cause ErrClosed
 	unsubscribe func()                  // stops the store's change feed, if any
-	wg          sync.WaitGroup          // workers, sweeper, heartbeat and webhook deliverer
+	wg          sync.WaitGroup          // workers, sweeper, deadline timer, heartbeat, webhook deliverer
 	fetchWG     sync.WaitGroup          // fetch goroutines, including abandoned ones
 	closeOnce   sync.Once
 }
@@ -103,6 +104,7 @@ func New(cfg Config) (*Runner, error) {
 		obs:         cfg.Observer,
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
 		waiters:     waiters{m: make(map[string]*waiter)},
+		queued:      queuedDeadlines{m: make(map[string]time.Time), wake: make(chan struct{}, 1)},
 		wake:        make(chan struct{}, cfg.Workers),
 		slots:       make(chan struct{}, cfg.Workers),
 		hookWake:    make(chan struct{}, 1),
@@ -178,11 +180,12 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.state = stateStarted
 	r.unsubscribe = r.subscribe(ctx)
-	r.wg.Add(r.cfg.Workers + 2)
+	r.wg.Add(r.cfg.Workers + 3)
 	for range r.cfg.Workers {
 		go r.worker()
 	}
 	go r.sweeper()
+	go r.deadlines()
 	go r.heartbeat()
 	if r.cfg.Deliver != nil {
 		r.wg.Add(1)

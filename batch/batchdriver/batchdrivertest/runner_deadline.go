@@ -19,6 +19,7 @@ var runnerDeadlineCases = map[string]func(*testing.T, batchdriver.Store){
 	"DeadlineCapped":             runnerDeadlineCapped,
 	"DeadlineEndsSlowJob":        runnerDeadlineSlowJob,
 	"DeadlineExpiresQueuedJob":   runnerDeadlineQueued,
+	"DeadlineQueuedWallClock":    runnerDeadlineQueuedWall,
 	"DeadlineGivesInFlightGrace": runnerDeadlineGrace,
 }
 
@@ -125,8 +126,9 @@ func runnerDeadlineGrace(t *testing.T, s batchdriver.Store) {
 }
 
 // runnerDeadlineQueued: a job still queued at its deadline (the one worker
-// is busy) ends at the next collection, every target expired, failed with
-// error "deadline", and its webhook carries the deadline.
+// is busy) ends at its deadline, not at the next collection (the sweep is
+// an hour away), every target expired, failed with error "deadline", and
+// its webhook carries the deadline.
 func runnerDeadlineQueued(t *testing.T, s batchdriver.Store) {
 	clock := batchtest.NewClock()
 	hooks := newHookRecorder(nil)
@@ -134,6 +136,7 @@ func runnerDeadlineQueued(t *testing.T, s batchdriver.Store) {
 	r := batchtest.NewRunner(t, batch.Config{
 		Store: s, Fetch: f.Fetch, Now: clock.Now, Workers: 1, Deliver: hooks.Deliver,
 		JobsPerCaller: 2, PollInterval: batch.Duration(10 * time.Millisecond),
+		SweepInterval: batch.Duration(time.Hour),
 	})
 	busy := mustSubmit(t, r, alice, batchtest.Targets("busy", 1))
 	<-f.Started
@@ -142,16 +145,24 @@ func runnerDeadlineQueued(t *testing.T, s batchdriver.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Minute)
-	c, err := r.Collect(t.Context())
-	if err != nil || c.Expired != 1 {
-		t.Fatalf("Collect = %+v, %v; want one job expired", c, err)
+	clock.Advance(time.Minute - time.Second)
+	if info, err := r.Status(t.Context(), alice, job.ID, batch.StatusOptions{}); err != nil || info.Status != batch.JobQueued {
+		t.Fatalf("before its deadline the job = %s, %v; want queued", info.Status, err)
 	}
+	clock.Advance(time.Second)
 	info := batchtest.WaitFinished(t, r, alice, job.ID, waitLong)
 	if info.Status != batch.JobFailed || info.Error != batch.DeadlineReason || info.TargetsDone != 3 {
 		t.Fatalf("job = %s/%q, %d done; want failed/deadline, 3 done", info.Status, info.Error, info.TargetsDone)
 	}
+	if !info.FinishedAt.Equal(job.Deadline) {
+		t.Errorf("finished at %v, want at its deadline %v", info.FinishedAt, job.Deadline)
+	}
 	wantOutcomes(t, info, repeat(batch.OutcomeExpired, 3)...)
+	for _, x := range info.Targets {
+		if x.Status != batch.TargetFailed || x.Error != batch.DeadlineReason {
+			t.Errorf("target %d = %s %q, want failed %q", x.Idx, x.Status, x.Error, batch.DeadlineReason)
+		}
+	}
 	hooks.waitDelivered(t, job.ID)
 	evs, _ := hooks.all()
 	if len(evs) == 0 || evs[0].Error != batch.DeadlineReason || !evs[0].Deadline.Equal(job.Deadline) || evs[0].Status != batch.JobFailed {
@@ -164,6 +175,31 @@ func runnerDeadlineQueued(t *testing.T, s batchdriver.Store) {
 	if got := metricValue(t, r, `batch_targets_total{outcome="expired"}`); got != 3 {
 		t.Errorf("expired targets counted %d, want 3", got)
 	}
+	if c, err := r.Collect(t.Context()); err != nil || c.Expired != 0 {
+		t.Errorf("Collect after the deadline timer = %+v, %v; want nothing left to expire", c, err)
+	}
+}
+
+// runnerDeadlineQueuedWall: on the wall clock (no Config.Now) too, a job
+// still queued at its deadline ends then, with the sweep an hour away.
+func runnerDeadlineQueuedWall(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{
+		Store: s, Fetch: f.Fetch, Workers: 1, JobsPerCaller: 2,
+		SweepInterval: batch.Duration(time.Hour), PollInterval: batch.Duration(time.Hour),
+	})
+	defer f.Release()
+	mustSubmit(t, r, alice, batchtest.Targets("busy", 1))
+	<-f.Started
+	job, _, err := r.SubmitWith(t.Context(), alice, batchtest.Targets("late", 2), batch.SubmitOptions{DeadlineIn: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := batchtest.WaitFinished(t, r, alice, job.ID, waitLong)
+	if info.Status != batch.JobFailed || info.Error != batch.DeadlineReason {
+		t.Fatalf("job = %s/%q, want failed/deadline", info.Status, info.Error)
+	}
+	wantOutcomes(t, info, batch.OutcomeExpired, batch.OutcomeExpired)
 }
 
 // runnerDeadlineCapped: Config.MaxDeadline caps a submit's deadline and is
