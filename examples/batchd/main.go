@@ -166,6 +166,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	durationVar(&b.TTL, "ttl", batch.DefaultTTL, "how long a finished job is kept after its last use")
 	fs.Int64Var(&b.MaxBytes, "max-bytes", batch.DefaultMaxBytes, "byte budget of stored results")
 	durationVar(&b.TargetTimeout, "target-timeout", batch.DefaultTargetTimeout, "deadline of one fetch")
+	durationVar(&b.MaxDeadline, "max-deadline", 0, "cap on how far from its submit a job's \"deadline\" may be (over it: 422 deadline_too_far), and the deadline of a submit that gives none; 0 for no cap and no default deadline")
 	fs.IntVar(&b.MaxResultBytes, "max-result-bytes", batch.DefaultMaxResultBytes, "largest stored result")
 	durationVar(&b.BusyWait, "busy-wait", batch.DefaultBusyWait, "longest wait for a busy fetcher")
 	durationVar(&b.StoreWait, "store-wait", batch.DefaultStoreWait, "longest retry of a result the store cannot take before its target fails")

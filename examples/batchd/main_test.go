@@ -36,12 +36,13 @@ func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-key", "a=b", "-key", "c=d:restricted", "-allow", "127.0.0.1:81",
 		"-workers", "3", "-ttl", "2h", "-max-bytes", "1000",
 		"-webhook-secret-file", "/etc/hook", "-webhook-timeout", "3s", "-webhook-backoff", "1s", "-webhook-retry-for", "6h",
-		"-webhook-legacy-signature"}, io.Discard, io.Discard)
+		"-webhook-legacy-signature", "-max-deadline", "90s"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.addr != "127.0.0.1:0" || len(o.keys) != 2 || o.allow[0] != "127.0.0.1:81" || o.batch.Workers != 3 ||
-		o.batch.TTL != batch.Duration(2*time.Hour) || o.batch.MaxBytes != 1000 || o.db != "batchkit.db" {
+		o.batch.TTL != batch.Duration(2*time.Hour) || o.batch.MaxBytes != 1000 || o.db != "batchkit.db" ||
+		o.batch.MaxDeadline != batch.Duration(90*time.Second) {
 		t.Errorf("parsed %+v", o)
 	}
 	if o.webhookSecretFile != "/etc/hook" || o.batch.WebhookTimeout != batch.Duration(3*time.Second) || o.batch.WebhookBackoff != batch.Duration(time.Second) ||
