@@ -94,6 +94,11 @@ func utcOrZero(t time.Time) time.Time {
 	return t.UTC()
 }
 
+// maxQueuedDeadlines caps the deadlines the timer keeps: past it, the
+// latest are left to the collection pass, so that jobs another runner
+// claimed, whose entries stay until their deadline, cannot grow it.
+const maxQueuedDeadlines = 4096
+
 // queuedDeadlines are the deadlines of the jobs this runner queued (a
 // submit or a retry here) and no worker of its has claimed yet. The
 // deadline timer ends them at their deadline, so that a job every worker
@@ -114,6 +119,19 @@ func (q *queuedDeadlines) add(id string, deadline time.Time) {
 		return
 	}
 	q.mu.Lock()
+	if len(q.m) >= maxQueuedDeadlines {
+		latest := ""
+		for k, d := range q.m {
+			if latest == "" || d.After(q.m[latest]) {
+				latest = k
+			}
+		}
+		if !deadline.Before(q.m[latest]) {
+			q.mu.Unlock()
+			return // the collection pass ends it
+		}
+		delete(q.m, latest)
+	}
 	q.m[id] = deadline
 	q.mu.Unlock()
 	select {
