@@ -137,7 +137,7 @@ func (r *Runner) ID() string { return r.cfg.RunnerID }
 
 // Start fails (with Config.Resume: hands on) the jobs this runner can no
 // longer finish, then starts the
-// workers, the sweeper, the heartbeat and, with Config.Deliver, the webhook
+// workers, the sweeper, the deadline timer, the heartbeat and, with Config.Deliver, the webhook
 // deliverer, and returns. On a store that
 // serves one process (see [Capabilities]) that is every queued or running
 // job, left by a previous process; on a shared store, the jobs held under
@@ -232,7 +232,7 @@ func (r *Runner) reap(ctx context.Context, p batchdriver.ReapParams, reason, msg
 
 // Close stops the runner: it takes no more work, cancels in-flight fetches
 // and webhook deliveries (their context's cause is [ErrClosed]), waits for
-// the workers, the sweeper, the heartbeat and the deliverer to return,
+// the workers, the sweeper, the deadline timer, the heartbeat and the deliverer to return,
 // fails the jobs it still holds as "restart" (a fetch cut short is not
 // stored) and releases its webhook claims (a delivery cut short is
 // attempted again), and waits for every fetch goroutine, or for ctx to be
