@@ -282,7 +282,7 @@ type (
 		// as they are. A reap of another runner's jobs cannot know, and
 		// leaves it nil.
 		Unfetched []string
-		Now            *time.Time
+		Now       *time.Time
 	}
 	// ClaimWebhooksParams bound [Store.ClaimWebhooks].
 	ClaimWebhooksParams struct {
