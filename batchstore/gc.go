@@ -241,8 +241,10 @@ const (
 	qHeldBy    = qHeldJobs + ` AND runner = ?`
 	qHeldStale = qHeldJobs + ` AND NOT EXISTS
 		(SELECT 1 FROM batch_runner r WHERE r.id = batch_job.runner AND r.heartbeat >= ?)`
-	// The bytes of the held jobs, whose rows do not carry them yet.
-	qHeldBytes = `SELECT coalesce(sum(t.bytes), 0) FROM batch_job j JOIN batch_target t ON t.job_seq = j.seq
+	// The bytes of the held jobs, whose rows do not carry them yet. CROSS
+	// JOIN keeps the held jobs the outer loop: with a wider target row
+	// the planner would otherwise scan every target.
+	qHeldBytes = `SELECT coalesce(sum(t.bytes), 0) FROM batch_job j CROSS JOIN batch_target t ON t.job_seq = j.seq
 		WHERE j.runner <> ''`
 	// The bytes of the queued jobs, which the counter leaves out: a job
 	// handed back (see handBack) holds its finished targets' bytes in its

@@ -92,10 +92,10 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Deadline", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 72,
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 73,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller")
 	f("TestRunner", runnerSuite.names(),
-		[]string{"Deadline", "Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 59,
+		[]string{"Deadline", "Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 60,
 		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver")
 	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 1, "Webhook/WebhookSurvivesReopen")
 	if c := runnerSuite.cases["Drain"]["CloseMidDrainLeaksNothing"]; !c.alone {
