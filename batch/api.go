@@ -39,6 +39,9 @@ type JobInfo struct {
 	// [SubmitOptions]); the zero time for none. A job its deadline ended
 	// has Error "deadline".
 	Deadline time.Time
+	// HandedOn counts the times the job was handed on (see Config.Resume):
+	// queued again, under its id, when the runner draining it stopped.
+	HandedOn int
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -51,6 +54,11 @@ type TargetInfo struct {
 	Error   string
 	Hint    string
 	Outcome Outcome
+	// Attempts counts the fetches of the target that may have reached its
+	// upstream: 1, or more when Config.RepeatInterrupted put it back to
+	// pending after its fetch may have begun, and it was fetched again. A
+	// target whose fetch never began is not counted twice.
+	Attempts int
 	// RetryOfIdx is, in a retry, the target's idx in the job it retries
 	// (JobInfo.RetryOf); nil in any other job.
 	RetryOfIdx *int
@@ -416,6 +424,7 @@ func (r *Runner) jobInfo(j batchdriver.Job) JobInfo {
 		RetryOf:      j.RetryOf,
 		WebhookURL:   j.WebhookURL,
 		Deadline:     utcOrZero(j.Deadline),
+		HandedOn:     j.HandedOn,
 	}
 }
 
@@ -431,6 +440,7 @@ func targetInfo(j batchdriver.Job, t batchdriver.TargetRecord) TargetInfo {
 	ti := TargetInfo{
 		Idx: t.Idx, URL: t.Target.URL, Status: t.Status, Error: t.Error,
 		Hint: t.Hint, Outcome: t.Outcome, Result: t.Result,
+		Attempts: max(t.Attempts, 1), // a store that does not count: fetched once
 	}
 	if j.RetryOf != "" && t.Idx >= 0 && t.Idx < len(j.RetryIdx) {
 		from := j.RetryIdx[t.Idx]

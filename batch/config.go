@@ -150,8 +150,9 @@ type Config struct {
 	// RepeatInterrupted, with Resume, declares the host's fetches safe to
 	// repeat: a target in flight when its runner stopped goes back to
 	// pending and is fetched again, instead of ending "interrupted". A
-	// target is then fetched at most once per runner that started it.
-	// Defaults to false.
+	// target is then fetched at most once per runner that started it, and
+	// its TargetInfo.Attempts counts each fetch that may have reached the
+	// upstream. Defaults to false.
 	RepeatInterrupted bool `json:"repeat_interrupted" toml:"repeat_interrupted"`
 	// CloseGrace is how long [Runner.Close], with Resume, lets the fetches
 	// in flight finish before it cuts them short (or less, if Close's

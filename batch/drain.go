@@ -117,6 +117,7 @@ func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
 			// Between two targets: the one the last write started was
 			// never fetched, and Close hands it back pending.
 			log.LogAttrs(context.Background(), slog.LevelInfo, "batch job handed on by close", slog.Int("next_idx", next))
+			r.notFetched(job.ID)
 			stopped = "handed_on"
 			return
 		}
@@ -185,6 +186,9 @@ func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdri
 	repeat := !started || r.cfg.RepeatInterrupted
 	log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close",
 		slog.Int("idx", idx), slog.Bool("repeat", repeat))
+	if !started {
+		r.notFetched(job.ID)
+	}
 	if repeat {
 		return
 	}

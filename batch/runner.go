@@ -60,6 +60,12 @@ type Runner struct {
 	wg          sync.WaitGroup          // workers, sweeper, deadline timer, heartbeat, webhook deliverer
 	fetchWG     sync.WaitGroup          // fetch goroutines, including abandoned ones
 	closeOnce   sync.Once
+
+	// unfetched are the jobs whose drain Close stopped before their
+	// target in flight reached the fetcher: the hand-back of Close puts
+	// those targets back to pending without counting an attempt.
+	unfetchedMu sync.Mutex
+	unfetched   []string
 }
 
 const (
@@ -299,15 +305,27 @@ func (r *Runner) release() {
 	p := batchdriver.ReapParams{Runner: r.cfg.RunnerID, Reason: reasonRestart, Now: r.now()}
 	msg := "batch jobs failed by close"
 	if r.cfg.Resume {
-		// Every target still in flight in the store was never fetched, or
-		// was cut short with RepeatInterrupted: the drains stored the
-		// interrupted ones themselves.
+		// Every target still in flight in the store was never fetched
+		// (Unfetched: no attempt counted), or was cut short with
+		// RepeatInterrupted (or its write failed) and may have reached the
+		// upstream: the drains stored the interrupted ones themselves.
 		p.Reason, p.HandBack, p.RepeatInFlight = reasonInterrupted, true, true
+		r.unfetchedMu.Lock()
+		p.Unfetched = r.unfetched
+		r.unfetchedMu.Unlock()
 		msg = "batch jobs handed on"
 	}
 	if _, err := r.reap(ctx, p, "close", msg); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
 	}
+}
+
+// notFetched records that Close stopped the drain of jobID before its
+// target in flight reached the fetcher.
+func (r *Runner) notFetched(jobID string) {
+	r.unfetchedMu.Lock()
+	r.unfetched = append(r.unfetched, jobID)
+	r.unfetchedMu.Unlock()
 }
 
 // wakeWorkers wakes every idle worker, for jobs queued again.

@@ -24,7 +24,7 @@ func TestCLI_PrintsHTMLUnescaped(t *testing.T) {
 	t.Parallel()
 	t.Run("EscapedByTheServer", func(t *testing.T) {
 		t.Parallel()
-		body := `{"job_id":"j","idx":0,"url":"https://a.test/?a=1\u0026b=2","status":"done",` +
+		body := `{"job_id":"j","idx":0,"url":"https://a.test/?a=1\u0026b=2","status":"done","attempts":1,` +
 			`"result":{"content":"\u003cp class=\"x\"\u003eFish \u0026 chips\u003C/p\u003E","note":"a \\u003c stays, \\\u0026 too"},` +
 			`"expires_at":"2026-01-02T03:04:05Z"}`
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +91,7 @@ func TestCLI_StripsControlCharacters(t *testing.T) {
 		io.WriteString(w, `{"success":false,"error":`+string(quoted)+`,"hint":`+string(quoted)+`}`)
 	}))
 	t.Cleanup(refusing.Close)
-	body := `{"job_id":"j","idx":0,"url":"https://a.test/","status":"done","result":{"content":` + string(quoted) + `},"expires_at":"2026-01-02T03:04:05Z"}`
+	body := `{"job_id":"j","idx":0,"url":"https://a.test/","status":"done","attempts":1,"result":{"content":` + string(quoted) + `},"expires_at":"2026-01-02T03:04:05Z"}`
 	answering := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, body)

@@ -334,3 +334,65 @@ func TestNew_Errors(t *testing.T) {
 	}
 	f("a negative TTL", batchconsole.Config{Store: store, Keys: []string{operatorKey}, TTL: -time.Second})
 }
+
+// TestConsole_HandedOn: a job that a runner handed on says so in the job
+// list and on its page, and its page counts the attempts of a target that
+// was fetched again; a job never handed on says nothing of it in the list.
+func TestConsole_HandedOn(t *testing.T) {
+	t.Parallel()
+	store := batchtest.NewStore()
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	limits := batchdriver.Limits{JobsPerCaller: 4, JobsTotal: 4, TTL: time.Hour}
+	for _, id := range []string{"job-moved", "job-stayed"} {
+		_, _, err := store.Create(t.Context(), batchdriver.CreateParams{ID: id, Caller: batchdriver.Caller{Name: "alice"},
+			IdemKey: id, Targets: []batchdriver.Target{{URL: "https://" + marker + ".example/a"}, {URL: "https://" + marker + ".example/b"}},
+			Limits: limits, Now: &now})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// node-a claims job-moved and stops with target 0 in flight: it is
+	// handed on, target 0 to be fetched again.
+	if c, ok, err := store.Claim(t.Context(), batchdriver.ClaimParams{Runner: "node-a", Now: &now}); err != nil || !ok || c.Job.ID != "job-moved" {
+		t.Fatalf("Claim = %s, %v, %v", c.Job.ID, ok, err)
+	}
+	if _, err := store.Reap(t.Context(), batchdriver.ReapParams{Runner: "node-a", HandBack: true, RepeatInFlight: true,
+		Reason: "interrupted", Now: &now}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := batchconsole.New(batchconsole.Config{Store: store, Keys: []string{operatorKey}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		operator(req)
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), marker) {
+			t.Fatalf("GET %s = %d (or it carries a URL)", path, rec.Code)
+		}
+		return strings.ReplaceAll(rec.Body.String(), "\n", "")
+	}
+	list := get("/console")
+	moved := regexp.MustCompile(`data-job="job-moved">.*?</tr>`).FindString(list)
+	stayed := regexp.MustCompile(`data-job="job-stayed">.*?</tr>`).FindString(list)
+	if !strings.Contains(moved, `data-handed-on="1"`) || !strings.Contains(moved, "handed on ×1") {
+		t.Errorf("the handed-on job's row does not say so: %q", moved)
+	}
+	if stayed == "" || strings.Contains(stayed, "handed on") {
+		t.Errorf("the job never handed on: row %q", stayed)
+	}
+	page := get("/console/jobs/job-moved")
+	if !strings.Contains(page, `<dd id="job-handed-on">×1`) {
+		t.Errorf("the job page does not say it was handed on once")
+	}
+	target0 := regexp.MustCompile(`data-idx="0">.*?</tr>`).FindString(page)
+	target1 := regexp.MustCompile(`data-idx="1">.*?</tr>`).FindString(page)
+	if !strings.Contains(target0, `<td class="num">2</td>`) || !strings.Contains(target1, `<td class="num">1</td>`) {
+		t.Errorf("attempts: target 0 %q, target 1 %q; want 2 and 1", target0, target1)
+	}
+	if !strings.Contains(get("/console/jobs/job-stayed"), `<dd id="job-handed-on">never`) {
+		t.Errorf("the job page of a job never handed on does not say so")
+	}
+}

@@ -49,6 +49,7 @@ type (
 		Age, Expires    string
 		Runner          string
 		Retry           string // the id of the job it retries, or ""
+		HandedOn        int    // the times it was handed on to another runner
 		RetryHref       string
 		Created, Expiry string // RFC 3339, for the title attributes
 	}
@@ -83,6 +84,7 @@ type (
 	targetRow struct {
 		Idx      int
 		Status   string
+		Attempts int // fetches that may have reached the upstream
 		Outcome  string
 		Withheld bool // finished, its outcome not told: a restricted caller's
 	}
@@ -181,7 +183,7 @@ func (h *Handler) jobRow(j batchdriver.Job, now time.Time) jobRow {
 	r := jobRow{
 		ID: j.ID, Href: h.opts.Prefix + "/jobs/" + url.PathEscape(j.ID),
 		Status: statusOf(j.Status), Done: j.TargetsDone, Total: j.TargetsTotal,
-		Age: ageOf(now.Sub(j.CreatedAt)), Runner: j.Runner,
+		Age: ageOf(now.Sub(j.CreatedAt)), Runner: j.Runner, HandedOn: j.HandedOn,
 		Created: j.CreatedAt.UTC().Format(time.RFC3339), Expiry: expiry.UTC().Format(time.RFC3339),
 	}
 	if d := expiry.Sub(now); d > 0 {
@@ -206,7 +208,7 @@ func (h *Handler) jobRow(j batchdriver.Job, now time.Time) jobRow {
 func (h *Handler) jobView(j batchdriver.Job, targets []batchdriver.TargetRecord, now time.Time) jobView {
 	v := jobView{Row: h.jobRow(j, now), Back: h.opts.Prefix}
 	for _, t := range targets {
-		row := targetRow{Idx: t.Idx, Status: targetStatusOf(t.Status)}
+		row := targetRow{Idx: t.Idx, Status: targetStatusOf(t.Status), Attempts: max(t.Attempts, 1)}
 		switch {
 		case t.Outcome == "":
 		case j.Caller.Restricted:

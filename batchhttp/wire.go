@@ -55,6 +55,9 @@ type StatusResponse struct {
 	// Deadline is when the job ends with what it has, if it has one (see
 	// [SubmitRequest]); a job it ended has error "deadline".
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// HandedOn counts the times the job was handed on: queued again, under
+	// its id, when the runner draining it stopped (see batch.Config.Resume).
+	HandedOn int `json:"handed_on"`
 	// Targets must stay the last field: a ?results=1 answer writes the
 	// rest, then streams the targets one at a time (see writeResults).
 	Targets []TargetStatus `json:"targets"`
@@ -67,6 +70,10 @@ type TargetStatus struct {
 	Idx    int                `json:"idx"`
 	URL    string             `json:"url"`
 	Status batch.TargetStatus `json:"status"`
+	// Attempts counts the fetches of the target that may have reached its
+	// upstream: 1, more only when the host repeats interrupted fetches
+	// (batch.Config.RepeatInterrupted). Always present.
+	Attempts int `json:"attempts"`
 	// Outcome and Retryable are set once the target finished: how it ended
 	// (a [batch.Outcome]; "ok" for a done target) and whether a retry can
 	// help (see [batch.Outcome.Retryable]).
@@ -85,6 +92,7 @@ type ResultResponse struct {
 	Idx        int                `json:"idx"`
 	URL        string             `json:"url"`
 	Status     batch.TargetStatus `json:"status"`
+	Attempts   int                `json:"attempts"`               // as in [TargetStatus]
 	Outcome    batch.Outcome      `json:"outcome,omitempty"`      // as in [TargetStatus]
 	Retryable  *bool              `json:"retryable,omitempty"`    // as in [TargetStatus]
 	RetryOfIdx *int               `json:"retry_of_idx,omitempty"` // as in [TargetStatus]
@@ -159,6 +167,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		CreatedAt:    wireTime(info.CreatedAt),
 		ExpiresAt:    wireTime(info.ExpiresAt),
 		RetryOf:      info.RetryOf,
+		HandedOn:     info.HandedOn,
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	if info.WebhookURL != "" {
@@ -175,7 +184,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 func targetStatus(t batch.TargetInfo) TargetStatus {
 	outcome, retryable := wireOutcome(t)
 	return TargetStatus{
-		Idx: t.Idx, URL: t.URL, Status: t.Status, Outcome: outcome, Retryable: retryable,
+		Idx: t.Idx, URL: t.URL, Status: t.Status, Attempts: t.Attempts, Outcome: outcome, Retryable: retryable,
 		RetryOfIdx: t.RetryOfIdx, Error: t.Error, Hint: t.Hint, Result: envelope(t),
 	}
 }
@@ -183,7 +192,7 @@ func targetStatus(t batch.TargetInfo) TargetStatus {
 func resultResponse(tr batch.TargetResult) ResultResponse {
 	outcome, retryable := wireOutcome(tr.TargetInfo)
 	return ResultResponse{
-		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status,
+		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status, Attempts: tr.Attempts,
 		Outcome: outcome, Retryable: retryable, RetryOfIdx: tr.RetryOfIdx,
 		Result: envelope(tr.TargetInfo), Error: tr.Error, Hint: tr.Hint,
 		ExpiresAt: wireTime(tr.ExpiresAt),

@@ -56,7 +56,10 @@ type StatusOutput struct {
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	// Deadline is when the job ends with what it has, if it has one.
-	Deadline *time.Time     `json:"deadline,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// HandedOn counts the times the job was handed on: queued again, under
+	// its id, because the runner draining it stopped.
+	HandedOn int            `json:"handed_on"`
 	Targets  []TargetOutput `json:"targets"`
 	// NextIdx, when set, is the idx of the first target the answer had no
 	// room for: ask again with from_idx set to it.
@@ -65,13 +68,16 @@ type StatusOutput struct {
 
 // TargetOutput is one target in a [StatusOutput].
 type TargetOutput struct {
-	Idx       int                `json:"idx"`
-	URL       string             `json:"url"`
-	Status    batch.TargetStatus `json:"status"`
-	Outcome   batch.Outcome      `json:"outcome,omitempty"`
-	Retryable *bool              `json:"retryable,omitempty"`
-	Error     string             `json:"error,omitempty"`
-	Hint      string             `json:"hint,omitempty"`
+	Idx    int                `json:"idx"`
+	URL    string             `json:"url"`
+	Status batch.TargetStatus `json:"status"`
+	// Attempts counts the fetches of the target that may have reached its
+	// upstream: 1, more only when the host repeats interrupted fetches.
+	Attempts  int           `json:"attempts"`
+	Outcome   batch.Outcome `json:"outcome,omitempty"`
+	Retryable *bool         `json:"retryable,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Hint      string        `json:"hint,omitempty"`
 	// Resource is the URI of the target's content, once it is done.
 	Resource string `json:"resource,omitempty"`
 }
@@ -86,11 +92,12 @@ var statusSchema = object(map[string]any{
 	"created_at":    map[string]any{"type": "string", "format": "date-time"},
 	"expires_at":    map[string]any{"type": "string", "format": "date-time"},
 	"deadline":      map[string]any{"type": "string", "format": "date-time"},
+	"handed_on":     map[string]any{"type": "integer", "minimum": 0},
 	"next_idx":      map[string]any{"type": "integer"},
 	"targets": map[string]any{"type": "array", "items": object(targetProps(map[string]any{
 		"resource": map[string]any{"type": "string"},
-	}), "idx", "url", "status")},
-}, "job_id", "status", "targets_total", "targets_done", "message", "created_at", "expires_at", "targets")
+	}), "idx", "url", "status", "attempts")},
+}, "job_id", "status", "targets_total", "targets_done", "message", "created_at", "expires_at", "handed_on", "targets")
 
 // targetProps are the properties of a target in an output schema, the
 // ones every answer about a target has and extra.
@@ -99,6 +106,7 @@ func targetProps(extra map[string]any) map[string]any {
 		"idx":       map[string]any{"type": "integer"},
 		"url":       map[string]any{"type": "string"},
 		"status":    map[string]any{"type": "string", "enum": []string{"pending", "running", "done", "failed"}},
+		"attempts":  map[string]any{"type": "integer", "minimum": 1},
 		"outcome":   map[string]any{"type": "string"},
 		"retryable": map[string]any{"type": "boolean"},
 		"error":     map[string]any{"type": "string"},
@@ -126,7 +134,8 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 	out := StatusOutput{
 		JobID: info.ID, Status: info.Status, Error: info.Error,
 		TargetsTotal: info.TargetsTotal, TargetsDone: info.TargetsDone, Message: progress(info),
-		CreatedAt: wireTime(info.CreatedAt), ExpiresAt: wireTime(info.ExpiresAt), Targets: []TargetOutput{},
+		CreatedAt: wireTime(info.CreatedAt), ExpiresAt: wireTime(info.ExpiresAt), HandedOn: info.HandedOn,
+		Targets: []TargetOutput{},
 	}
 	if !info.Deadline.IsZero() {
 		d := wireTime(info.Deadline)
@@ -138,7 +147,7 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 		if t.Idx < from {
 			continue
 		}
-		to := TargetOutput{Idx: t.Idx, URL: t.URL, Status: t.Status, Error: t.Error, Hint: t.Hint}
+		to := TargetOutput{Idx: t.Idx, URL: t.URL, Status: t.Status, Attempts: t.Attempts, Error: t.Error, Hint: t.Hint}
 		to.Outcome, to.Retryable = outcome(t)
 		if t.Status == batch.TargetDone {
 			to.Resource = resourceURI(info.ID, t.Idx, 0)
@@ -213,14 +222,17 @@ func clip(s string) string {
 // ResultOutput is batch_result's structured output: one page of one
 // target's content.
 type ResultOutput struct {
-	JobID     string             `json:"job_id"`
-	Idx       int                `json:"idx"`
-	URL       string             `json:"url"`
-	Status    batch.TargetStatus `json:"status"`
-	Outcome   batch.Outcome      `json:"outcome,omitempty"`
-	Retryable *bool              `json:"retryable,omitempty"`
-	Error     string             `json:"error,omitempty"`
-	Hint      string             `json:"hint,omitempty"`
+	JobID  string             `json:"job_id"`
+	Idx    int                `json:"idx"`
+	URL    string             `json:"url"`
+	Status batch.TargetStatus `json:"status"`
+	// Attempts counts the fetches of the target that may have reached its
+	// upstream: 1, more only when the host repeats interrupted fetches.
+	Attempts  int           `json:"attempts"`
+	Outcome   batch.Outcome `json:"outcome,omitempty"`
+	Retryable *bool         `json:"retryable,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Hint      string        `json:"hint,omitempty"`
 	// Meta is what the fetcher returned beside the content; only on the
 	// first page.
 	Meta map[string]any `json:"meta,omitempty"`
@@ -329,7 +341,7 @@ func (h *Handler) resultAnswer(tr batch.TargetResult, offset, limit int) (*mcp.C
 		return nil, err
 	}
 	base := ResultOutput{
-		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status, Error: tr.Error, Hint: tr.Hint,
+		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status, Attempts: tr.Attempts, Error: tr.Error, Hint: tr.Hint,
 		Offset: offset, TotalBytes: len(p.content),
 	}
 	base.Outcome, base.Retryable = outcome(tr.TargetInfo)

@@ -23,7 +23,7 @@ const (
 	qCallerBytes  = `SELECT bytes FROM batch_caller WHERE caller = ?`
 	qCallerOldest = `SELECT seq, bytes FROM batch_job
 		WHERE caller = +? AND ` + whereFinished + ` AND ` + whereReleased + ` ORDER BY lease, seq LIMIT 1`
-	qHeldByCaller = `SELECT j.caller, t.bytes FROM batch_job j JOIN batch_target t ON t.job_seq = j.seq
+	qHeldByCaller = `SELECT j.caller, t.bytes FROM batch_job j CROSS JOIN batch_target t ON t.job_seq = j.seq
 		WHERE j.runner <> ''`
 )
 

@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"zombiezen.com/go/sqlite"
@@ -186,7 +187,10 @@ func handBack(conn *sqlite.Conn, seq int64, p batchdriver.ReapParams, now int64)
 		outcome = ?2, bytes = length(CAST(?1 AS BLOB)) WHERE job_seq = ?3 AND status = 'running'`,
 		[]any{p.Reason, string(batchdriver.OutcomeInterrupted), seq}
 	if p.RepeatInFlight {
-		q, args = `UPDATE batch_target SET status = 'pending' WHERE job_seq = ? AND status = 'running'`, []any{seq}
+		// attempts: one more, unless the caller knows the fetch never began.
+		q, args = `UPDATE batch_target SET status = 'pending',
+			attempts = attempts + NOT EXISTS (SELECT 1 FROM batch_job j, json_each(?2) u WHERE j.seq = ?1 AND u.value = j.id)
+			WHERE job_seq = ?1 AND status = 'running'`, []any{seq, unfetchedJSON(p.Unfetched)}
 	}
 	err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{Args: args})
 	if err != nil {
@@ -214,9 +218,19 @@ func handBack(conn *sqlite.Conn, seq int64, p batchdriver.ReapParams, now int64)
 		return live, err
 	}
 	return true, sqlitex.Execute(conn, `UPDATE batch_job SET status = 'queued', runner = '', lease = max(lease, ?2),
+		handed_on = handed_on + 1,
 		targets_done = (SELECT count(*) FROM batch_target t WHERE t.job_seq = ?1 AND t.status IN ('done', 'failed')),
 		bytes = (SELECT coalesce(sum(t.bytes), 0) FROM batch_target t WHERE t.job_seq = ?1)
 		WHERE seq = ?1`, &sqlitex.ExecOptions{Args: []any{seq, now}})
+}
+
+// unfetchedJSON is ReapParams.Unfetched as a JSON array, for json_each.
+func unfetchedJSON(ids []string) string {
+	if len(ids) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(ids) // strings always marshal
+	return string(b)
 }
 
 // The reaper's selections, each on a partial index (see TestStore_QueryPlans):
@@ -227,8 +241,10 @@ const (
 	qHeldBy    = qHeldJobs + ` AND runner = ?`
 	qHeldStale = qHeldJobs + ` AND NOT EXISTS
 		(SELECT 1 FROM batch_runner r WHERE r.id = batch_job.runner AND r.heartbeat >= ?)`
-	// The bytes of the held jobs, whose rows do not carry them yet.
-	qHeldBytes = `SELECT coalesce(sum(t.bytes), 0) FROM batch_job j JOIN batch_target t ON t.job_seq = j.seq
+	// The bytes of the held jobs, whose rows do not carry them yet. CROSS
+	// JOIN keeps the held jobs the outer loop: with a wider target row
+	// the planner would otherwise scan every target.
+	qHeldBytes = `SELECT coalesce(sum(t.bytes), 0) FROM batch_job j CROSS JOIN batch_target t ON t.job_seq = j.seq
 		WHERE j.runner <> ''`
 	// The bytes of the queued jobs, which the counter leaves out: a job
 	// handed back (see handBack) holds its finished targets' bytes in its

@@ -34,11 +34,11 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
 	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state,
-	j.deadline`
+	j.deadline, j.handed_on`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
-const targetCols = `t.idx, t.url, t.options, t.status, t.error, t.hint, t.outcome`
+const targetCols = `t.idx, t.url, t.options, t.status, t.error, t.hint, t.outcome, t.attempts`
 
 // The reads of jobs and targets.
 //
@@ -90,6 +90,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batchdriver.Job) {
 		WebhookURL:   stmt.ColumnText(17),
 		Trace:        batchdriver.TraceContext{Parent: stmt.ColumnText(18), State: stmt.ColumnText(19)},
 		Deadline:     timeAt(stmt, 20),
+		HandedOn:     stmt.ColumnInt(21),
 	}
 	return seq, j
 }
@@ -128,19 +129,20 @@ func decodeIdx(s string) []int {
 // scanTarget reads targetCols, then the body if withBody.
 func scanTarget(stmt *sqlite.Stmt, withBody bool) (batchdriver.TargetRecord, error) {
 	t := batchdriver.TargetRecord{
-		Idx:     stmt.ColumnInt(0),
-		Target:  batchdriver.Target{URL: stmt.ColumnText(1)},
-		Status:  batchdriver.TargetStatus(stmt.ColumnText(3)),
-		Error:   stmt.ColumnText(4),
-		Hint:    stmt.ColumnText(5),
-		Outcome: batchdriver.Outcome(stmt.ColumnText(6)),
+		Idx:      stmt.ColumnInt(0),
+		Target:   batchdriver.Target{URL: stmt.ColumnText(1)},
+		Status:   batchdriver.TargetStatus(stmt.ColumnText(3)),
+		Error:    stmt.ColumnText(4),
+		Hint:     stmt.ColumnText(5),
+		Outcome:  batchdriver.Outcome(stmt.ColumnText(6)),
+		Attempts: stmt.ColumnInt(7),
 	}
 	if opts := stmt.ColumnText(2); opts != "" {
 		t.Target.Options = json.RawMessage(opts)
 	}
-	if withBody && !stmt.ColumnIsNull(7) {
-		t.Result = make([]byte, stmt.ColumnLen(7))
-		stmt.ColumnBytes(7, t.Result)
+	if withBody && !stmt.ColumnIsNull(8) {
+		t.Result = make([]byte, stmt.ColumnLen(8))
+		stmt.ColumnBytes(8, t.Result)
 	}
 	return t, nil
 }

@@ -37,6 +37,10 @@ type Job struct {
 	// Deadline is when the job ends with what it has (see [Store.Expire]
 	// and FinishParams.Expire); the zero time for none.
 	Deadline time.Time
+	// HandedOn counts the times [Store.Reap] with HandBack queued the job
+	// again for another runner to continue: 0 for a job that one runner
+	// drained.
+	HandedOn int
 }
 
 // TargetRecord is one stored target.
@@ -50,6 +54,12 @@ type TargetRecord struct {
 	Error   string
 	Hint    string
 	Outcome Outcome // "" until the target finishes
+	// Attempts counts the fetches of the target that may have reached its
+	// upstream, the one in flight or stored included: 1 for a target
+	// fetched once (or not yet), more when a hand-back with RepeatInFlight
+	// put it back to pending after its fetch may have begun (see
+	// ReapParams.Unfetched). Claim's targets may leave it 0.
+	Attempts int
 }
 
 // Bytes is what a finished target adds to its job's byte count.
@@ -255,15 +265,24 @@ type (
 		// its targets (see [AggregateStatus]), as its last drain write
 		// would have given it. A selected job that no runner holds is left
 		// as it is, and a cancelled one is released as without HandBack,
-		// its target in flight interrupted. Reap then counts the jobs it
-		// handed back or finished.
+		// its target in flight interrupted. Each job queued again has its
+		// HandedOn go up by one. Reap then counts the jobs it handed back
+		// or finished.
 		HandBack bool
 		// RepeatInFlight, with HandBack, puts the target in flight back to
 		// pending instead of failing it: the next claim starts it again.
 		// It is for a target whose fetch never began, or for a host whose
-		// fetches are safe to repeat.
+		// fetches are safe to repeat. The target's Attempts goes up by one,
+		// as its fetch may have reached the upstream, unless its job is in
+		// Unfetched.
 		RepeatInFlight bool
-		Now            *time.Time
+		// Unfetched, with RepeatInFlight, names the jobs whose target in
+		// flight the caller knows was never handed to a fetcher (a closing
+		// runner's own): putting it back to pending leaves its Attempts
+		// as they are. A reap of another runner's jobs cannot know, and
+		// leaves it nil.
+		Unfetched []string
+		Now       *time.Time
 	}
 	// ClaimWebhooksParams bound [Store.ClaimWebhooks].
 	ClaimWebhooksParams struct {

@@ -198,7 +198,7 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 			Deadline:     p.Deadline,
 		}}
 		for i, t := range p.Targets {
-			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending})
+			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending, Attempts: 1})
 		}
 		s.jobs[p.ID] = j
 		job = j.job
@@ -657,6 +657,9 @@ func (s *Store) handBack(j *memJob, p batchdriver.ReapParams, now time.Time) boo
 		t := &j.targets[j.cursor]
 		if p.RepeatInFlight {
 			t.Status = batch.TargetPending
+			if !slices.Contains(p.Unfetched, j.job.ID) {
+				t.Attempts++
+			}
 		} else {
 			t.Status, t.Error, t.Hint, t.Outcome = batch.TargetFailed, p.Reason, "", batch.OutcomeInterrupted
 			s.addBytes(j, t.Bytes())
@@ -671,6 +674,7 @@ func (s *Store) handBack(j *memJob, p batchdriver.ReapParams, now time.Time) boo
 	}
 	j.job.Status = batch.JobQueued
 	j.job.Runner = ""
+	j.job.HandedOn++
 	j.job.Lease = later(j.job.Lease, now)
 	j.cursor = -1
 	return true

@@ -448,21 +448,24 @@ func TestContract_Refuses(t *testing.T) {
 		}
 		return h
 	}
-	summary := `{"job_id":"` + id + `","status":"done","targets_total":1,"targets_done":1,"created_at":"2026-01-02T03:04:05Z","expires_at":"2026-01-03T03:04:05Z","targets":[TARGET]}`
+	summary := `{"job_id":"` + id + `","status":"done","targets_total":1,"targets_done":1,"created_at":"2026-01-02T03:04:05Z","expires_at":"2026-01-03T03:04:05Z","handed_on":0,"targets":[TARGET]}`
 	target := func(t string) string { return strings.Replace(summary, "TARGET", t, 1) }
-	okTarget := `{"idx":0,"url":"u","status":"done","outcome":"ok","retryable":false}`
+	okTarget := `{"idx":0,"url":"u","status":"done","attempts":1,"outcome":"ok","retryable":false}`
 	streamHeader := func() http.Header {
 		h := jsonHeader("Content-Type", batchhttp.NDJSONType)
 		h.Set("Trailer", batchhttp.StatusTrailer)
 		return h
 	}
-	line := `{"idx":0,"url":"u","status":"done","outcome":"ok","retryable":false,"result":{"content":"x"}}` + "\n"
+	line := `{"idx":0,"url":"u","status":"done","attempts":1,"outcome":"ok","retryable":false,"result":{"content":"x"}}` + "\n"
 	for _, tc := range []struct {
 		name, method, path string
 		a                  answer
 	}{
 		{"MissingField", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(strings.Replace(target(okTarget), `"targets_done":1,`, "", 1))}},
-		{"UnknownField", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(`{"idx":0,"url":"u","status":"done","outcome":"ok","retryable":false,"colour":"red"}`))}},
+		{"MissingAttempts", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(strings.Replace(okTarget, `"attempts":1,`, "", 1)))}},
+		{"ZeroAttempts", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(strings.Replace(okTarget, `"attempts":1,`, `"attempts":0,`, 1)))}},
+		{"MissingHandedOn", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(strings.Replace(target(okTarget), `"handed_on":0,`, "", 1))}},
+		{"UnknownField", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(`{"idx":0,"url":"u","status":"done","attempts":1,"outcome":"ok","retryable":false,"colour":"red"}`))}},
 		{"UnknownOutcome", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(`{"idx":0,"url":"u","status":"failed","outcome":"meh","retryable":false}`))}},
 		{"FinishedWithoutOutcome", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(`{"idx":0,"url":"u","status":"failed"}`))}},
 		{"PendingWithResult", "GET", "/v1/batch/" + id, answer{status: 200, header: jsonHeader(), body: []byte(target(`{"idx":0,"url":"u","status":"pending","result":{"content":""}}`))}},
@@ -475,7 +478,7 @@ func TestContract_Refuses(t *testing.T) {
 		{"NoChallenge", "GET", "/v1/batch", answer{status: 401, header: jsonHeader(), body: []byte(`{"success":false,"code":"unauthorized","error":"unauthorized"}`)}},
 		{"WrongAllow", "PUT", "/v1/batch", answer{status: 405, header: jsonHeader("Allow", "GET, POST"), body: []byte(`{"success":false,"code":"method_not_allowed","error":"method not allowed"}`)}},
 		{"UnroutedSuccess", "GET", "/v1/elsewhere", answer{status: 200, header: jsonHeader(), body: []byte(`{}`)}},
-		{"StreamLinePending", "GET", "/v1/batch/" + id + "/results", answer{status: 200, header: streamHeader(), trailer: http.Header{batchhttp.StatusTrailer: {"done"}}, body: []byte(`{"idx":0,"url":"u","status":"pending"}` + "\n")}},
+		{"StreamLinePending", "GET", "/v1/batch/" + id + "/results", answer{status: 200, header: streamHeader(), trailer: http.Header{batchhttp.StatusTrailer: {"done"}}, body: []byte(`{"idx":0,"url":"u","status":"pending","attempts":1}` + "\n")}},
 		{"StreamCutInLine", "GET", "/v1/batch/" + id + "/results", answer{status: 200, header: streamHeader(), trailer: http.Header{batchhttp.StatusTrailer: {"done"}}, body: []byte(line + `{"idx":1`)}},
 		{"StreamTrailer", "GET", "/v1/batch/" + id + "/results", answer{status: 200, header: streamHeader(), trailer: http.Header{batchhttp.StatusTrailer: {"finished"}}, body: []byte(line)}},
 		{"StreamAsJSON", "GET", "/v1/batch/" + id + "/results", answer{status: 200, header: jsonHeader(), body: []byte(line)}},

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -227,12 +228,16 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 			if live {
 				failed++
 			}
-			if inFlight >= 0 {
+			if inFlight >= 0 && (!p.RepeatInFlight || !slices.Contains(p.Unfetched, id)) {
 				seqs, idxs = append(seqs, seq), append(idxs, inFlight)
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil || len(seqs) == 0 {
+			return err
+		}
+		if p.HandBack && p.RepeatInFlight {
+			_, err = tx.Exec(ctx, s.q.reapRepeat, seqs, idxs)
 			return err
 		}
 		outcome := batchdriver.OutcomeOther

@@ -96,6 +96,7 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"reap stale", reap(q.reapOrphans), []any{now, "restart", 7}, []string{"job_held"}},
 		{"hand back by runner", handBack("true", q.reapRunner), []any{now, "interrupted", 11, "runner-1"}, []string{"job_held"}},
 		{"hand back stale", handBack("false", q.reapOrphans), []any{now, "interrupted", 11}, []string{"job_held"}},
+		{"reap repeat", q.reapRepeat, []any{[]int64{1, 2}, []int{0, 3}}, []string{"target_pkey"}},
 		{"reap targets", q.reapTargets, []any{[]int64{1, 2}, []int{0, 3}, []byte("restart"), "other"}, []string{"target_pkey"}},
 		{"sweep", q.sweep, []any{now.Add(-time.Hour), nil, gcBatch}, []string{"job_expiry"}},
 		{"sweep by age", q.sweep, []any{nil, time.Hour, gcBatch}, []string{"job_expiry"}},

@@ -23,12 +23,13 @@ type jobRow struct {
 	retryOf                                          string
 	retryIdx                                         []int32
 	deadline                                         *time.Time
+	handedOn                                         int
 }
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
 		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook,
-		&r.traceParent, &r.traceState, &r.deadline}
+		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn}
 }
 
 func (r *jobRow) job() batchdriver.Job {
@@ -47,6 +48,7 @@ func (r *jobRow) job() batchdriver.Job {
 		RetryOf:      r.retryOf,
 		WebhookURL:   r.webhook,
 		Trace:        batchdriver.TraceContext{Parent: r.traceParent, State: r.traceState},
+		HandedOn:     r.handedOn,
 	}
 	if r.retryIdx != nil {
 		j.RetryIdx = make([]int, len(r.retryIdx))
@@ -92,11 +94,12 @@ type targetRow struct {
 	idx                    *int
 	url, errText, hint     []byte
 	options, status, outco *string
+	attempts               *int
 	result                 []byte
 }
 
 func (r *targetRow) dest(withResult bool) []any {
-	d := []any{&r.idx, &r.url, &r.options, &r.status, &r.errText, &r.hint, &r.outco}
+	d := []any{&r.idx, &r.url, &r.options, &r.status, &r.errText, &r.hint, &r.outco, &r.attempts}
 	if withResult {
 		d = append(d, &r.result)
 	}
@@ -116,6 +119,9 @@ func (r *targetRow) record() (t batchdriver.TargetRecord, ok bool, err error) {
 		Hint:    string(r.hint),
 		Outcome: batchdriver.Outcome(deref(r.outco)),
 		Result:  r.result,
+	}
+	if r.attempts != nil {
+		t.Attempts = *r.attempts
 	}
 	if opts := deref(r.options); opts != "" {
 		t.Target.Options = json.RawMessage(opts)

@@ -32,14 +32,14 @@ const (
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
 	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''),
-	j.trace_parent, j.trace_state, j.deadline`
+	j.trace_parent, j.trace_state, j.deadline, j.handed_on`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
 // failed; the target in flight is the one job.in_flight names, and it
 // reads as running, so that starting a target writes no target row.
 const targetCols = `t.idx, t.url, t.options, CASE WHEN t.idx = j.in_flight THEN 'running' ELSE t.status END,
-	t.error, t.hint, t.outcome`
+	t.error, t.hint, t.outcome, t.attempts`
 
 // clock is the SQL of the clock parameter $n: see {now}.
 func clock(n string) string { return `coalesce($` + n + `::timestamptz, now())` }
@@ -300,6 +300,7 @@ var sqlTemplates = queries{
 				lease = greatest(j.lease, ` + clock("1") + `),
 				targets_failed = j.targets_failed + (NOT {repeat})::integer,
 				bytes = j.bytes + CASE WHEN {repeat} THEN 0 ELSE $3 END,
+				handed_on = j.handed_on + (j.status = 'running' AND ({repeat} OR j.in_flight + 1 < j.targets_total))::integer,
 				runner = '', in_flight = -1
 			FROM l WHERE j.seq = l.seq AND j.` + whereHeld + `
 			RETURNING j.seq, j.id, l.status IN ('queued', 'running') AS live, j.bytes, l.in_flight
@@ -307,10 +308,16 @@ var sqlTemplates = queries{
 			UPDATE {s}.stat SET bytes = stat.bytes + (SELECT sum(bytes) FROM r)
 			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM r)
 		)
-		SELECT seq, id, live, CASE WHEN {repeat} THEN -1 ELSE in_flight END FROM r`,
+		SELECT seq, id, live, in_flight FROM r`,
 	reapLive:    `SELECT seq FROM {s}.job WHERE ` + whereLive + ` UNION ALL SELECT seq FROM {s}.job WHERE ` + whereHeld,
 	reapRunner:  `SELECT seq FROM {s}.job WHERE ` + whereHeld + ` AND runner = $4`,
 	reapOrphans: `SELECT seq FROM {s}.job h WHERE h.` + whereHeld + ` AND NOT EXISTS (SELECT 1 FROM {s}.runner r WHERE r.id = h.runner)`,
+	// reapRepeat counts one more attempt of the targets a hand-back with
+	// RepeatInFlight put back to pending: pairs of job seq ($1) and idx
+	// ($2).
+	reapRepeat: `UPDATE {s}.target t SET attempts = t.attempts + 1
+		FROM unnest($1::bigint[], $2::integer[]) AS f (seq, idx)
+		WHERE t.job_seq = f.seq AND t.idx = f.idx`,
 	// reapTargets fails the targets that were in flight: pairs of job seq
 	// ($1) and idx ($2).
 	reapTargets: `UPDATE {s}.target t SET status = 'failed', error = $3, hint = '', outcome = $4, result = NULL
@@ -447,7 +454,7 @@ type queries struct {
 	getJob, get, getResults, getTarget, list, touch      string
 	heartbeat                                            string
 	forgetAll, forgetRunner, forgetStale, reapJobs       string
-	reapHandBack                                         string
+	reapHandBack, reapRepeat                             string
 	reapLive, reapRunner, reapOrphans, reapTargets       string
 	lockStat, oldestExpired, sweep, totalBytes           string
 	heldByCaller, evictPick, evictOldest, evict          string
@@ -474,7 +481,7 @@ func (q *queries) fields() []*string {
 		&q.lockXact, &q.reuse, &q.callerLive, &q.insert,
 		&q.claim, &q.anyQueued, &q.step, &q.finish, &q.finishMissed, &q.cancel,
 		&q.getJob, &q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
-		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs, &q.reapHandBack,
+		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs, &q.reapHandBack, &q.reapRepeat,
 		&q.reapLive, &q.reapRunner, &q.reapOrphans, &q.reapTargets,
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict, &q.evictHolders,

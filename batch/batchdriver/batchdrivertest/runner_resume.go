@@ -15,6 +15,7 @@ import (
 var runnerResumeCases = map[string]func(*testing.T, batchdriver.Store){
 	"ResumeCloseGraceLetsFetchFinish": runnerResumeCloseGrace,
 	"ResumeCloseInterrupts":           runnerResumeCloseInterrupts,
+	"ResumeCloseRepeatCountsAttempt":  runnerResumeCloseRepeat,
 	"ResumeRepeatInterrupted":         runnerResumeRepeat,
 	"ResumeStaleRunnerHandedOn":       runnerResumeStale,
 	"ResumeStartHandsOn":              runnerResumeStart,
@@ -90,6 +91,10 @@ func runnerResumeCloseGrace(t *testing.T, s batchdriver.Store) {
 		t.Fatalf("after Close: %s, want queued", info.Status)
 	}
 	wantTargets(t, "after Close", info, batch.TargetDone, batch.TargetPending, batch.TargetPending)
+	// Target 1 was started in the store, never fetched: no attempt.
+	if got := targetAttempts(info); info.HandedOn != 1 || !slices.Equal(got, []int{1, 1, 1}) {
+		t.Errorf("after Close: handed on %d, attempts %v; want 1, [1 1 1]", info.HandedOn, got)
+	}
 	if n := len(f.Calls()); n != 1 {
 		t.Errorf("fetched %d targets, want 1", n)
 	}
@@ -154,11 +159,61 @@ func runnerResumeRepeat(t *testing.T, s batchdriver.Store) {
 	cfg := resumeConfig(s, rec.Fetch, "dead-process")
 	cfg.RepeatInterrupted = true
 	r := startRunner(t, cfg)
-	if end := batchtest.WaitFinished(t, r, alice, p.ID, waitLong); end.Status != batch.JobDone {
+	end := batchtest.WaitFinished(t, r, alice, p.ID, waitLong)
+	if end.Status != batch.JobDone {
 		t.Fatalf("job after the restart = %s, want done", end.Status)
 	}
 	if got, want := rec.Order(), urlsOf(ts[1:]); !slices.Equal(got, want) {
 		t.Errorf("fetched %v, want %v", got, want)
+	}
+	// The dead process may have reached the upstream with target 1.
+	if got := targetAttempts(end); end.HandedOn != 1 || !slices.Equal(got, []int{1, 2, 1}) {
+		t.Errorf("job after the restart: handed on %d, attempts %v; want 1, [1 2 1]", end.HandedOn, got)
+	}
+}
+
+// targetAttempts are the Attempts of info's targets, in idx order.
+func targetAttempts(info batch.JobInfo) []int {
+	var out []int
+	for _, tg := range info.Targets {
+		out = append(out, tg.Attempts)
+	}
+	return out
+}
+
+// runnerResumeCloseRepeat: with RepeatInterrupted, Close cuts short a
+// fetch that outlives its grace and leaves its target pending, counted as
+// an attempt; the runner that continues the job fetches it again, and its
+// answer says it was attempted twice.
+func runnerResumeCloseRepeat(t *testing.T, s batchdriver.Store) {
+	f := batchtest.NewBlockingFetcher()
+	cfg := resumeConfig(s, f.Fetch, "node-a")
+	cfg.RepeatInterrupted = true
+	a := startRunner(t, cfg)
+	ts := batchtest.Targets("resume-repeat", 3)
+	id := mustSubmit(t, a, alice, ts)
+	<-f.Started
+	f.Release() // target 0 done
+	<-f.Started // target 1 in flight, past its grace
+	closeRunner(t, a)
+	info := status(t, a, alice, id)
+	wantTargets(t, "after Close", info, batch.TargetDone, batch.TargetPending, batch.TargetPending)
+	if got := targetAttempts(info); info.Status != batch.JobQueued || info.HandedOn != 1 || !slices.Equal(got, []int{1, 2, 1}) {
+		t.Fatalf("after Close: %s, handed on %d, attempts %v; want queued, 1, [1 2 1]", info.Status, info.HandedOn, got)
+	}
+	rec := batchtest.NewRecordingFetcher(nil)
+	bcfg := resumeConfig(s, rec.Fetch, "node-b")
+	bcfg.RepeatInterrupted = true
+	b := startRunner(t, bcfg)
+	end := batchtest.WaitFinished(t, b, alice, id, waitLong)
+	if end.Status != batch.JobDone || end.HandedOn != 1 || !slices.Equal(targetAttempts(end), []int{1, 2, 1}) {
+		t.Fatalf("continued job = %s, handed on %d, attempts %v; want done, 1, [1 2 1]", end.Status, end.HandedOn, targetAttempts(end))
+	}
+	if got, want := rec.Order(), urlsOf(ts[1:]); !slices.Equal(got, want) {
+		t.Errorf("second runner fetched %v, want %v", got, want)
+	}
+	if tr, err := b.Result(t.Context(), alice, id, 1); err != nil || tr.Attempts != 2 {
+		t.Errorf("Result(1) = attempts %d, %v; want 2", tr.Attempts, err)
 	}
 }
 

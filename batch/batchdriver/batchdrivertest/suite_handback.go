@@ -1,6 +1,7 @@
 package batchdrivertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 // handBackCases: Reap with HandBack queues a held job again under its id
 // instead of failing it (Config.Resume), fenced from its old runner.
 var handBackCases = map[string]func(*testing.T, batchdriver.Store){
+	"HandBackCountsAttempts":  storeHandBackAttempts,
 	"HandBackHeldJobs":        storeHandBack,
 	"HandBackLastTarget":      storeHandBackLast,
 	"HandBackLeavesQueued":    storeHandBackLeavesQueued,
@@ -192,4 +194,64 @@ func storeHandBackStale(t *testing.T, s batchdriver.Store) {
 	wantUntouched(t, s, "bob", live, lj, lts)
 	_, err := s.FinishTarget(t.Context(), batchdriver.FinishParams{JobID: stale, Runner: runnerA, Target: okFinish(0, "late"), Now: nowAt(now)})
 	wantErr(t, "the stale runner's write", err, batchdriver.ErrNotHeld)
+}
+
+// attemptsOf are the Attempts of ts, in idx order.
+func attemptsOf(ts []batchdriver.TargetRecord) []int {
+	var out []int
+	for _, t := range ts {
+		out = append(out, t.Attempts)
+	}
+	return out
+}
+
+// storeHandBackAttempts: each hand-back that queues a job again counts one
+// on its HandedOn, and one that puts a target in flight back to pending
+// counts one more attempt of it, unless the caller names the job in
+// Unfetched; a job that ends at its hand-back is not handed on.
+func storeHandBackAttempts(t *testing.T, s batchdriver.Store) {
+	id := heldJob(t, s, runnerA, "alice", 3, 1, t0)
+	if j, ts := getJob(t, s, "alice", id); j.HandedOn != 0 || !slices.Equal(attemptsOf(ts), []int{1, 1, 1}) {
+		t.Fatalf("before any hand-back: handed on %d, attempts %v; want 0, [1 1 1]", j.HandedOn, attemptsOf(ts))
+	}
+	now := t0.Add(time.Minute)
+	reap(t, s, batchdriver.ReapParams{Runner: runnerA, HandBack: true, RepeatInFlight: true, Reason: reasonInterrupted, Now: nowAt(now)})
+	if j, ts := getJob(t, s, "alice", id); j.HandedOn != 1 || !slices.Equal(attemptsOf(ts), []int{1, 2, 1}) {
+		t.Fatalf("after a repeat: handed on %d, attempts %v; want 1, [1 2 1]", j.HandedOn, attemptsOf(ts))
+	}
+	// Handed back again, by a runner that knows it never fetched target 1
+	// this time: no attempt counted, one more hand-on.
+	claimJob(t, s, runnerB, id, now)
+	reap(t, s, batchdriver.ReapParams{Runner: runnerB, HandBack: true, RepeatInFlight: true, Unfetched: []string{"other", id},
+		Reason: reasonInterrupted, Now: nowAt(now)})
+	if j, ts := getJob(t, s, "alice", id); j.HandedOn != 2 || !slices.Equal(attemptsOf(ts), []int{1, 2, 1}) {
+		t.Fatalf("after an unfetched hand-back: handed on %d, attempts %v; want 2, [1 2 1]", j.HandedOn, attemptsOf(ts))
+	}
+	claimJob(t, s, runnerC, id, now)
+	finish(t, s, runnerC, id, okFinish(1, "kept"), now)
+	finish(t, s, runnerC, id, okFinish(2, "kept"), now)
+	j, ts := getJob(t, s, "alice", id)
+	if j.Status != batch.JobDone || j.HandedOn != 2 || !slices.Equal(attemptsOf(ts), []int{1, 2, 1}) {
+		t.Fatalf("finished: %s, handed on %d, attempts %v; want done, 2, [1 2 1]", j.Status, j.HandedOn, attemptsOf(ts))
+	}
+	if _, tr, err := s.GetTarget(t.Context(), batchdriver.GetTargetParams{Caller: "alice", JobID: id, Idx: 1}); err != nil || tr.Attempts != 2 {
+		t.Fatalf("GetTarget(1) = attempts %d, %v; want 2", tr.Attempts, err)
+	}
+	if list, err := s.List(t.Context(), batchdriver.ListParams{Caller: "alice", Limit: 10}); err != nil || len(list) != 1 || list[0].HandedOn != 2 {
+		t.Fatalf("List = %+v, %v; want the job handed on twice", list, err)
+	}
+
+	// Without RepeatInFlight the target in flight is interrupted, fetched
+	// once; a job whose interrupted target was its last ends, not handed
+	// on.
+	onward := heldJob(t, s, runnerA, "bob", 2, 0, t0.Add(time.Second))
+	last := heldJob(t, s, runnerB, "carol", 1, 0, t0.Add(2*time.Second))
+	reap(t, s, batchdriver.ReapParams{Runner: runnerA, HandBack: true, Reason: reasonInterrupted, Now: nowAt(now)})
+	reap(t, s, batchdriver.ReapParams{Runner: runnerB, HandBack: true, RepeatInFlight: true, Reason: reasonInterrupted, Now: nowAt(now)})
+	if j, ts := getJob(t, s, "bob", onward); j.HandedOn != 1 || !slices.Equal(attemptsOf(ts), []int{1, 1}) {
+		t.Errorf("interrupted: handed on %d, attempts %v; want 1, [1 1]", j.HandedOn, attemptsOf(ts))
+	}
+	if j, ts := getJob(t, s, "carol", last); j.Status != batch.JobQueued || j.HandedOn != 1 || !slices.Equal(attemptsOf(ts), []int{2}) {
+		t.Errorf("repeated last target: %s, handed on %d, attempts %v; want queued, 1, [2]", j.Status, j.HandedOn, attemptsOf(ts))
+	}
 }

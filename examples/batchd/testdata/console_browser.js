@@ -157,7 +157,8 @@ async function main() {
 		for (const idx of [0, 1]) {
 			const cells = page.locator('#targets tr[data-idx="' + idx + '"] td');
 			check((await cells.nth(0).textContent()).trim() === 'done', 'target ' + idx + ' is not done');
-			check((await cells.nth(1).textContent()).trim() === 'ok', 'target ' + idx + ' has no outcome ok');
+			check((await cells.nth(1).textContent()).trim() === '1', 'target ' + idx + ' was not attempted once');
+			check((await cells.nth(2).textContent()).trim() === 'ok', 'target ' + idx + ' has no outcome ok');
 		}
 		check((await page.locator('#job-status').textContent()).trim() === 'done', 'the job page does not say done');
 		checkClean('the job page', await page.content());
