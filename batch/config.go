@@ -60,6 +60,13 @@ const (
 	// jobs while its receiver is down, and a bound on the outbox of a
 	// caller who churns jobs whose receiver never answers.
 	DefaultWebhookPendingPerCaller = 100
+	// DefaultFetchesPerHost: the seeds' acquire gate, two fetches to one
+	// host at once.
+	DefaultFetchesPerHost = 2
+	// DefaultMaxRetryAfter: an upstream's Retry-After holds its host back
+	// for a minute at most, so that one odd header cannot park a job for
+	// hours.
+	DefaultMaxRetryAfter = time.Minute
 )
 
 // Config configures a [Runner]. The zero value of every field but Store and
@@ -154,6 +161,32 @@ type Config struct {
 	// its TargetInfo.Attempts counts each fetch that may have reached the
 	// upstream. Defaults to false.
 	RepeatInterrupted bool `json:"repeat_interrupted" toml:"repeat_interrupted"`
+	// FetchesPerHost caps the fetches to one host (host name and port) in
+	// flight at once, over every job of the runner and, on a store that
+	// implements [batchdriver.HostGate] (PostgreSQL), of every runner
+	// sharing the store. A job whose next target's host is full waits
+	// without holding a worker: the worker drains another job meanwhile,
+	// and the job goes on, in idx order, when the host has room. Defaults
+	// to 2; -1 for no cap. See docs/design/politeness.md in the
+	// repository.
+	FetchesPerHost int `json:"fetches_per_host" toml:"fetches_per_host"`
+	// HostInterval is the least time between two fetch starts to one host,
+	// kept like FetchesPerHost. A robots checker's crawl delay (see
+	// Robots) raises it for its host. Defaults to 0: no interval.
+	HostInterval Duration `json:"host_interval" toml:"host_interval"`
+	// MaxRetryAfter caps how long a host's request to wait (a FetchFunc's
+	// [RetryAfter] error, from an HTTP 429 or 503) keeps every job from
+	// fetching from it. The target is fetched again after the wait, and
+	// fails with the fetch's error once it has waited BusyWait in all.
+	// Defaults to 1m.
+	MaxRetryAfter Duration `json:"max_retry_after" toml:"max_retry_after"`
+	// Robots, if set, is asked before each fetch whether the target's
+	// host lets it be fetched; a refusal ends the target with outcome
+	// robots, and the host's crawl delay spaces its fetch starts (see
+	// [RobotsFunc]; batchnet.NewRobots makes one). Defaults to nil: no
+	// check.
+	Robots RobotsFunc `json:"-" toml:"-"`
+
 	// CloseGrace is how long [Runner.Close], with Resume, lets the fetches
 	// in flight finish before it cuts them short (or less, if Close's
 	// context ends first). Keep it well below the time the host gives
@@ -239,6 +272,8 @@ func (cfg Config) withDefaults() Config {
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, Duration(DefaultStaleAfter))
 	cfg.MetricsPrefix = cmp.Or(cfg.MetricsPrefix, DefaultMetricsPrefix)
 	cfg.CloseGrace = cmp.Or(cfg.CloseGrace, Duration(DefaultCloseGrace))
+	cfg.FetchesPerHost = cmp.Or(cfg.FetchesPerHost, DefaultFetchesPerHost)
+	cfg.MaxRetryAfter = cmp.Or(cfg.MaxRetryAfter, Duration(DefaultMaxRetryAfter))
 	cfg.WebhookTimeout = cmp.Or(cfg.WebhookTimeout, Duration(DefaultWebhookTimeout))
 	cfg.WebhookBackoff = cmp.Or(cfg.WebhookBackoff, Duration(DefaultWebhookBackoff))
 	cfg.WebhookRetryFor = cmp.Or(cfg.WebhookRetryFor, Duration(DefaultWebhookRetryFor))
@@ -281,12 +316,16 @@ func (cfg Config) validate() error {
 	positive("webhook_workers", int64(cfg.WebhookWorkers))
 	positive("webhook_in_flight_per_caller", int64(cfg.WebhookInFlightPerCaller))
 	positive("webhook_pending_per_caller", int64(cfg.WebhookPendingPerCaller))
+	if cfg.FetchesPerHost < -1 {
+		errs = append(errs, fmt.Errorf("fetches_per_host must be positive, or -1 for no cap, got %d", cfg.FetchesPerHost))
+	}
 	for name, d := range map[string]Duration{
 		"ttl": cfg.TTL, "target_timeout": cfg.TargetTimeout, "busy_wait": cfg.BusyWait, "store_wait": cfg.StoreWait,
 		"sweep_interval": cfg.SweepInterval, "poll_interval": cfg.PollInterval,
 		"heartbeat_interval": cfg.HeartbeatInterval, "stale_after": cfg.StaleAfter,
 		"webhook_timeout": cfg.WebhookTimeout, "webhook_backoff": cfg.WebhookBackoff,
 		"webhook_retry_for": cfg.WebhookRetryFor, "close_grace": cfg.CloseGrace, "max_deadline": cfg.MaxDeadline,
+		"host_interval": cfg.HostInterval, "max_retry_after": cfg.MaxRetryAfter,
 	} {
 		switch {
 		case d < 0:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,15 +18,17 @@ import (
 // maxErrorBytes caps a stored target error.
 const maxErrorBytes = 2048
 
-// worker claims jobs and drains them, one at a time, until the runner stops.
-// A submit on this runner wakes it at once; PollInterval is the fallback for
-// jobs that another runner sharing the store accepted.
+// worker drains jobs, one at a time, until the runner stops: a parked job
+// whose wait ended first, else the oldest queued job, which it claims. A
+// submit on this runner and a parked job that became ready wake it at
+// once; PollInterval is the fallback for jobs that another runner sharing
+// the store accepted.
 func (r *Runner) worker() {
 	defer r.wg.Done()
 	poll := time.NewTicker(time.Duration(r.cfg.PollInterval))
 	defer poll.Stop()
 	for {
-		for r.claimAndDrain() {
+		for r.work() {
 			if r.stopping() {
 				return
 			}
@@ -37,6 +40,19 @@ func (r *Runner) worker() {
 		case <-poll.C:
 		}
 	}
+}
+
+// work drains a parked job that is ready, or else claims a queued job and
+// drains it. It reports whether it found one.
+func (r *Runner) work() bool {
+	if r.stopping() {
+		return false
+	}
+	if d := r.gate.take(); d != nil {
+		r.run(d)
+		return true
+	}
+	return r.claimAndDrain()
 }
 
 func (r *Runner) stopping() bool {
@@ -67,9 +83,6 @@ func (r *Runner) storeCtxOf(ctx context.Context) (context.Context, context.Cance
 // claimAndDrain claims the oldest queued job and drains it. It reports
 // whether it found one.
 func (r *Runner) claimAndDrain() bool {
-	if r.stopping() {
-		return false
-	}
 	ctx, cancel := storeCtx()
 	began := time.Now()
 	c, ok, err := r.store.Claim(ctx, batchdriver.ClaimParams{Runner: r.cfg.RunnerID, Now: r.now()})
@@ -86,95 +99,262 @@ func (r *Runner) claimAndDrain() bool {
 	}
 	r.waiters.notify(c.Job.ID)
 	r.queued.forget(c.Job.ID) // its drain ends it at its deadline
-	r.drain(c, began, claimed)
+	d := &jobDrain{c: c, job: c.Job, next: c.Next, start: time.Now(), final: JobRunning, backoff: minBusyBackoff}
+	d.log = r.log.With(slog.String("job_id", d.job.ID), slog.String("caller", d.job.Caller.Name))
+	d.ctx, d.endJob = r.observeJob(r.fetchCtx, c, began, claimed)
+	d.newTarget()
+	r.run(d)
 	return true
 }
 
-// drain runs a claimed job's targets in idx order, one at a time: the claim
+// jobDrain is the drain of one claimed job, kept between workers: a job
+// that waits (for its host, or for a busy fetcher) is parked in the gate,
+// and a worker takes it up again when the wait ends.
+type jobDrain struct {
+	c      batchdriver.Claimed
+	job    batchdriver.Job
+	log    *slog.Logger
+	ctx    context.Context
+	endJob func(batchobserve.JobEnd)
+	start  time.Time
+	next   int       // the target in hand; -1 once the job ended
+	done   int       // targets written by this drain
+	final  JobStatus // the job's status after the last write
+	// stopped says why the drain stopped before the job ended, for its
+	// span: "", "handed_on", "closed", "not_held", "unknown_target".
+	stopped string
+
+	// The target in hand, across parks.
+	key        string        // its host's gate key; "" for none
+	robots     bool          // the robots checker was asked
+	crawlDelay time.Duration // its host's crawl delay, from the checker
+	waitFrom   time.Time     // its first busy or Retry-After answer
+	backoff    time.Duration // the cap of its next busy back-off
+	slot       hostSlot      // a slot the gate took for it
+	woke       bool          // taken up after a park: look for a cancel first
+
+	// The gate's, under its mutex.
+	where    int         // notParked, inQueue, asleep or isReady
+	sleeper  *time.Timer // ends an asleep park
+	deadline *time.Timer // wakes a parked drain at its job's deadline
+}
+
+// minBusyBackoff is the first cap of a busy fetcher's back-off.
+const minBusyBackoff = 100 * time.Millisecond
+
+// newTarget resets the per-target state for the target in hand.
+func (d *jobDrain) newTarget() {
+	d.key, d.robots, d.crawlDelay, d.waitFrom, d.backoff, d.slot, d.woke = "", false, 0, time.Time{}, minBusyBackoff, hostSlot{}, false
+	if d.next >= 0 && d.next < len(d.c.Targets) {
+		d.key = hostKey(d.c.Targets[d.next].Target.URL)
+	}
+}
+
+// run drains job d's targets in idx order, one at a time: the claim
 // started the first, and each write that stores a target starts the next,
-// so target i+1 starts only after target i is written. It stops when a
-// write starts no next target (the job is finished or was cancelled), when
-// the runner no longer holds the job, or when the runner closes (Close then
-// fails the job). Store writes that fail for a while (a lock wait that ran
-// out, a full disk) are retried until they succeed or the runner closes, so
-// a passing fault never strands a job as running.
-func (r *Runner) drain(c batchdriver.Claimed, claimStart, claimEnd time.Time) {
-	start := time.Now()
-	job := c.Job
-	done := 0 // targets written by this drain
-	log := r.log.With(slog.String("job_id", job.ID), slog.String("caller", job.Caller.Name))
-	final := JobRunning
-	ctx, endJob := r.observeJob(r.fetchCtx, c, claimStart, claimEnd)
-	stopped := ""
-	defer func() { endJob(batchobserve.JobEnd{Status: final, TargetsDone: done, Stopped: stopped}) }()
-	for next := c.Next; next >= 0; {
-		if next >= len(c.Targets) || c.Targets[next].Idx != next {
-			log.LogAttrs(context.Background(), slog.LevelError, "batch store started an unknown target", slog.Int("idx", next))
-			stopped = "unknown_target"
-			return // the job stays held; Close or the stale reaper fails it
+// so target i+1 starts only after target i is written. It returns when
+// the job ends (a write starts no next target: the job is finished or was
+// cancelled), when d is parked to wait, when the runner no longer holds
+// the job, or when the runner closes (Close then fails the job, or hands
+// it on). Store writes that fail for a while (a lock wait that ran out, a
+// full disk) are retried until they succeed or the runner closes, so a
+// passing fault never strands a job as running.
+func (r *Runner) run(d *jobDrain) {
+	for d.next >= 0 {
+		next := d.next
+		if next >= len(d.c.Targets) || d.c.Targets[next].Idx != next {
+			d.log.LogAttrs(context.Background(), slog.LevelError, "batch store started an unknown target", slog.Int("idx", next))
+			d.stopped = "unknown_target"
+			r.endDrain(d) // the job stays held; Close or the stale reaper fails it
+			return
 		}
 		if r.cfg.Resume && r.stopping() {
 			// Between two targets: the one the last write started was
 			// never fetched, and Close hands it back pending.
-			log.LogAttrs(context.Background(), slog.LevelInfo, "batch job handed on by close", slog.Int("next_idx", next))
-			r.notFetched(job.ID)
-			stopped = "handed_on"
+			d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch job handed on by close", slog.Int("next_idx", next))
+			r.gate.release(d.slot)
+			r.notFetched(d.job.ID)
+			d.stopped = "handed_on"
+			r.endDrain(d)
 			return
 		}
-		fin, d, closed, started := r.fetchTarget(ctx, job, c.Targets[next])
+		fin, dur, closed, started, again, parked := r.attempt(d)
+		if parked {
+			return
+		}
+		if again != nil {
+			continue
+		}
 		if closed && r.cfg.Resume {
-			r.interrupted(ctx, log, job, next, d, started)
-			stopped = "handed_on"
+			r.interrupted(d.ctx, d.log, d.job, next, dur, started)
+			d.stopped = "handed_on"
+			r.endDrain(d)
 			return
 		}
 		if closed {
-			r.metrics.target(OutcomeCancel, d)
-			log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", next))
-			stopped = "closed"
+			r.metrics.target(OutcomeCancel, dur)
+			d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch target interrupted by close", slog.Int("idx", next))
+			d.stopped = "closed"
+			r.endDrain(d)
 			return
 		}
-		expire := r.pastDeadline(job) // start no next target; end the rest expired
-		step, err := r.storeTarget(ctx, log, job, &fin, expire)
+		expire := r.pastDeadline(d.job) // start no next target; end the rest expired
+		step, err := r.storeTarget(d.ctx, d.log, d.job, &fin, expire)
 		switch {
 		case errors.Is(err, batchdriver.ErrNotHeld), errors.Is(err, ErrNotFound):
 			// Reaped as stale, or gone: another runner or the sweeper
 			// decided the job's fate. Nothing of ours is to be written.
-			log.LogAttrs(context.Background(), slog.LevelWarn, "batch job no longer held; stopped draining it", slog.Int("idx", next))
-			stopped = "not_held"
+			d.log.LogAttrs(context.Background(), slog.LevelWarn, "batch job no longer held; stopped draining it", slog.Int("idx", next))
+			d.stopped = "not_held"
+			r.endDrain(d)
 			return
 		case err != nil:
-			stopped = "closed"
+			d.stopped = "closed"
+			r.endDrain(d)
 			return // closing
 		}
-		done++
-		r.metrics.target(fin.Outcome, d)
+		d.done++
+		r.metrics.target(fin.Outcome, dur)
 		if fin.Status == TargetDone {
 			r.metrics.resultSize.Update(float64(len(fin.Result)))
 		}
-		attrs := []slog.Attr{slog.Int("idx", fin.Idx), slog.Duration("duration", d)}
-		if job.Caller.Restricted {
+		attrs := []slog.Attr{slog.Int("idx", fin.Idx), slog.Duration("duration", dur)}
+		if d.job.Caller.Restricted {
 			attrs = append(attrs, slog.Bool("ok", fin.Status == TargetDone))
 		} else {
 			attrs = append(attrs, slog.String("outcome", string(fin.Outcome)))
 		}
-		log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
-		r.waiters.notify(job.ID)
-		next, final = step.Next, step.Status
-		if n := job.TargetsTotal - fin.Idx - 1; expire && next < 0 && final != JobCancelled && n > 0 {
+		d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
+		r.waiters.notify(d.job.ID)
+		d.next, d.final = step.Next, step.Status
+		d.newTarget()
+		if n := d.job.TargetsTotal - fin.Idx - 1; expire && d.next < 0 && d.final != JobCancelled && n > 0 {
 			r.metrics.expired(n)
-			log.LogAttrs(context.Background(), slog.LevelInfo, "batch job ended at its deadline",
-				slog.String("status", string(final)), slog.Int("expired", n))
+			d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch job ended at its deadline",
+				slog.String("status", string(d.final)), slog.Int("expired", n))
 		}
 	}
-	if final != JobCancelled { // a cancel is counted by the runner that took it
-		r.metrics.job(string(final))
+	if d.final != JobCancelled { // a cancel is counted by the runner that took it
+		r.metrics.job(string(d.final))
 	}
-	if job.WebhookURL != "" {
+	if d.job.WebhookURL != "" {
 		r.wakeWebhooks() // the last write gave the job its event
 	}
-	r.metrics.jobSecs.Update(time.Since(start).Seconds())
-	log.LogAttrs(context.Background(), slog.LevelInfo, "batch job finished",
-		slog.String("status", string(final)), slog.Int("targets_done", done), slog.Duration("duration", time.Since(start)))
+	r.metrics.jobSecs.Update(time.Since(d.start).Seconds())
+	d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch job finished",
+		slog.String("status", string(d.final)), slog.Int("targets_done", d.done), slog.Duration("duration", time.Since(d.start)))
+	r.endDrain(d)
+}
+
+// endDrain ends d's span.
+func (r *Runner) endDrain(d *jobDrain) {
+	d.endJob(batchobserve.JobEnd{Status: d.final, TargetsDone: d.done, Stopped: d.stopped})
+}
+
+// attempt takes the target in hand one step: after a park it looks for a
+// cancel and the deadline; it asks the robots checker once; it takes a
+// slot of the target's host, or parks d (parked); it fetches once. again
+// is the fetcher's answer when it was busy or the host asked to wait and
+// the target goes on waiting: the caller tries again.
+func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Duration, closed, started bool, again error, parked bool) {
+	t := d.c.Targets[d.next]
+	fin = batchdriver.TargetFinish{Idx: t.Idx}
+	if d.woke {
+		d.woke = false
+		switch {
+		case r.cancelled(d.job):
+			r.gate.release(d.slot)
+			failTarget(&fin, OutcomeCancel, "", errors.New("cancelled while the target waited"))
+			return fin, 0, false, false, nil, false
+		case r.pastDeadline(d.job):
+			r.gate.release(d.slot)
+			failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed while the target waited", DeadlineReason))
+			return fin, 0, false, false, nil, false
+		}
+	}
+	if r.cfg.Robots != nil && !d.robots && d.slot.key == "" {
+		d.robots = true
+		verdict, err := r.askRobots(d, t.Target)
+		switch {
+		case err != nil:
+			failTarget(&fin, outcomeOrOther(err), hintOf(err), err)
+			return fin, 0, false, false, nil, false
+		case verdict.Disallowed:
+			failTarget(&fin, OutcomeRobots, robotsHint, errors.New("robots: the host's robots.txt disallows this target"))
+			return fin, 0, false, false, nil, false
+		}
+		d.crawlDelay = verdict.CrawlDelay
+	}
+	if d.key != "" && d.slot.key == "" && r.gate.on() && !r.pastDeadline(d.job) {
+		if !r.gate.enter(d) {
+			d.woke = true
+			return fin, 0, false, false, nil, true
+		}
+	}
+	slot := d.slot
+	d.slot = hostSlot{}
+	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot)
+	if again == nil {
+		return fin, dur, closed, started, nil, false
+	}
+	if d.waitFrom.IsZero() {
+		d.waitFrom = time.Now()
+	}
+	waited := time.Since(d.waitFrom)
+	if wait, ok := RetryAfterOf(again); ok {
+		wait = min(wait, time.Duration(r.cfg.MaxRetryAfter))
+		if waited+wait > time.Duration(r.cfg.BusyWait) {
+			failTarget(&fin, outcomeOrOther(again), hintOf(again), fmt.Errorf("%w (the host asked to wait for longer than %s in all)", again, time.Duration(r.cfg.BusyWait)))
+			return fin, dur, false, false, nil, false
+		}
+		r.metrics.hostWait(waitRetryAfter)
+		if d.key != "" && r.gate.on() {
+			r.gate.backOff(d.key, wait)
+			return fin, dur, false, false, again, false // enter parks it
+		}
+		r.gate.sleep(d, wait)
+		d.woke = true
+		return fin, dur, false, false, nil, true
+	}
+	// The fetcher was busy. Full jitter: wait a random time up to the
+	// back-off.
+	sleep := rand.N(d.backoff) + time.Millisecond
+	if waited+sleep > time.Duration(r.cfg.BusyWait) {
+		failTarget(&fin, OutcomeBusy, hintOf(again), fmt.Errorf("busy: fetcher still busy after %s", time.Duration(r.cfg.BusyWait).Round(time.Millisecond)))
+		return fin, dur, false, false, nil, false
+	}
+	d.backoff = min(d.backoff*2, 5*time.Second)
+	r.gate.sleep(d, sleep)
+	d.woke = true
+	return fin, dur, false, false, nil, true
+}
+
+// robotsHint is the hint of a target that the robots rules refuse.
+const robotsHint = "robots.txt"
+
+// askRobots asks Config.Robots about t, under the target timeout and
+// with a panic turned into an error.
+func (r *Runner) askRobots(d *jobDrain, t Target) (verdict Robots, err error) {
+	ctx, cancel := context.WithTimeout(d.ctx, time.Duration(r.cfg.TargetTimeout))
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			verdict, err = Robots{}, errPanic // the panic value may hold a URL: never logged
+		}
+	}()
+	return r.cfg.Robots(ctx, t)
+}
+
+// outcomeOrOther returns the outcome err carries, folded, or a timeout
+// for a deadline, or other.
+func outcomeOrOther(err error) Outcome {
+	switch o := outcomeOf(err); {
+	case o != "":
+		return o.Fold()
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimeout
+	}
+	return OutcomeOther
 }
 
 // interrupted ends, with Config.Resume, the drain of job whose target idx
@@ -247,13 +427,20 @@ func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdri
 // worker while it lasts.
 const maxStoreBackoff = 250 * time.Millisecond
 
-// fetchTarget fetches one target of job, retrying while the fetcher is busy
-// (but not once the job is cancelled), and returns what to store and how
-// long it took. closed reports that the runner closed and cut the fetch
-// short; nothing is to be stored then. started then reports that the call
-// cut short may have reached the upstream (it began, and was not refused
-// as busy).
-func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool) {
+// fetchTarget fetches one target of job once, with slot (freed when the
+// fetcher returns), and returns what to store and how long it took.
+// closed reports that the runner closed and cut the fetch short; nothing
+// is to be stored then. started then reports that the call cut short may
+// have reached the upstream. again is the fetcher's error when it was busy
+// or its host asked to wait ([RetryAfter]): nothing is stored, and the
+// target is tried again.
+func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
+	fin = batchdriver.TargetFinish{Idx: t.Idx}
+	if r.pastDeadline(job) { // claimed, or started by the last write, after the deadline
+		r.gate.release(slot)
+		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed before the target started", DeadlineReason))
+		return fin, 0, false, false, nil
+	}
 	ctx, end := r.observeFetch(ctx, job, t.Idx)
 	defer func() {
 		if closed {
@@ -265,60 +452,25 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 	start := time.Now()
 	r.metrics.inflight.Inc()
 	defer r.metrics.inflight.Dec()
-	fin = batchdriver.TargetFinish{Idx: t.Idx}
-	backoff := 100 * time.Millisecond
-	if r.pastDeadline(job) { // claimed, or started by the last write, after the deadline
-		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed before the target started", DeadlineReason))
-		return fin, 0, false, false
+	fr := r.callFetch(ctx, job, t, slot)
+	_, retry := RetryAfterOf(fr.err)
+	switch {
+	case fr.interrupted:
+		return fin, time.Since(start), true, !fr.unstarted, nil
+	case fr.expired:
+		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed and the fetch did not return within %s", DeadlineReason, FetchOverrunGrace))
+	case fr.timedOut:
+		failTarget(&fin, OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
+	case fr.err != nil && (retry || isBusy(fr.err)):
+		return fin, time.Since(start), false, false, fr.err
+	case fr.err != nil:
+		failTarget(&fin, outcomeOrOther(fr.err), hintOf(fr.err), fr.err)
+	case len(fr.env) > r.cfg.MaxResultBytes:
+		failTarget(&fin, OutcomeTooLong, "", fmt.Errorf("too long: result is %d bytes (max %d)", len(fr.env), r.cfg.MaxResultBytes))
+	default:
+		fin.Status, fin.Outcome, fin.Result = TargetDone, OutcomeOK, fr.env
 	}
-	for {
-		fr := r.callFetch(ctx, job, t)
-		switch {
-		case fr.interrupted:
-			return fin, time.Since(start), true, !fr.unstarted
-		case fr.expired:
-			failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed and the fetch did not return within %s", DeadlineReason, FetchOverrunGrace))
-		case fr.timedOut:
-			failTarget(&fin, OutcomeTimeout, "", fmt.Errorf("timeout: no result within %s", time.Duration(r.cfg.TargetTimeout)))
-		case fr.err != nil && isBusy(fr.err):
-			// Full jitter: sleep a random time up to the backoff.
-			sleep := rand.N(backoff) + time.Millisecond
-			if time.Since(start)+sleep > time.Duration(r.cfg.BusyWait) {
-				failTarget(&fin, OutcomeBusy, hintOf(fr.err), fmt.Errorf("busy: fetcher still busy after %s", time.Duration(r.cfg.BusyWait).Round(time.Millisecond)))
-				break
-			}
-			select {
-			case <-time.After(sleep):
-			case <-r.fetchCtx.Done():
-				return fin, time.Since(start), true, false
-			}
-			if r.cancelled(job) {
-				failTarget(&fin, OutcomeCancel, "", errors.New("cancelled while the fetcher was busy"))
-				break
-			}
-			if r.pastDeadline(job) {
-				failTarget(&fin, OutcomeExpired, hintOf(fr.err), fmt.Errorf("%s: the job's deadline passed while the fetcher was busy", DeadlineReason))
-				break
-			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		case fr.err != nil:
-			o := outcomeOf(fr.err)
-			switch {
-			case o != "":
-			case errors.Is(fr.err, context.DeadlineExceeded):
-				o = OutcomeTimeout
-			default:
-				o = OutcomeOther
-			}
-			failTarget(&fin, o.Fold(), hintOf(fr.err), fr.err)
-		case len(fr.env) > r.cfg.MaxResultBytes:
-			failTarget(&fin, OutcomeTooLong, "", fmt.Errorf("too long: result is %d bytes (max %d)", len(fr.env), r.cfg.MaxResultBytes))
-		default:
-			fin.Status, fin.Outcome, fin.Result = TargetDone, OutcomeOK, fr.env
-		}
-		return fin, time.Since(start), false, false
-	}
+	return fin, time.Since(start), false, false, nil
 }
 
 // cancelled reports whether job was cancelled (or is gone). A read that
@@ -360,13 +512,14 @@ type fetchReturn struct {
 // ignores its context is abandoned at the deadline. A call that returns
 // more than [FetchOverrunGrace] after its context ended is counted and
 // logged (see overran).
-func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord) fetchReturn {
+func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord, host hostSlot) fetchReturn {
 	// A fetch slot first: a call abandoned at its deadline keeps its slot
-	// until it returns, so even a fetcher that ignores its context never has
-	// more than Workers calls running.
+	// (and its host's) until it returns, so even a fetcher that ignores
+	// its context never has more than Workers calls running.
 	select {
 	case r.slots <- struct{}{}:
 	case <-r.fetchCtx.Done():
+		r.gate.release(host)
 		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true, unstarted: true}
 	}
 	parent, cancelDeadline := r.withDeadline(parent, job)
@@ -380,8 +533,11 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 	go func() {
 		defer r.fetchWG.Done()
 		defer func() { <-r.slots }()
+		var once sync.Once
+		release := func() { once.Do(func() { r.gate.release(host) }) }
 		defer func() {
 			if p := recover(); p != nil {
+				release()
 				ch <- fetchReturn{err: errPanic} // the panic value may hold a URL: never logged
 			}
 		}()
@@ -392,6 +548,7 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 		}()
 		res, err := r.cfg.Fetch(ctx, job.Caller, t.Target)
 		returned = time.Now()
+		release() // before the answer, so that the job's next target finds the slot free
 		if err != nil {
 			ch <- fetchReturn{err: err}
 			return

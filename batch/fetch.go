@@ -91,3 +91,55 @@ func hintOf(err error) string {
 
 // isBusy reports whether err means the fetcher was busy.
 func isBusy(err error) bool { return outcomeOf(err) == OutcomeBusy }
+
+// RetryAfter returns err marked as the answer of a host that asked to be
+// left alone for d (an HTTP 429 or 503 with a Retry-After header), for a
+// [FetchFunc] to return. The runner does not fail the target: no job
+// fetches from that host until d has passed (capped by
+// Config.MaxRetryAfter; on a store that implements
+// [batchdriver.HostGate], no job of any runner sharing it), and the
+// target is fetched again then. A target that has waited Config.BusyWait
+// in all fails with err. A d of zero or less waits for no time but still
+// retries.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry after " + d.String())
+	}
+	return &retryAfterError{wait: max(d, 0), err: err}
+}
+
+type retryAfterError struct {
+	wait time.Duration
+	err  error
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfterOf reports the wait that err carries (see [RetryAfter]), and
+// whether it carries one.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.wait, true
+	}
+	return 0, false
+}
+
+// RobotsFunc reports what the robots rules of t's host say about t, for
+// Config.Robots. The runner asks before each fetch, so an implementation
+// caches the rules per host (batchnet.NewRobots does). An error fails the
+// target as a fetch error would (its [Outcome], if it carries one): an
+// implementation decides what an unreachable robots.txt means and
+// answers with a Robots for it instead where it can.
+type RobotsFunc func(ctx context.Context, t Target) (Robots, error)
+
+// Robots is what a [RobotsFunc] answers for one target.
+type Robots struct {
+	// Disallowed ends the target with outcome robots, without a fetch.
+	Disallowed bool
+	// CrawlDelay is the host's least time between two fetch starts; the
+	// runner keeps it as it keeps Config.HostInterval, whichever is
+	// longer.
+	CrawlDelay time.Duration
+}

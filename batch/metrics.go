@@ -59,6 +59,10 @@ var metricsHelp = map[string]string{
 	"_webhooks_total":    "Batch webhook outcomes: delivered events, failed attempts, dropped events.",
 	"_webhook_seconds":   "Time one batch webhook delivery attempt took.",
 	"_webhooks_inflight": "Batch webhook deliveries in flight on this runner: the pool's busy slots.",
+	"_host_waits_total": "Times a batch job waited for its target's host: full (FetchesPerHost fetches in flight), " +
+		"interval (HostInterval or a crawl delay), retry_after (the host asked to wait).",
+	"_jobs_waiting":      "Batch jobs held by this runner that wait for their host or a busy fetcher, holding no worker.",
+	"_retry_after_total": "Batch fetches answered with a request to wait (Retry-After), which held their host back.",
 	"_fetch_overruns_total": "Batch fetches that returned more than 1s after their deadline or the runner's close: " +
 		"a FetchFunc that ignores its context, holding a worker's fetch slot meanwhile.",
 }
@@ -80,6 +84,11 @@ type runnerMetrics struct {
 	fetchOverruns *metrics.Counter
 	// webhooksInFlight: the deliverer's busy slots.
 	webhooksInFlight *metrics.Gauge
+	// hostWaits: parks by reason; hostWaiting: jobs parked now;
+	// retryAfter: Retry-After answers honoured.
+	hostWaits   map[string]*metrics.Counter
+	hostWaiting *metrics.Gauge
+	retryAfter  *metrics.Counter
 }
 
 // newRunnerMetrics creates every series of the fixed vocabulary up front, so
@@ -101,6 +110,13 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 		webhooksInFlight: s.NewGauge(prefix+"_webhooks_inflight", nil),
 
 		fetchOverruns: s.NewCounter(prefix + "_fetch_overruns_total"),
+
+		hostWaits:   make(map[string]*metrics.Counter, len(hostWaitReasons)),
+		hostWaiting: s.NewGauge(prefix+"_jobs_waiting", nil),
+		retryAfter:  s.NewCounter(prefix + "_retry_after_total"),
+	}
+	for _, w := range hostWaitReasons {
+		m.hostWaits[w] = s.NewCounter(fmt.Sprintf(`%s_host_waits_total{reason=%q}`, prefix, w))
 	}
 	for _, o := range jobOutcomes {
 		m.jobs[o] = s.NewCounter(fmt.Sprintf(`%s_jobs_total{outcome=%q}`, prefix, o))
@@ -113,6 +129,9 @@ func newRunnerMetrics(prefix string) *runnerMetrics {
 	}
 	return m
 }
+
+// hostWait counts one wait for a host, by one of hostWaitReasons.
+func (m *runnerMetrics) hostWait(reason string) { m.hostWaits[reason].Inc() }
 
 // webhook counts one webhook outcome, one of webhookOutcomes.
 func (m *runnerMetrics) webhook(outcome string) { m.webhooks[outcome].Inc() }

@@ -76,13 +76,17 @@ func wantSeries(p string) []string {
 	for _, o := range []string{"created", "reused", "done", "partial", "failed", "cancelled", "restart", "handed_on", "other"} {
 		out = append(out, fmt.Sprintf(`%s_jobs_total{outcome=%q}`, p, o))
 	}
-	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "expired", "other", "interrupted"} {
+	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "expired", "other", "interrupted", "robots"} {
 		out = append(out, fmt.Sprintf(`%s_targets_total{outcome=%q}`, p, o))
 	}
 	for _, o := range []string{"delivered", "failed", "dropped"} {
 		out = append(out, fmt.Sprintf(`%s_webhooks_total{outcome=%q}`, p, o))
 	}
-	out = append(out, p+"_queue_depth", p+"_targets_inflight", p+"_fetch_overruns_total", p+"_webhooks_inflight")
+	for _, w := range []string{"full", "interval", "retry_after"} {
+		out = append(out, fmt.Sprintf(`%s_host_waits_total{reason=%q}`, p, w))
+	}
+	out = append(out, p+"_queue_depth", p+"_targets_inflight", p+"_fetch_overruns_total", p+"_webhooks_inflight",
+		p+"_jobs_waiting", p+"_retry_after_total")
 	for _, h := range []string{"job_seconds", "target_seconds", "result_bytes", "webhook_seconds"} {
 		out = append(out, p+"_"+h+"_sum", p+"_"+h+"_count", p+"_"+h+`_bucket{le="+Inf"}`)
 	}

@@ -36,6 +36,7 @@ type Runner struct {
 	waiters waiters
 	health  storeHealth
 	queued  queuedDeadlines // the deadlines of jobs queued here, for the deadline timer
+	gate    *gate           // the per-host limits, and the jobs parked to wait
 
 	// hostClock: the host gave Config.Now, so store calls carry its time
 	// (see [Runner.at]).
@@ -101,7 +102,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg.RunnerID = id.String()
 	}
 	fetchCtx, cancel := context.WithCancelCause(context.Background())
-	return &Runner{
+	r := &Runner{
 		cfg:         cfg,
 		hostClock:   hostClock,
 		store:       cfg.Store,
@@ -118,7 +119,9 @@ func New(cfg Config) (*Runner, error) {
 		closed:      make(chan struct{}),
 		fetchCtx:    fetchCtx,
 		cancelFetch: cancel,
-	}, nil
+	}
+	r.gate = newGate(r)
+	return r, nil
 }
 
 // Metrics returns the runner's metric set. The host exposes it, e.g. with
@@ -277,6 +280,7 @@ func (r *Runner) Close(ctx context.Context) error {
 			cutShort()
 			if started {
 				r.unsubscribe()
+				r.endParked(r.gate.close())
 				r.release()
 			}
 			r.fetchWG.Wait()
@@ -317,6 +321,22 @@ func (r *Runner) release() {
 	}
 	if _, err := r.reap(ctx, p, "close", msg); err != nil {
 		r.log.LogAttrs(ctx, slog.LevelError, "batch close failed to release its jobs", storeErrAttrs(err)...)
+	}
+}
+
+// endParked ends the drains that Close found parked, waiting for their
+// host or a busy fetcher: their target in hand was not fetched in this
+// turn, so with Resume the hand-back puts it back to pending, and
+// otherwise the release fails the job.
+func (r *Runner) endParked(ds []*jobDrain) {
+	for _, d := range ds {
+		d.stopped = "closed"
+		if r.cfg.Resume {
+			r.notFetched(d.job.ID)
+			d.stopped = "handed_on"
+		}
+		d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch job stopped by close while it waited", slog.Int("next_idx", d.next))
+		r.endDrain(d)
 	}
 }
 

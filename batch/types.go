@@ -56,6 +56,7 @@ const (
 	OutcomeExpired     = batchdriver.OutcomeExpired // the job's deadline passed first
 	OutcomeOther       = batchdriver.OutcomeOther
 	OutcomeInterrupted = batchdriver.OutcomeInterrupted
+	OutcomeRobots      = batchdriver.OutcomeRobots // the host's robots rules refuse the target
 )
 
 // TraceContext is a W3C trace context (traceparent and tracestate) stored

@@ -24,6 +24,9 @@ const (
 	// (see ReapParams.HandBack). Whether the fetch reached the upstream is
 	// not known.
 	OutcomeInterrupted Outcome = "interrupted"
+	// OutcomeRobots: the host's robots rules do not let the target be
+	// fetched; no request was made to it.
+	OutcomeRobots Outcome = "robots"
 )
 
 // Outcomes is the fixed set of outcomes, the label values of the
@@ -31,7 +34,7 @@ const (
 var Outcomes = []Outcome{
 	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
 	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeExpired, OutcomeOther,
-	OutcomeInterrupted,
+	OutcomeInterrupted, OutcomeRobots,
 }
 
 // Known reports whether o is one of the outcomes above.
@@ -51,8 +54,8 @@ func (o Outcome) Known() bool {
 // [OutcomeInterrupted] (its runner stopped during the fetch) and
 // [OutcomeOther] (the cause is not known, e.g. a target failed by a
 // restart), false for [OutcomeOK] and the failures that a retry would
-// repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported] and
-// [OutcomeTooLong]. An unknown outcome is judged as [OutcomeOther].
+// repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported],
+// [OutcomeTooLong] and [OutcomeRobots]. An unknown outcome is judged as [OutcomeOther].
 func (o Outcome) Retryable() bool {
 	switch o.Fold() {
 	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeExpired, OutcomeInterrupted, OutcomeOther:

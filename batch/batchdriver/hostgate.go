@@ -1,0 +1,75 @@
+package batchdriver
+
+import (
+	"context"
+	"time"
+)
+
+// HostGate is implemented by a shared [Store] that holds the runner's
+// per-host limits for every runner sharing it: how many fetches to one
+// host may run at once, how far apart their starts must be, and a host's
+// request to be left alone for a while (an HTTP Retry-After). It is
+// optional, like [ChangeFeed]: a runner checks for it with a type
+// assertion, and on a store without it keeps the limits within its own
+// process, which is all there is for a store that is not Shared.
+//
+// A key is an opaque hash of a host and port, never the host name: the
+// store keeps keys, counts and times only.
+//
+// A store that implements it passes the HostGate group of
+// batchdrivertest.TestStore.
+type HostGate interface {
+	// AcquireHost takes a slot of p.Key for p.Runner when fewer than
+	// p.Limit slots of the key are held (a Limit of 0 or less: no limit),
+	// the key's back-off has ended and p.Interval has passed since its
+	// last slot was taken. A slot is held until ReleaseHost, until
+	// p.Lease after it was taken, or until [Store.Reap] forgets its
+	// runner, whichever comes first. When it takes no slot it returns
+	// Slot 0 and, in Wait, how long until the back-off or the interval
+	// ends (0 when the slots are full: the caller tries again later).
+	AcquireHost(ctx context.Context, p AcquireHostParams) (HostSlot, error)
+
+	// ReleaseHost frees a slot that AcquireHost took. Freeing a slot that
+	// is gone (its lease ended, its runner was reaped) is not an error.
+	ReleaseHost(ctx context.Context, p ReleaseHostParams) error
+
+	// BackOffHost keeps every runner from taking a slot of p.Key for
+	// p.For from Now. A back-off never shortens one that ends later.
+	BackOffHost(ctx context.Context, p BackOffHostParams) error
+}
+
+type (
+	// AcquireHostParams is a slot request for [HostGate.AcquireHost].
+	AcquireHostParams struct {
+		Key      string
+		Runner   string
+		Limit    int
+		Interval time.Duration
+		Lease    time.Duration
+		// Now is the instant of the call (see the clock note on
+		// [CreateParams]).
+		Now *time.Time
+	}
+
+	// ReleaseHostParams names a slot for [HostGate.ReleaseHost].
+	ReleaseHostParams struct {
+		Key  string
+		Slot int64
+	}
+
+	// BackOffHostParams is a back-off for [HostGate.BackOffHost].
+	BackOffHostParams struct {
+		Key string
+		For time.Duration
+		// Now is the instant of the call (see the clock note on
+		// [CreateParams]).
+		Now *time.Time
+	}
+)
+
+// HostSlot is what [HostGate.AcquireHost] answers: the slot taken (a
+// positive id), or 0 and how long to wait before trying again.
+type HostSlot struct {
+	Slot int64
+	Wait time.Duration
+}
