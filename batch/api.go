@@ -315,7 +315,7 @@ func (r *Runner) Cancel(ctx context.Context, caller Caller, id string) error {
 	r.metrics.job(string(JobCancelled))
 	r.waiters.notify(id)
 	r.gate.wakeJob(id) // a job of this runner waiting for its host ends now
-	r.wakeWebhooks() // a queued job gets its event at once
+	r.wakeWebhooks()   // a queued job gets its event at once
 	r.log.LogAttrs(ctx, slog.LevelInfo, "batch job cancelled",
 		slog.String("caller", caller.Name), slog.String("job_id", id))
 	return nil

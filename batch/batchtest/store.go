@@ -28,6 +28,9 @@ type Store struct {
 	bytes int64
 	beats map[string]time.Time // runner id → last heartbeat
 	hooks map[string]*memHook  // job id → its pending webhook event
+	hosts map[string]*memHost  // gate key → its slots and waits
+	// slotSeq numbers the host slots.
+	slotSeq int64
 
 	subMu   sync.Mutex
 	subs    map[int]func(string) // the change feed's subscribers
@@ -60,7 +63,8 @@ var (
 func NewStore() *Store {
 	return &Store{
 		jobs: make(map[string]*memJob), beats: make(map[string]time.Time), hooks: make(map[string]*memHook),
-		subs: make(map[int]func(string)),
+		hosts: make(map[string]*memHost),
+		subs:  make(map[int]func(string)),
 	}
 }
 
@@ -631,8 +635,10 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (n int, err 
 			s.finished(j, now)
 			reaped = append(reaped, j.job.ID)
 		}
+		forgot := func(runner string) bool { return p.AllLive || runner == p.Runner || stale(runner) }
+		s.forgetSlots(forgot)
 		for runner := range s.beats {
-			if p.AllLive || runner == p.Runner || stale(runner) {
+			if forgot(runner) {
 				delete(s.beats, runner)
 			}
 		}

@@ -39,6 +39,9 @@ func (s *Store) Sweep(ctx context.Context, p batchdriver.SweepParams) (int, erro
 	if err != nil {
 		return 0, s.wrap(ctx, "sweep", err)
 	}
+	if _, err := s.pool.Exec(ctx, s.q.hostSweep, s.now(p.Now)); err != nil {
+		return 0, s.wrap(ctx, "sweep", err)
+	}
 	abs, age := s.timeBound(p.Now, p.TTL)
 	var oldest int64
 	switch err := s.pool.QueryRow(ctx, s.q.oldestExpired, abs, age).Scan(&oldest); {

@@ -249,9 +249,11 @@ var sqlTemplates = queries{
 
 	// Reap (see gc.go): which runners it forgets, then the jobs, then their
 	// targets in flight, each a statement of one transaction.
-	forgetAll:    `DELETE FROM {s}.runner`,
-	forgetRunner: `DELETE FROM {s}.runner WHERE id = $1`,
-	forgetStale:  `DELETE FROM {s}.runner WHERE heartbeat < coalesce($1::timestamptz, now() - $2::interval)`,
+	// With their heartbeats go their host slots (see hostgate.go).
+	forgetAll:    `WITH f AS (DELETE FROM {s}.runner) DELETE FROM {s}.host_slot`,
+	forgetRunner: `WITH f AS (DELETE FROM {s}.runner WHERE id = $1) DELETE FROM {s}.host_slot WHERE runner = $1`,
+	forgetStale: `WITH f AS (DELETE FROM {s}.runner WHERE heartbeat < coalesce($1::timestamptz, now() - $2::interval) RETURNING id)
+		DELETE FROM {s}.host_slot WHERE runner IN (SELECT id FROM f)`,
 	// reapJobs has {sel} for the selection (see reapSelection); $1 is the
 	// clock, $2 the reason, $3 its length.
 	// The selected rows are locked in seq order first, so that reaps on
@@ -444,6 +446,16 @@ var sqlTemplates = queries{
 	// an xid and a commit record; notifications are hints that polling
 	// backs up, so this one commits without waiting for the WAL flush
 	// (set_config(…, true) lasts until the statement's own commit).
+	// The host gate (see hostgate.go and migrations/013). hostSweep
+	// deletes the keys that hold nothing: no slot, no wait.
+	hostAcquire: `SELECT slot, wait_us FROM {s}.host_acquire($1, $2, $3, $4, $5, $6::timestamptz)`,
+	hostRelease: `DELETE FROM {s}.host_slot WHERE id = $1`,
+	hostBackOff: `INSERT INTO {s}.host AS h (key, backoff_until) VALUES ($1, ` + clock("2") + ` + $3::interval)
+		ON CONFLICT (key) DO UPDATE SET backoff_until = greatest(h.backoff_until, excluded.backoff_until)`,
+	hostSweep: `WITH gone AS (DELETE FROM {s}.host_slot WHERE lease <= ` + clock("1") + `)
+		DELETE FROM {s}.host h WHERE h.next_start < ` + clock("1") + ` AND h.backoff_until < ` + clock("1") + `
+		AND NOT EXISTS (SELECT 1 FROM {s}.host_slot s WHERE s.key = h.key AND s.lease > ` + clock("1") + `)`,
+
 	notify: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) AS p`,
 }
 
@@ -464,6 +476,7 @@ type queries struct {
 	hookClaim, hookDone, hookRetry, hookPending          string
 	hookRelease, hookReleaseAll                          string
 	expire, anyExpired                                   string
+	hostAcquire, hostRelease, hostBackOff, hostSweep     string
 }
 
 // render returns the statements for schema.
@@ -489,5 +502,6 @@ func (q *queries) fields() []*string {
 		&q.stats, &q.notify,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,
 		&q.expire, &q.anyExpired,
+		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep,
 	}
 }

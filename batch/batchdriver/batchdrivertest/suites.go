@@ -29,9 +29,10 @@ import (
 // Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
 // (claims fair between callers, the pending cap), Clock (calls without
 // a Now, on the store's own clock; every other case gives each call the
-// Now of a fake clock) and Inspect (the operator's reads of
-// [batch.Inspector], skipped by a store without it). Cases that only a Shared
-// store must pass (see [batch.Capabilities]) are skipped for the others.
+// Now of a fake clock), Inspect (the operator's reads of
+// [batch.Inspector], skipped by a store without it) and HostGate (the
+// per-host limits of [batchdriver.HostGate], skipped likewise). Cases
+// that only a Shared store must pass (see [batch.Capabilities]) are skipped for the others.
 func TestStore(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 	t.Helper()
 	storeSuite.run(t, func(t *testing.T, c storeCase) { c(t, newStore(t)) })
@@ -79,7 +80,8 @@ var storeSuite = newSuite[storeCase]().
 	add("Webhook", webhookCases).
 	add("WebhookFair", webhookFairCases).
 	add("Clock", clockCases).
-	add("Inspect", inspectCases)
+	add("Inspect", inspectCases).
+	add("HostGate", hostGateCases)
 
 var runnerSuite = newSuite[storeCase]().
 	add("Drain", runnerDrainCases).

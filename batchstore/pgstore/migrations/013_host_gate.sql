@@ -1,0 +1,65 @@
+-- 013_host_gate: the per-host limits that every runner sharing the store
+-- keeps (batchdriver.HostGate): how many fetches to one host run at once,
+-- how far apart their starts are, and a host's request to wait.
+--
+-- {s} is the store's schema, quoted.
+--
+-- A host is known by its key, a hash of its name and port that the runner
+-- makes: no host name is stored. host has one row per key seen lately
+-- (the sweep deletes the idle ones); host_slot one row per fetch in
+-- flight, held until its release, its lease's end, or until a reap
+-- forgets its runner.
+
+CREATE TABLE {s}.host (
+	key           text PRIMARY KEY,
+	next_start    timestamptz NOT NULL DEFAULT '-infinity',
+	backoff_until timestamptz NOT NULL DEFAULT '-infinity'
+);
+
+CREATE TABLE {s}.host_slot (
+	id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	key    text NOT NULL,
+	runner text NOT NULL,
+	lease  timestamptz NOT NULL
+);
+CREATE INDEX host_slot_key ON {s}.host_slot (key, lease);
+CREATE INDEX host_slot_runner ON {s}.host_slot (runner);
+
+-- host_acquire takes a slot of p_key in one round trip. The host row's
+-- lock orders the acquires of one key; each statement after it takes a
+-- new snapshot (a volatile function's statements do, under READ
+-- COMMITTED), so the count sees every slot committed before the lock was
+-- granted. It returns the slot's id, or 0 and the microseconds to wait (0
+-- when the slots are full).
+CREATE FUNCTION {s}.host_acquire(p_key text, p_runner text, p_limit integer,
+	p_interval interval, p_lease interval, p_now timestamptz)
+RETURNS TABLE (slot bigint, wait_us bigint) LANGUAGE plpgsql AS $$
+DECLARE
+	t timestamptz := coalesce(p_now, now());
+	h record;
+	held integer;
+BEGIN
+	INSERT INTO {s}.host (key) VALUES (p_key) ON CONFLICT (key) DO NOTHING;
+	SELECT next_start, backoff_until INTO h FROM {s}.host WHERE key = p_key FOR UPDATE;
+	IF h.backoff_until > t THEN
+		RETURN QUERY SELECT 0::bigint, (extract(epoch FROM h.backoff_until - t) * 1000000)::bigint;
+		RETURN;
+	END IF;
+	IF p_limit > 0 THEN
+		SELECT count(*) INTO held FROM {s}.host_slot s WHERE s.key = p_key AND s.lease > t;
+		IF held >= p_limit THEN
+			RETURN QUERY SELECT 0::bigint, 0::bigint;
+			RETURN;
+		END IF;
+	END IF;
+	IF h.next_start > t THEN
+		RETURN QUERY SELECT 0::bigint, (extract(epoch FROM h.next_start - t) * 1000000)::bigint;
+		RETURN;
+	END IF;
+	DELETE FROM {s}.host_slot s WHERE s.key = p_key AND s.lease <= t;
+	INSERT INTO {s}.host AS x (key, next_start) VALUES (p_key, t + p_interval)
+		ON CONFLICT (key) DO UPDATE SET next_start = excluded.next_start;
+	RETURN QUERY INSERT INTO {s}.host_slot (key, runner, lease) VALUES (p_key, p_runner, t + p_lease)
+		RETURNING id, 0::bigint;
+END
+$$;
