@@ -130,8 +130,10 @@ type jobDrain struct {
 	crawlDelay time.Duration // its host's crawl delay, from the checker
 	waitFrom   time.Time     // its first busy or Retry-After answer
 	backoff    time.Duration // the cap of its next busy back-off
-	slot       hostSlot      // a slot the gate took for it
+	slot       hostSlot      // the slot the gate gave it
+	interval   time.Duration // the slot's interval, from the fetch's start
 	woke       bool          // taken up after a park: look for a cancel first
+	head       bool          // woken as its host queue's head, to try for a slot
 
 	// The gate's, under its mutex.
 	where    int         // notParked, inQueue, asleep or isReady
@@ -144,7 +146,7 @@ const minBusyBackoff = 100 * time.Millisecond
 
 // newTarget resets the per-target state for the target in hand.
 func (d *jobDrain) newTarget() {
-	d.key, d.robots, d.crawlDelay, d.waitFrom, d.backoff, d.slot, d.woke = "", false, 0, time.Time{}, minBusyBackoff, hostSlot{}, false
+	d.key, d.robots, d.crawlDelay, d.waitFrom, d.backoff, d.slot, d.interval, d.woke = "", false, 0, time.Time{}, minBusyBackoff, hostSlot{}, 0, false
 	if d.next >= 0 && d.next < len(d.c.Targets) {
 		d.key = hostKey(d.c.Targets[d.next].Target.URL)
 	}
@@ -172,7 +174,7 @@ func (r *Runner) run(d *jobDrain) {
 			// Between two targets: the one the last write started was
 			// never fetched, and Close hands it back pending.
 			d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch job handed on by close", slog.Int("next_idx", next))
-			r.gate.release(d.slot)
+			r.gate.unwake(d)
 			r.notFetched(d.job.ID)
 			d.stopped = "handed_on"
 			r.endDrain(d)
@@ -263,16 +265,16 @@ func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Du
 		d.woke = false
 		switch {
 		case r.cancelled(d.job):
-			r.gate.release(d.slot)
+			r.gate.unwake(d)
 			failTarget(&fin, OutcomeCancel, "", errors.New("cancelled while the target waited"))
 			return fin, 0, false, false, nil, false
 		case r.pastDeadline(d.job):
-			r.gate.release(d.slot)
+			r.gate.unwake(d)
 			failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed while the target waited", DeadlineReason))
 			return fin, 0, false, false, nil, false
 		}
 	}
-	if r.cfg.Robots != nil && !d.robots && d.slot.key == "" {
+	if r.cfg.Robots != nil && !d.robots {
 		d.robots = true
 		verdict, err := r.askRobots(d, t.Target)
 		switch {
@@ -285,15 +287,18 @@ func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Du
 		}
 		d.crawlDelay = verdict.CrawlDelay
 	}
-	if d.key != "" && d.slot.key == "" && r.gate.on() && !r.pastDeadline(d.job) {
-		if !r.gate.enter(d) {
+	if d.key != "" && r.gate.on() {
+		switch {
+		case r.pastDeadline(d.job): // fetchTarget ends it expired
+			r.gate.unwake(d)
+		case !r.gate.enter(d):
 			d.woke = true
 			return fin, 0, false, false, nil, true
 		}
 	}
-	slot := d.slot
-	d.slot = hostSlot{}
-	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot)
+	slot, interval := d.slot, d.interval
+	d.slot, d.interval = hostSlot{}, 0
+	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot, interval)
 	if again == nil {
 		return fin, dur, closed, started, nil, false
 	}
@@ -307,11 +312,10 @@ func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Du
 			failTarget(&fin, outcomeOrOther(again), hintOf(again), fmt.Errorf("%w (the host asked to wait for longer than %s in all)", again, time.Duration(r.cfg.BusyWait)))
 			return fin, dur, false, false, nil, false
 		}
-		r.metrics.hostWait(waitRetryAfter)
-		if d.key != "" && r.gate.on() {
-			r.gate.backOff(d.key, wait)
-			return fin, dur, false, false, again, false // enter parks it
+		if slot.key != "" {
+			return fin, dur, false, false, again, false // callFetch held the host back; enter parks d
 		}
+		r.metrics.hostWait(waitRetryAfter)
 		r.gate.sleep(d, wait)
 		d.woke = true
 		return fin, dur, false, false, nil, true
@@ -434,7 +438,7 @@ const maxStoreBackoff = 250 * time.Millisecond
 // have reached the upstream. again is the fetcher's error when it was busy
 // or its host asked to wait ([RetryAfter]): nothing is stored, and the
 // target is tried again.
-func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
+func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot, interval time.Duration) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
 	fin = batchdriver.TargetFinish{Idx: t.Idx}
 	if r.pastDeadline(job) { // claimed, or started by the last write, after the deadline
 		r.gate.release(slot)
@@ -452,7 +456,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 	start := time.Now()
 	r.metrics.inflight.Inc()
 	defer r.metrics.inflight.Dec()
-	fr := r.callFetch(ctx, job, t, slot)
+	fr := r.callFetch(ctx, job, t, slot, interval)
 	_, retry := RetryAfterOf(fr.err)
 	switch {
 	case fr.interrupted:
@@ -512,7 +516,7 @@ type fetchReturn struct {
 // ignores its context is abandoned at the deadline. A call that returns
 // more than [FetchOverrunGrace] after its context ended is counted and
 // logged (see overran).
-func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord, host hostSlot) fetchReturn {
+func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord, host hostSlot, interval time.Duration) fetchReturn {
 	// A fetch slot first: a call abandoned at its deadline keeps its slot
 	// (and its host's) until it returns, so even a fetcher that ignores
 	// its context never has more than Workers calls running.
@@ -546,8 +550,14 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 			stopEnded()
 			r.overran(job, t.Idx, ended.Load(), returned)
 		}()
+		r.gate.started(host, interval)
 		res, err := r.cfg.Fetch(ctx, job.Caller, t.Target)
 		returned = time.Now()
+		if wait, ok := RetryAfterOf(err); ok && host.key != "" {
+			// Before the slot is free: no job of the gate's takes it in
+			// between.
+			r.gate.backOff(host.key, min(wait, time.Duration(r.cfg.MaxRetryAfter)))
+		}
 		release() // before the answer, so that the job's next target finds the slot free
 		if err != nil {
 			ch <- fetchReturn{err: err}

@@ -21,6 +21,7 @@ func (r *Runner) sweeper() {
 			r.log.LogAttrs(ctx, storeErrLevel(err), "batch collect failed", storeErrAttrs(err)...)
 		}
 		cancel()
+		r.gate.tidy()
 		select {
 		case <-r.stop:
 			return

@@ -90,20 +90,19 @@ type gate struct {
 	hosts    map[string]*gateHost
 	ready    []*jobDrain // parked jobs whose wait ended, oldest first
 	sleeping map[*jobDrain]struct{}
-	parked   int // jobs queued, sleeping or ready
+	parked   int // jobs queued, asleep or ready
 	closed   bool
-	pumps    sync.WaitGroup
 }
 
 // gateHost is one host's state on this runner.
 type gateHost struct {
-	held    int         // slots this runner holds
-	next    time.Time   // no start before this (the interval)
-	until   time.Time   // no start before this (a Retry-After)
-	queue   []*jobDrain // jobs waiting for a slot, in turn
-	pumping bool
-	timer   *time.Timer // wakes the pump when a wait ends
-	poll    time.Duration
+	held   int         // slots this runner holds, or is asking the store for
+	waking int         // queue heads woken to try, not yet back
+	next   time.Time   // no start before this (the interval)
+	until  time.Time   // no start before this (a Retry-After)
+	queue  []*jobDrain // jobs waiting for their turn
+	timer  *time.Timer // wakes the queue when a wait ends
+	poll   time.Duration
 }
 
 // Where a parked drain is.
@@ -149,48 +148,110 @@ func (g *gate) host(key string) *gateHost {
 // held.
 func (g *gate) forget(key string, h *gateHost) {
 	now := time.Now()
-	if h.held == 0 && len(h.queue) == 0 && !h.pumping && h.timer == nil && !now.Before(h.next) && !now.Before(h.until) {
+	if h.held == 0 && h.waking == 0 && len(h.queue) == 0 && h.timer == nil && !now.Before(h.next) && !now.Before(h.until) {
 		delete(g.hosts, key)
 	}
 }
 
-// enter asks for a slot of d's host for its next target. It returns true
-// when d got one (in d.slot) and its worker fetches at once, and false
-// when d is parked: a worker takes it up again from the ready list.
+// enter asks for a slot of d's host for its next target, in the worker's
+// goroutine. It returns true when d got one (in d.slot): the worker
+// fetches at once. It returns false when d is parked in the host's queue:
+// a worker takes it up again from the ready list when its turn comes.
+// A job that others wait ahead of joins the end of the queue, unless it
+// is the head that the queue woke to try.
 func (g *gate) enter(d *jobDrain) bool {
 	g.mu.Lock()
 	h := g.host(d.key)
-	h.queue = append(h.queue, d)
-	d.where = inQueue
-	g.parked++
-	pump := !h.pumping && h.timer == nil
-	if pump {
-		h.pumping = true
+	if d.head {
+		d.head = false
+		h.waking--
+	} else if len(h.queue) > 0 || h.waking > 0 {
+		g.park(d, h, false)
+		g.mu.Unlock()
+		return false
 	}
+	interval := max(g.interval, d.crawlDelay)
+	now := time.Now()
+	var wait time.Duration
+	switch {
+	case now.Before(h.until):
+		wait = h.until.Sub(now)
+	case g.limit > 0 && h.held >= g.limit:
+		g.park(d, h, true) // a release here wakes it
+		g.mu.Unlock()
+		return false
+	case interval > 0 && now.Before(h.next):
+		wait = h.next.Sub(now)
+	}
+	if wait > 0 {
+		g.park(d, h, true)
+		g.wakeAfter(d.key, h, wait)
+		g.mu.Unlock()
+		return false
+	}
+	h.held++ // before the store is asked: a release meanwhile sees it
 	g.mu.Unlock()
-	if pump {
-		g.pump(d.key)
+
+	slot := hostSlot{key: d.key}
+	if g.store != nil {
+		got, err := g.acquire(d.key, interval)
+		if err != nil || got.Slot == 0 {
+			g.mu.Lock()
+			h.held--
+			wait := got.Wait
+			if err != nil || wait <= 0 {
+				// Other runners hold the slots, and tell no one when
+				// they free them: ask again, less often each time.
+				wait = h.poll
+				h.poll = min(2*h.poll, gateMaxPoll)
+			}
+			g.park(d, h, true)
+			g.wakeAfter(d.key, h, wait)
+			g.mu.Unlock()
+			return false
+		}
+		slot.store = got.Slot
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if d.where == isReady { // it got its slot in this call: no park
-		g.ready = slices.DeleteFunc(g.ready, func(x *jobDrain) bool { return x == d })
-		g.parked--
-		d.where = notParked
-		g.gauge()
-		return true
+	h.poll = gateMinPoll
+	if interval > 0 {
+		h.next = time.Now().Add(interval)
 	}
-	g.r.metrics.hostWait(g.waitReason(g.hosts[d.key]))
+	g.wake(d.key, h) // the next in turn, if the host has room for it too
+	g.mu.Unlock()
+	d.slot, d.interval = slot, interval
+	return true
+}
+
+// tidy drops the hosts that hold nothing any more: a back-off or an
+// interval that ended with no job waiting.
+func (g *gate) tidy() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for key, h := range g.hosts {
+		g.forget(key, h)
+	}
+}
+
+// park puts d in h's queue, at its head (it was the next to go) or at its
+// end, and counts the wait. Called with g.mu held.
+func (g *gate) park(d *jobDrain, h *gateHost, head bool) {
+	if head {
+		h.queue = append([]*jobDrain{d}, h.queue...)
+	} else {
+		h.queue = append(h.queue, d)
+	}
+	d.where = inQueue
+	g.parked++
+	g.gauge()
+	g.r.metrics.hostWait(g.waitReason(h))
 	g.armDeadline(d)
-	return false
 }
 
 // waitReason says why the head of h's queue waits. Called with g.mu held.
 func (g *gate) waitReason(h *gateHost) string {
 	now := time.Now()
 	switch {
-	case h == nil:
-		return waitFull
 	case now.Before(h.until):
 		return waitRetryAfter
 	case now.Before(h.next):
@@ -208,9 +269,57 @@ func (g *gate) armDeadline(d *jobDrain) {
 	d.deadline = time.AfterFunc(time.Until(d.job.Deadline), func() { g.wakeDrain(d) })
 }
 
-// wakeDrain makes d ready at once, without a slot, if it is queued or
-// asleep: its worker then checks the job's cancel and deadline before it
-// asks again.
+// wake wakes the heads of h's queue that may go now: as many as there
+// are free slots, one at a time while an interval spaces the starts, none
+// while a wait runs. Each tries in its worker (see enter). Called with
+// g.mu held.
+func (g *gate) wake(key string, h *gateHost) {
+	if g.closed {
+		return
+	}
+	now := time.Now()
+	for len(h.queue) > 0 && h.timer == nil {
+		if now.Before(h.until) {
+			g.wakeAfter(key, h, h.until.Sub(now))
+			return
+		}
+		d := h.queue[0]
+		interval := max(g.interval, d.crawlDelay)
+		if g.limit > 0 && h.held+h.waking >= g.limit || interval > 0 && h.waking > 0 {
+			return
+		}
+		if interval > 0 && now.Before(h.next) {
+			g.wakeAfter(key, h, h.next.Sub(now))
+			return
+		}
+		h.queue = h.queue[1:]
+		h.waking++
+		d.head = true
+		g.makeReady(d)
+	}
+}
+
+// wakeAfter arms h's timer to wake its queue after wait. Called with g.mu
+// held.
+func (g *gate) wakeAfter(key string, h *gateHost, wait time.Duration) {
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.timer = time.AfterFunc(wait, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.closed || g.hosts[key] != h {
+			return
+		}
+		h.timer = nil
+		g.wake(key, h)
+		g.forget(key, h)
+	})
+}
+
+// wakeDrain makes d ready at once, out of turn, if it is queued or asleep:
+// its worker then checks the job's cancel and deadline before it asks
+// again.
 func (g *gate) wakeDrain(d *jobDrain) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -220,15 +329,8 @@ func (g *gate) wakeDrain(d *jobDrain) {
 	switch d.where {
 	case inQueue:
 		h := g.hosts[d.key]
-		head := len(h.queue) > 0 && h.queue[0] == d
 		h.queue = slices.DeleteFunc(h.queue, func(x *jobDrain) bool { return x == d })
-		if head && len(h.queue) > 0 && !h.pumping {
-			if h.timer != nil {
-				h.timer.Stop()
-				h.timer = nil
-			}
-			g.startPump(d.key, h)
-		}
+		g.wake(d.key, h) // d may have been the head
 	case asleep:
 		delete(g.sleeping, d)
 		d.sleeper.Stop()
@@ -258,6 +360,22 @@ func (g *gate) wakeJob(id string) {
 	g.mu.Unlock()
 	if found != nil {
 		g.wakeDrain(found)
+	}
+}
+
+// unwake gives back the turn of a woken head that will not try after all
+// (its job was cancelled, or its deadline passed).
+func (g *gate) unwake(d *jobDrain) {
+	if !d.head {
+		return
+	}
+	d.head = false
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h := g.hosts[d.key]; h != nil {
+		h.waking--
+		g.wake(d.key, h)
+		g.forget(d.key, h)
 	}
 }
 
@@ -315,111 +433,16 @@ func (g *gate) sleep(d *jobDrain, wait time.Duration) {
 	g.armDeadline(d)
 }
 
-// startPump starts h's pump in a goroutine of its own. Called with g.mu
-// held.
-func (g *gate) startPump(key string, h *gateHost) {
-	h.pumping = true
-	g.pumps.Add(1)
-	go func() {
-		defer g.pumps.Done()
-		g.pump(key)
-	}()
-}
-
-// wakeAfter arms h's timer to start its pump after wait. Called with g.mu
-// held.
-func (g *gate) wakeAfter(key string, h *gateHost, wait time.Duration) {
-	if h.timer != nil {
-		h.timer.Stop()
+// started marks the start of a fetch with a slot of key: the interval
+// counts from it.
+func (g *gate) started(s hostSlot, interval time.Duration) {
+	if s.key == "" || interval <= 0 {
+		return
 	}
-	h.timer = time.AfterFunc(wait, func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.closed || g.hosts[key] != h {
-			return
-		}
-		h.timer = nil
-		if len(h.queue) > 0 && !h.pumping {
-			g.startPump(key, h)
-		}
-		g.forget(key, h)
-	})
-}
-
-// pump takes slots of key for the jobs in its queue, in turn, until the
-// host has no room. It arms the host's timer when the wait has an end it
-// knows (an interval, a back-off, other runners' slots); a release on
-// this runner starts it again. The caller set h.pumping.
-func (g *gate) pump(key string) {
-	for {
-		g.mu.Lock()
-		h := g.hosts[key]
-		if g.closed || len(h.queue) == 0 {
-			h.pumping = false
-			g.forget(key, h)
-			g.mu.Unlock()
-			return
-		}
-		head := h.queue[0]
-		interval := max(g.interval, head.crawlDelay)
-		now := time.Now()
-		var wait time.Duration
-		switch {
-		case now.Before(h.until):
-			wait = h.until.Sub(now)
-		case g.limit > 0 && h.held >= g.limit:
-			h.pumping = false // a release here starts the pump again
-			g.mu.Unlock()
-			return
-		case interval > 0 && now.Before(h.next):
-			wait = h.next.Sub(now)
-		}
-		if wait > 0 {
-			h.pumping = false
-			g.wakeAfter(key, h, wait)
-			g.mu.Unlock()
-			return
-		}
-		h.held++ // before the store is asked: a release meanwhile sees it
-		g.mu.Unlock()
-
-		slot := hostSlot{key: key}
-		if g.store != nil {
-			got, err := g.acquire(key, interval)
-			if err != nil || got.Slot == 0 {
-				g.mu.Lock()
-				h.held--
-				wait := got.Wait
-				if err != nil || wait <= 0 {
-					wait = h.poll
-					h.poll = min(2*h.poll, gateMaxPoll)
-				}
-				h.pumping = false
-				if !g.closed {
-					g.wakeAfter(key, h, wait)
-				}
-				g.mu.Unlock()
-				return
-			}
-			slot.store = got.Slot
-		}
-		g.mu.Lock()
-		h.poll = gateMinPoll
-		if interval > 0 {
-			h.next = now.Add(interval)
-		}
-		if g.closed || len(h.queue) == 0 || h.queue[0] != head {
-			// Close, or the head left (its deadline, a cancel) while the
-			// store was asked: the slot goes back.
-			h.held--
-			g.mu.Unlock()
-			g.releaseStore(slot)
-			continue
-		}
-		h.queue = h.queue[1:]
-		head.slot = slot
-		g.makeReady(head)
-		g.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h := g.hosts[s.key]; h != nil {
+		h.next = time.Now().Add(interval)
 	}
 }
 
@@ -438,8 +461,8 @@ func (g *gate) acquire(key string, interval time.Duration) (batchdriver.HostSlot
 	return got, err
 }
 
-// release frees a slot once its fetch has returned, and lets the next job
-// waiting for the host have it.
+// release frees a slot once its fetch has returned, and wakes the next
+// job waiting for the host.
 func (g *gate) release(s hostSlot) {
 	if s.key == "" {
 		return
@@ -452,12 +475,7 @@ func (g *gate) release(s hostSlot) {
 		return
 	}
 	h.held--
-	if g.closed {
-		return
-	}
-	if len(h.queue) > 0 && !h.pumping && h.timer == nil {
-		g.startPump(s.key, h)
-	}
+	g.wake(s.key, h)
 	g.forget(s.key, h)
 }
 
@@ -500,18 +518,12 @@ func (g *gate) backOff(key string, wait time.Duration) {
 }
 
 // close stops the gate once the workers have returned, and returns the
-// jobs parked in it, with the slots of the ready ones freed: Close ends
-// their drains.
+// jobs parked in it: Close ends their drains.
 func (g *gate) close() []*jobDrain {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.closed = true
-	var out []*jobDrain
-	var slots []hostSlot
-	for _, d := range g.ready {
-		out = append(out, d)
-		slots = append(slots, d.slot)
-		d.slot = hostSlot{}
-	}
+	out := g.ready
 	g.ready = nil
 	for _, h := range g.hosts {
 		if h.timer != nil {
@@ -532,11 +544,6 @@ func (g *gate) close() []*jobDrain {
 		if d.deadline != nil {
 			d.deadline.Stop()
 		}
-	}
-	g.mu.Unlock()
-	g.pumps.Wait()
-	for _, s := range slots {
-		g.releaseStore(s)
 	}
 	return out
 }

@@ -86,6 +86,7 @@ var storeSuite = newSuite[storeCase]().
 var runnerSuite = newSuite[storeCase]().
 	add("Drain", runnerDrainCases).
 	add("Deadline", runnerDeadlineCases).
+	add("Host", runnerHostCases).
 	// Not parallel: it counts the runner goroutines of the whole process.
 	addAlone("Drain", "CloseMidDrainLeaksNothing", runnerCloseMidDrain).
 	add("Liveness", runnerClusterCases).
