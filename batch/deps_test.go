@@ -107,7 +107,7 @@ var testDepRule = map[string][]string{
 	"internal/tomltest":                 {"batch", "batch/batchtest"},
 	"internal/conntest":                 {},
 	"batchmcp":                          {"batch/batchtest", "batch/batchsift", "batchhttp/batchserver", "internal/conntest"},
-	"batchrobots":                       {},
+	"batchrobots":                       {"batch/batchtest"},
 }
 
 // testExternal are the imports from outside the repository that every
@@ -473,8 +473,8 @@ func TestCheckImports(t *testing.T) {
 	f("batchnet", []string{robotstxt}, true)
 	f("batch", []string{robotstxt}, true)
 	f("examples/batchd", []string{module + "/batchrobots"}, false)
-	ft("batchrobots", []string{"go.uber.org/goleak", module + "/batchnet"}, false)
-	ft("batchrobots", []string{module + "/batch/batchtest"}, true)
+	ft("batchrobots", []string{"go.uber.org/goleak", module + "/batchnet", module + "/batch/batchtest"}, false)
+	ft("batchrobots", []string{module + "/batchhttp"}, true)
 }
 
 // libraryPkgs are the library's packages in the root module, which a host
