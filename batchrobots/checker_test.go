@@ -194,6 +194,13 @@ func TestChecker_Check(t *testing.T) {
 		if got := b.check(t, s.srv.URL+"/early"); got.Disallowed {
 			t.Errorf("Check(/early) = %+v, want allowed (the rule precedes any user-agent)", got)
 		}
+
+		// Keys without a colon, as robotstxt's scanner reads them.
+		s2 := newSite(t, 200, "User-agent *\nDisallow /nocolon # a comment\n")
+		b2 := setup(t, batchrobots.Config{}, s2)
+		if got := b2.check(t, s2.srv.URL+"/nocolon/x"); !got.Disallowed {
+			t.Errorf("Check(/nocolon/x) = %+v, want disallowed", got)
+		}
 	})
 
 	t.Run("BodyCap", func(t *testing.T) {

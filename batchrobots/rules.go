@@ -31,9 +31,7 @@ func lenient(body []byte, agent string) []byte {
 	out.Grow(len(body))
 	inGroup := false
 	for _, line := range strings.FieldsFunc(string(body), func(r rune) bool { return r == '\n' || r == '\r' }) {
-		content, _, _ := strings.Cut(line, "#")
-		key, value, ok := strings.Cut(content, ":")
-		key, value = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(value)
+		key, value, ok := splitLine(line)
 		switch {
 		case !ok:
 		case key == "user-agent" || key == "useragent":
@@ -50,6 +48,7 @@ func lenient(body []byte, agent string) []byte {
 			if !inGroup {
 				continue
 			}
+			line = key + ": " + value
 		case key == "crawl-delay" || key == "crawldelay":
 			v, err := strconv.ParseFloat(value, 64)
 			if !inGroup || err != nil || v < 0 || math.IsNaN(v) {
@@ -61,6 +60,22 @@ func lenient(body []byte, agent string) []byte {
 		out.WriteByte('\n')
 	}
 	return out.Bytes()
+}
+
+// splitLine returns the lower-case key of a robots.txt line and its
+// value, without the comment. The key ends at a colon or a space, as
+// robotstxt's scanner has it ("User-agent *" is a user-agent line). ok is
+// false for a line without a value.
+func splitLine(line string) (key, value string, ok bool) {
+	content, _, _ := strings.Cut(line, "#")
+	content = strings.TrimSpace(content)
+	i := strings.IndexAny(content, ": \t\v")
+	if i < 0 {
+		return "", "", false
+	}
+	value = strings.TrimSpace(content[i:])
+	value = strings.TrimSpace(strings.TrimPrefix(value, ":"))
+	return strings.ToLower(content[:i]), value, true
 }
 
 // productToken returns the leading letters, '_' and '-' of a user-agent
