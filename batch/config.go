@@ -183,7 +183,7 @@ type Config struct {
 	// Robots, if set, is asked before each fetch whether the target's
 	// host lets it be fetched; a refusal ends the target with outcome
 	// robots, and the host's crawl delay spaces its fetch starts (see
-	// [RobotsFunc]; batchnet.NewRobots makes one). Defaults to nil: no
+	// [RobotsFunc]; batchrobots.New makes one). Defaults to nil: no
 	// check.
 	Robots RobotsFunc `json:"-" toml:"-"`
 

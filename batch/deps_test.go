@@ -26,6 +26,7 @@ var moduleRule = map[string][]string{
 	"batchhttp/openapitest": {module, kinOpenAPIModule, goleakModule},
 	"internal/tomltest":     append([]string{module, goleakModule}, tomlLibraries...),
 	"batchmcp":              {module, mcpSDK, "github.com/VictoriaMetrics/metrics", goleakModule},
+	"batchrobots":           {module, robotstxt, goleakModule},
 	"examples":              {"*"},
 }
 
@@ -39,12 +40,12 @@ var rootRequires = []string{"github.com/google/uuid", "zombiezen.com/go/sqlite",
 // validator (and its router, JSON Schema validator and YAML parser), the
 // TOML libraries, the MCP SDK (and the JWT, OAuth 2 (with the Google
 // Cloud metadata client it brings), JSON, JSON Schema and URI template
-// libraries it brings).
+// libraries it brings), the robots.txt parser.
 var heavy = []string{"github.com/jackc/", "go.opentelemetry.io/", "google.golang.org/grpc", "google.golang.org/genproto",
 	"github.com/grpc-ecosystem/", "github.com/getkin/", "github.com/gorilla/", "github.com/santhosh-tekuri/", "go.yaml.in/",
 	"github.com/BurntSushi/", "github.com/pelletier/",
 	"github.com/modelcontextprotocol/", "github.com/golang-jwt/", "golang.org/x/oauth2", "cloud.google.com/",
-	"github.com/segmentio/", "github.com/google/jsonschema-go", "github.com/yosida95/"}
+	"github.com/segmentio/", "github.com/google/jsonschema-go", "github.com/yosida95/", robotstxt}
 
 const goleakModule = "go.uber.org/goleak"
 
@@ -79,6 +80,7 @@ var depRule = []struct {
 	{"internal/tomltest", nil, nil},                                                    // tests only
 	{"batchotel", []string{otelAPI}, []string{"batch", "batch/batchdriver", "batch/batchobserve"}},
 	{"batchmcp", []string{mcpSDK, "github.com/VictoriaMetrics/metrics"}, []string{"batch", "batchhttp"}},
+	{"batchrobots", []string{robotstxt}, []string{"batch", "batchnet"}},
 	{"examples/...", []string{"*"}, []string{"*"}},
 }
 
@@ -105,6 +107,7 @@ var testDepRule = map[string][]string{
 	"internal/tomltest":                 {"batch", "batch/batchtest"},
 	"internal/conntest":                 {},
 	"batchmcp":                          {"batch/batchtest", "batch/batchsift", "batchhttp/batchserver", "internal/conntest"},
+	"batchrobots":                       {"batch/batchtest"},
 }
 
 // testExternal are the imports from outside the repository that every
@@ -159,6 +162,10 @@ const module = "github.com/siftfetch/batchkit"
 // examples, whose tests are its clients), so that a host that serves no
 // MCP never compiles it, nor the JWT and OAuth 2 libraries it brings.
 const mcpSDK = "github.com/modelcontextprotocol/go-sdk"
+
+// robotstxt is the robots.txt parser: only batchrobots imports it, so that
+// a host that checks no robots.txt never requires it.
+const robotstxt = "github.com/temoto/robotstxt"
 
 // pgx is the PostgreSQL driver: only batchstore/pgstore may import it (and
 // pgstoretest, the tests' database, and the tests of examples, to tidy a
@@ -459,6 +466,15 @@ func TestCheckImports(t *testing.T) {
 	ft("batchmcp", []string{module + "/batch/batchtest", module + "/batchhttp/batchserver", module + "/internal/conntest", "go.uber.org/goleak"}, false)
 	ft("batchmcp", []string{module + "/batchstore"}, true)
 	ft("batchhttp", []string{mcpSDK + "/mcp"}, true)
+
+	// The robots.txt parser: in batchrobots (and the examples) only.
+	f("batchrobots", []string{robotstxt, module + "/batch", module + "/batchnet"}, false)
+	f("batchrobots", []string{module + "/batchhttp"}, true)
+	f("batchnet", []string{robotstxt}, true)
+	f("batch", []string{robotstxt}, true)
+	f("examples/batchd", []string{module + "/batchrobots"}, false)
+	ft("batchrobots", []string{"go.uber.org/goleak", module + "/batchnet", module + "/batch/batchtest"}, false)
+	ft("batchrobots", []string{module + "/batchhttp"}, true)
 }
 
 // libraryPkgs are the library's packages in the root module, which a host

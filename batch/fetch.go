@@ -128,7 +128,7 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 
 // RobotsFunc reports what the robots rules of t's host say about t, for
 // Config.Robots. The runner asks before each fetch, so an implementation
-// caches the rules per host (batchnet.NewRobots does). An error fails the
+// caches the rules per host (batchrobots.Checker does). An error fails the
 // target as a fetch error would (its [Outcome], if it carries one): an
 // implementation decides what an unreachable robots.txt means and
 // answers with a Robots for it instead where it can.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchnet"
 )
 
 // maxResponseBytes caps what the client reads of one answer. A status with
@@ -310,16 +311,8 @@ func apiError(resp *http.Response, body []byte) *APIError {
 
 // retryAfter parses a Retry-After header: seconds or an HTTP date.
 func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
+	d, _ := batchnet.ParseRetryAfter(v, time.Now())
+	return d
 }
 
 // IsNotFound reports whether err is a 404 answer.

@@ -6,7 +6,8 @@
 // connect time ([Guard.Control]). Both use one classifier, [Classify], so
 // they never disagree. A [Client] is an HTTP client built on the guard. Its
 // errors never carry the URL, a host name or an address, and each says how
-// the target ended ([CleanError], [StatusError]).
+// the target ended ([CleanError], [StatusError]). [ResponseError] also turns
+// an upstream's Retry-After into a request for the runner to wait.
 //
 // # Getting started
 //
@@ -29,8 +30,8 @@
 //			return batch.Result{}, err
 //		}
 //		defer resp.Body.Close()
-//		if err := batchnet.StatusError(resp.StatusCode); err != nil {
-//			return batch.Result{}, err
+//		if err := batchnet.ResponseError(resp); err != nil {
+//			return batch.Result{}, err // a 429 or 503 may ask the runner to wait
 //		}
 //		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes))
 //		if err != nil {

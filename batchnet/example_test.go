@@ -186,3 +186,40 @@ func ExampleGuard_PrecheckFunc() {
 	// blocked: non-canonical ip address
 	// blocked: scheme not allowed
 }
+
+// A fetcher turns an upstream's request to wait into [batch.RetryAfter]:
+// the runner holds the host back and fetches the target again.
+func ExampleResponseError() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/busy":
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "/down":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}))
+	defer srv.Close()
+	client, err := batchnet.NewClient(batchnet.ClientConfig{Allow: []string{srv.Listener.Addr().String()}})
+	if err != nil {
+		panic(err)
+	}
+	defer client.CloseIdleConnections()
+
+	for _, path := range []string{"/page", "/busy", "/down"} {
+		resp, err := client.Get(context.Background(), srv.URL+path)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		err = batchnet.ResponseError(resp)
+		wait, ok := batch.RetryAfterOf(err)
+		fmt.Printf("%s: %v (wait %s: %v)\n", path, err, wait, ok)
+	}
+	// Output:
+	// /page: <nil> (wait 0s: false)
+	// /busy: upstream: status 429 (wait 30s: true)
+	// /down: upstream: status 503 (wait 0s: false)
+}

@@ -157,7 +157,7 @@ func fetcher(client *batchnet.Client) batch.FetchFunc {
 			return batch.Result{}, err
 		}
 		defer resp.Body.Close()
-		if err := batchnet.StatusError(resp.StatusCode); err != nil {
+		if err := batchnet.ResponseError(resp); err != nil { // a 429 or 503 may ask the runner to wait
 			return batch.Result{}, err
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

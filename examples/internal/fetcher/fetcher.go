@@ -204,7 +204,7 @@ func (f *Fetcher) Fetch(ctx context.Context, _ batch.Caller, t batch.Target) (ba
 		return batch.Result{}, err
 	}
 	defer resp.Body.Close()
-	if err := batchnet.StatusError(resp.StatusCode); err != nil {
+	if err := batchnet.ResponseError(resp); err != nil { // a 429 or 503 with Retry-After: the runner waits and retries
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // lets a small error body's connection be reused
 		return batch.Result{}, err
 	}
