@@ -130,6 +130,22 @@ func newGate(r *Runner) *gate {
 	return g
 }
 
+// intervalPad is added to a host's interval between fetch starts: the
+// requests of two fetches reach the host after a time of their own (a
+// new connection, a reused one), and the margin keeps them the interval
+// apart as the host sees them.
+const intervalPad = 10 * time.Millisecond
+
+// intervalOf returns the interval before d's next fetch start to its
+// host: Config.HostInterval or the host's crawl delay, whichever is
+// longer, and the pad; 0 for none.
+func (g *gate) intervalOf(d *jobDrain) time.Duration {
+	if iv := max(g.interval, d.crawlDelay); iv > 0 {
+		return iv + intervalPad
+	}
+	return 0
+}
+
 // on reports whether the runner gates its fetches by host at all.
 func (g *gate) on() bool {
 	return g.limit > 0 || g.interval > 0 || g.r.cfg.Robots != nil
@@ -170,7 +186,7 @@ func (g *gate) enter(d *jobDrain) bool {
 		g.mu.Unlock()
 		return false
 	}
-	interval := max(g.interval, d.crawlDelay)
+	interval := g.intervalOf(d)
 	now := time.Now()
 	var wait time.Duration
 	switch {
@@ -284,7 +300,7 @@ func (g *gate) wake(key string, h *gateHost) {
 			return
 		}
 		d := h.queue[0]
-		interval := max(g.interval, d.crawlDelay)
+		interval := g.intervalOf(d)
 		if g.limit > 0 && h.held+h.waking >= g.limit || interval > 0 && h.waking > 0 {
 			return
 		}

@@ -269,7 +269,9 @@ func (g *Guard) CheckAddr(ap netip.AddrPort) error {
 	if ap.Addr().Zone() != "" {
 		return blocked(ReasonZone)
 	}
-	if g.allowed(hostPortKey(ap.Addr().String(), strconv.Itoa(int(ap.Port())))) {
+	// An IPv4-mapped address (a resolver's answer for a v4 name) is the
+	// v4 address it maps, as the dial that follows has it.
+	if g.allowed(hostPortKey(ap.Addr().Unmap().String(), strconv.Itoa(int(ap.Port())))) {
 		return nil
 	}
 	if reason, ok := Classify(ap.Addr()); !ok {

@@ -204,6 +204,8 @@ func TestGuard_Allow(t *testing.T) {
 	c("127.0.0.1:8082", ReasonLoopback)
 	c("127.0.0.2:8081", ReasonLoopback)
 	c("[::1]:8081", ReasonLoopback)
+	c("[::ffff:127.0.0.1]:8081", "")             // a resolver's v4-mapped answer for an allowed v4 address
+	c("[::ffff:127.0.0.1]:8082", ReasonLoopback) // …and for one that is not
 	c("[fe80::1%eth0]:80", ReasonZone)
 	if err := g.Control("tcp4", "127.0.0.1:8081", nil); err != nil {
 		t.Errorf("Control(allowed) = %v", err)

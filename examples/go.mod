@@ -6,6 +6,7 @@ replace (
 	github.com/siftfetch/batchkit => ../
 	github.com/siftfetch/batchkit/batchmcp => ../batchmcp
 	github.com/siftfetch/batchkit/batchotel => ../batchotel
+	github.com/siftfetch/batchkit/batchrobots => ../batchrobots
 	github.com/siftfetch/batchkit/batchstore/pgstore => ../batchstore/pgstore
 )
 
@@ -17,6 +18,7 @@ require (
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
 	github.com/siftfetch/batchkit/batchmcp v0.0.0-00010101000000-000000000000
 	github.com/siftfetch/batchkit/batchotel v0.0.0-00010101000000-000000000000
+	github.com/siftfetch/batchkit/batchrobots v0.0.0-00010101000000-000000000000
 	github.com/siftfetch/batchkit/batchstore/pgstore v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -42,6 +44,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/temoto/robotstxt v1.1.2 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect

@@ -113,6 +113,7 @@ type options struct {
 	generatedFile              string
 	webhookLegacySignature     bool
 	mcp                        bool
+	robots                     bool
 	version                    bool
 	keys, allow                listFlag
 	maxConns                   int
@@ -151,6 +152,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "read the bearer key GET /metrics requires from `file` (one line, chmod 600)")
 	fs.StringVar(&o.adminKeyFile, "admin-key-file", "", "turn on the operator console at /console, which requires the key in `file` (one line, chmod 600); or set $"+adminKeyEnv)
 	fs.StringVar(&o.generatedFile, "generated-file", "", "when stdout is not a terminal, write a generated key or webhook secret to `file` (mode 0600) rather than print it (default: batchd-generated.env beside the SQLite database, or in the working directory)")
+	fs.BoolVar(&o.robots, "robots", true, "honour each host's robots.txt: a target it disallows ends with outcome robots, unfetched, and its Crawl-delay spaces the fetch starts to that host; -robots=false turns it off")
 	fs.BoolVar(&o.mcp, "mcp", true, "serve the MCP server (the batch tools for agents, over streamable HTTP) at /mcp, under the callers' keys; -mcp=false turns it off")
 	fs.StringVar(&o.sync, "synchronous", "FULL", "SQLite synchronous: FULL (survives power loss) or NORMAL")
 	b := &o.batch
@@ -374,6 +376,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MetricsKey:    metricsKey,
 		AdminKey:      adminKey,
 		NoMCP:         !o.mcp,
+		NoRobots:      !o.robots,
 		Logger:        log,
 		Limits:        batchserver.Limits{MaxConns: o.maxConns},
 		OpenPostgres:  pgopen.Open,

@@ -90,6 +90,11 @@ type Config struct {
 	// serves the callers of Keys as the same callers as /v1/batch: the
 	// same jobs, caps and redaction. Defaults to false: served.
 	NoMCP bool
+	// NoRobots turns off the robots.txt check (batchrobots): with it on,
+	// a target its host's robots.txt disallows ends with outcome robots,
+	// unfetched, and a Crawl-delay spaces the fetch starts to its host.
+	// Defaults to false: checked.
+	NoRobots bool
 	// AdminKey, if set, turns on the operator console at /console
 	// (batchconsole), which requires it. Callers' keys never open it.
 	AdminKey string
@@ -252,6 +257,14 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	bc.Store, bc.Fetch, bc.Logger, bc.Deliver = store, f.Fetch, cfg.Logger, sender.Deliver
 	bc.Options = batchsift.Options // sift's /v1/fetch fields, flat beside "url"
 	bc.Observer = cfg.Observer
+	if !cfg.NoRobots {
+		robots, err := f.Robots(cfg.Logger)
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		bc.Robots = robots.Check
+	}
 	runner, err := batch.New(bc)
 	if err != nil {
 		store.Close()

@@ -66,13 +66,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchsift"
 	"github.com/siftfetch/batchkit/batchnet"
+	"github.com/siftfetch/batchkit/batchrobots"
 )
 
 // Defaults for [Options].
@@ -161,6 +164,15 @@ func (f *Fetcher) Precheck(rawURL string) error { return f.client.Precheck(rawUR
 // target cannot (the sender does not follow redirects). Its errors hold the
 // URL: the sender replaces them. See [batchnet.Client.HTTPClient].
 func (f *Fetcher) Client() *http.Client { return f.client.HTTPClient() }
+
+// Robots returns a robots.txt checker for the runner's Config.Robots
+// that fetches each host's rules through the fetcher's guarded client,
+// matching the groups by the fetcher's product token (its User-Agent up
+// to the "/").
+func (f *Fetcher) Robots(log *slog.Logger) (*batchrobots.Checker, error) {
+	token, _, _ := strings.Cut(f.userAgent, "/")
+	return batchrobots.New(batchrobots.Config{Client: f.client, UserAgent: token, Logger: log})
+}
 
 // CloseIdleConnections closes the idle connections of the fetcher's
 // transport.

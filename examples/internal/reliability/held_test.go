@@ -170,7 +170,7 @@ func startBatchd(t *testing.T, bin string, args ...string) *batchd {
 // runBatchd runs bin with args (which must listen on some address, and
 // name its database) and env on top of the test's environment, and waits
 // until it serves. The test's cleanup kills it if it still runs.
-func runBatchd(t *testing.T, bin string, env []string, args ...string) *batchd {
+func runBatchd(t testing.TB, bin string, env []string, args ...string) *batchd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)

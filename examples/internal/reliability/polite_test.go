@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
+	"github.com/siftfetch/batchkit/batchstore/pgstore/pgstoretest"
 	"github.com/siftfetch/batchkit/examples/internal/testbin"
 )
 
@@ -40,7 +44,7 @@ type arrival struct {
 	path string
 }
 
-func newPoliteHost(t *testing.T, pause time.Duration) *politeHost {
+func newPoliteHost(t testing.TB, pause time.Duration) *politeHost {
 	h := &politeHost{pause: pause}
 	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.srv.Close)
@@ -84,9 +88,17 @@ func (h *politeHost) stats() (peak int, arrivals []arrival) {
 // politeCluster starts n batchd on one PostgreSQL schema with args, the
 // upstreams allowed, and returns their addresses. Callers polite0… have
 // keys on every node.
-func politeCluster(t *testing.T, n int, callers int, allow []string, args ...string) []string {
+func politeCluster(t testing.TB, n int, callers int, allow []string, args ...string) []string {
 	t.Helper()
-	url, schema := pgSchema(t)
+	addrs, _, _ := politeNodes(t, n, callers, allow, args...)
+	return addrs
+}
+
+// politeNodes is politeCluster that also returns the nodes and the
+// database's URL and schema.
+func politeNodes(t testing.TB, n int, callers int, allow []string, args ...string) ([]string, []*batchd, [2]string) {
+	t.Helper()
+	url, schema := pgstoretest.Schema(t, "rel")
 	bin := testbin.BuildPackage(t, "batchd", "../../batchd", false)
 	keys := make([]string, callers)
 	for i := range keys {
@@ -95,21 +107,23 @@ func politeCluster(t *testing.T, n int, callers int, allow []string, args ...str
 	env := []string{"BATCHD_KEYS=" + strings.Join(keys, ",")}
 	gen := filepath.Join(t.TempDir(), "generated.env")
 	var addrs []string
+	var nodes []*batchd
 	for i := range n { // one after the other: the first creates the schema
 		a := []string{"-addr", "127.0.0.1:0", "-db", url, "-pg-schema", schema, "-runner-id", "p" + strconv.Itoa(i),
 			"-mcp=false", "-generated-file", gen, "-poll-interval", "50ms", "-log-level", "warn"}
 		for _, h := range allow {
 			a = append(a, "-allow", h)
 		}
-		addrs = append(addrs, runBatchd(t, bin, env, append(a, args...)...).addr)
+		d := runBatchd(t, bin, env, append(a, args...)...)
+		addrs, nodes = append(addrs, d.addr), append(nodes, d)
 	}
-	return addrs
+	return addrs, nodes, [2]string{url, schema}
 }
 
 // submitRound submits jobs round-robin over the nodes, job j by caller
 // j%callers, and waits for every one to finish; it returns their final
 // statuses.
-func submitRound(t *testing.T, ctx context.Context, addrs []string, callers int, jobs [][]string) []batchhttp.StatusResponse {
+func submitRound(t testing.TB, ctx context.Context, addrs []string, callers int, jobs [][]string) []batchhttp.StatusResponse {
 	t.Helper()
 	cs := newClients(newCounts())
 	defer cs.close()
@@ -216,5 +230,149 @@ func TestPolite_RetryAfterAcrossNodes(t *testing.T) {
 		if d < wait {
 			t.Errorf("a request arrived %s after the 429 with Retry-After: 3", d)
 		}
+	}
+}
+
+// One batchd (SQLite) with its default -robots; the upstream's robots.txt
+// disallows /private and asks for a Crawl-delay of 1. The disallowed
+// target ends robots and its path is never requested; the other three
+// are fetched at least a second apart, by the upstream's log.
+func TestPolite_Robots(t *testing.T) {
+	t.Parallel()
+	up := newPoliteHost(t, 0)
+	up.robots = "User-agent: *\nDisallow: /private\nCrawl-delay: 1\n"
+	bin := testbin.BuildPackage(t, "batchd", "../../batchd", false)
+	d := runBatchd(t, bin, []string{"BATCHD_KEYS=polite0=" + keyOf("polite0")}, "-addr", "127.0.0.1:0",
+		"-db", filepath.Join(t.TempDir(), "b.db"), "-allow", up.addr(), "-mcp=false",
+		"-generated-file", filepath.Join(t.TempDir(), "gen.env"))
+	urls := []string{up.srv.URL + "/a", up.srv.URL + "/private/x", up.srv.URL + "/b", up.srv.URL + "/c"}
+	st := submitRound(t, t.Context(), []string{d.addr}, 1, [][]string{urls})[0]
+	if st.Status != batch.JobPartial || len(st.Targets) != 4 {
+		t.Fatalf("job %s, %d targets; want partial, 4", st.Status, len(st.Targets))
+	}
+	for i, tg := range st.Targets {
+		want := batch.OutcomeOK
+		if i == 1 {
+			want = batch.OutcomeRobots
+		}
+		if tg.Outcome != want {
+			t.Errorf("target %d: outcome %s (%s), want %s", i, tg.Outcome, tg.Error, want)
+		}
+	}
+	if h := st.Targets[1].Hint; h == "" {
+		t.Error("the robots target has no hint")
+	}
+	_, arrivals := up.stats()
+	if len(arrivals) != 3 {
+		t.Fatalf("%d page requests, want 3: %+v", len(arrivals), arrivals)
+	}
+	for i, a := range arrivals {
+		if strings.HasPrefix(a.path, "/private") {
+			t.Errorf("the disallowed path was requested")
+		}
+		if i > 0 {
+			gap := a.at.Sub(arrivals[i-1].at)
+			t.Logf("request %d arrived %s after the one before (Crawl-delay: 1)", i, gap.Round(time.Millisecond))
+			if gap < time.Second {
+				t.Errorf("request %d arrived %s after the one before, want at least 1s", i, gap)
+			}
+		}
+	}
+}
+
+// Two batchd on one PostgreSQL database, logging at debug, fetch from an
+// upstream named by a host name (localhost) and a port, under paths
+// with a marker: a page, one its robots.txt disallows, one answered 429
+// with Retry-After, one on an interval. Neither the host name, nor the
+// port, nor a path shows in any log line, in /metrics, or in the host
+// gate's rows in the database.
+func TestPolite_NoHostInLogsMetricsOrRows(t *testing.T) {
+	t.Parallel()
+	up := newPoliteHost(t, 5*time.Millisecond)
+	up.robots = "User-agent: *\nDisallow: /mk-private\n"
+	var once sync.Once
+	up.answer = func(w http.ResponseWriter, r *http.Request) (done bool) {
+		if strings.HasPrefix(r.URL.Path, "/mk-busy") {
+			once.Do(func() {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				done = true
+			})
+		}
+		return done
+	}
+	_, port, _ := strings.Cut(up.addr(), ":")
+	host := "localhost:" + port
+	addrs, nodes, db := politeNodes(t, 2, 2, []string{host, up.addr()}, "-log-level", "debug", "-host-interval", "20ms", "-fetches-per-host", "1", "-jobs-per-caller", "2", "-jobs-total", "8")
+	base := "http://" + host
+	var jobs [][]string
+	for j := range 4 {
+		jobs = append(jobs, []string{base + "/mk-page/" + strconv.Itoa(j), base + "/mk-private/" + strconv.Itoa(j), base + "/mk-busy/" + strconv.Itoa(j)})
+	}
+	sts := submitRound(t, t.Context(), addrs, 2, jobs)
+	var refused, done int
+	for _, st := range sts {
+		for _, tg := range st.Targets {
+			switch tg.Outcome {
+			case batch.OutcomeRobots:
+				refused++
+			case batch.OutcomeOK:
+				done++
+			}
+		}
+	}
+	if refused != 4 || done != 8 {
+		t.Fatalf("%d targets refused by robots.txt and %d done, want 4 and 8: %+v", refused, done, sts[0].Targets)
+	}
+	markers := []string{"localhost", port, "/mk-", "mk-page", "mk-private", "mk-busy"}
+	check := func(where, text string) {
+		t.Helper()
+		for _, m := range markers {
+			if i := strings.Index(text, m); i >= 0 {
+				t.Errorf("%s holds %q: …%s…", where, m, text[max(i-80, 0):min(i+80, len(text))])
+			}
+		}
+	}
+	for i, d := range nodes {
+		if !strings.Contains(d.stderr.String(), "batch target finished") {
+			t.Fatalf("node %d logged no target at debug level:\n%s", i, d.stderr)
+		}
+		// The port the daemon listens on and its -allow hint are its own;
+		// the upstream's port is only in its arguments.
+		check(fmt.Sprintf("node %d's log", i), d.stderr.String())
+		resp, err := http.Get("http://" + d.addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "_host_waits_total") {
+			t.Fatalf("node %d's /metrics has no host gate metrics", i)
+		}
+		check(fmt.Sprintf("node %d's /metrics", i), string(body))
+	}
+	conn, err := pgx.Connect(t.Context(), db[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, table := range []string{"host", "host_slot"} {
+		rows, err := conn.Query(t.Context(), "SELECT row_to_json(x)::text FROM "+pgx.Identifier{db[1], table}.Sanitize()+" x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			var row string
+			if err := rows.Scan(&row); err != nil {
+				t.Fatal(err)
+			}
+			n++
+			check("table "+table, row)
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		t.Logf("table %s: %d rows, none with the host", table, n)
 	}
 }
