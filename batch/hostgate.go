@@ -40,6 +40,19 @@ const (
 	gateMaxPoll = 500 * time.Millisecond
 )
 
+// A runner keeps a store slot it no longer uses for gateLinger, so that
+// the next fetch to the host (a job's next target comes one write later,
+// or a job waiting here) takes it without a store call; then it frees
+// it. A slot in use goes back to the store every gateTenure: the renewal
+// gives it up when another runner was refused a slot of the host (for
+// gateWant after its refusal), and this runner then waits gateMaxPoll
+// before it asks again, so that the other, polling, gets its turn.
+const (
+	gateLinger = 100 * time.Millisecond
+	gateTenure = time.Second
+	gateWant   = 2 * gateMaxPoll
+)
+
 // Reasons a job waits for its host, the label values of
 // <prefix>_host_waits_total.
 const (
@@ -72,10 +85,14 @@ func hostKey(rawURL string) string {
 }
 
 // hostSlot is a slot the gate took for one fetch: its key and, on a store
-// with a gate, the store's slot id. The zero value is no slot.
+// with a gate, the store's slot id, when the store last confirmed it, and
+// whether it was taken under an interval (such a slot is never kept:
+// each start goes through the store). The zero value is no slot.
 type hostSlot struct {
 	key   string
 	store int64
+	taken time.Time
+	paced bool
 }
 
 // gate is the runner's host gate. Its methods are safe for concurrent use.
@@ -92,6 +109,7 @@ type gate struct {
 	sleeping map[*jobDrain]struct{}
 	parked   int // jobs queued, asleep or ready
 	closed   bool
+	lingers  sync.WaitGroup // linger timers armed or running
 }
 
 // gateHost is one host's state on this runner.
@@ -103,6 +121,8 @@ type gateHost struct {
 	queue  []*jobDrain // jobs waiting for their turn
 	timer  *time.Timer // wakes the queue when a wait ends
 	poll   time.Duration
+	idle   []hostSlot  // store slots kept for the next fetch
+	linger *time.Timer // frees the idle slots
 }
 
 // Where a parked drain is.
@@ -164,7 +184,7 @@ func (g *gate) host(key string) *gateHost {
 // held.
 func (g *gate) forget(key string, h *gateHost) {
 	now := time.Now()
-	if h.held == 0 && h.waking == 0 && len(h.queue) == 0 && h.timer == nil && !now.Before(h.next) && !now.Before(h.until) {
+	if h.held == 0 && h.waking == 0 && len(h.queue) == 0 && len(h.idle) == 0 && h.timer == nil && !now.Before(h.next) && !now.Before(h.until) {
 		delete(g.hosts, key)
 	}
 }
@@ -206,10 +226,35 @@ func (g *gate) enter(d *jobDrain) bool {
 		return false
 	}
 	h.held++ // before the store is asked: a release meanwhile sees it
+	var kept hostSlot
+	if interval == 0 && len(h.idle) > 0 {
+		kept = h.idle[len(h.idle)-1]
+		h.idle = h.idle[:len(h.idle)-1]
+	}
 	g.mu.Unlock()
 
-	slot := hostSlot{key: d.key}
-	if g.store != nil {
+	slot := hostSlot{key: d.key, paced: interval > 0}
+	if kept.store != 0 && time.Since(kept.taken) >= gateTenure {
+		if g.renew(kept) {
+			kept.taken = time.Now()
+		} else {
+			// Given up to a runner waiting for the host: wait a poll, so
+			// that it gets the slot before this runner asks again.
+			g.mu.Lock()
+			h.held--
+			if until := time.Now().Add(gateMaxPoll); until.After(h.until) {
+				h.until = until
+			}
+			g.park(d, h, true)
+			g.wakeAfter(d.key, h, gateMaxPoll)
+			g.mu.Unlock()
+			return false
+		}
+	}
+	switch {
+	case kept.store != 0:
+		slot = kept
+	case g.store != nil:
 		got, err := g.acquire(d.key, interval)
 		if err != nil || got.Slot == 0 {
 			g.mu.Lock()
@@ -226,7 +271,7 @@ func (g *gate) enter(d *jobDrain) bool {
 			g.mu.Unlock()
 			return false
 		}
-		slot.store = got.Slot
+		slot.store, slot.taken = got.Slot, time.Now()
 	}
 	g.mu.Lock()
 	h.poll = gateMinPoll
@@ -237,6 +282,21 @@ func (g *gate) enter(d *jobDrain) bool {
 	g.mu.Unlock()
 	d.slot, d.interval = slot, interval
 	return true
+}
+
+// renew asks the store to keep s for another lease; a slot it does not
+// keep is gone.
+func (g *gate) renew(s hostSlot) bool {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	began := time.Now()
+	kept, err := g.store.RenewHost(ctx, batchdriver.RenewHostParams{Key: s.key, Slot: s.store, Lease: g.lease, Now: g.r.now()})
+	g.r.recordStoreCall("renew host", began, err)
+	if err != nil {
+		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: renew failed; taking a new slot", storeErrAttrs(err)...)
+		g.releaseStore(s)
+	}
+	return kept
 }
 
 // tidy drops the hosts that hold nothing any more: a back-off or an
@@ -468,7 +528,7 @@ func (g *gate) acquire(key string, interval time.Duration) (batchdriver.HostSlot
 	defer cancel()
 	began := time.Now()
 	got, err := g.store.AcquireHost(ctx, batchdriver.AcquireHostParams{
-		Key: key, Runner: g.r.cfg.RunnerID, Limit: g.limit, Interval: interval, Lease: g.lease, Now: g.r.now(),
+		Key: key, Runner: g.r.cfg.RunnerID, Limit: g.limit, Interval: interval, Lease: g.lease, Want: gateWant, Now: g.r.now(),
 	})
 	g.r.recordStoreCall("acquire host", began, err)
 	if err != nil {
@@ -478,21 +538,50 @@ func (g *gate) acquire(key string, interval time.Duration) (batchdriver.HostSlot
 }
 
 // release frees a slot once its fetch has returned, and wakes the next
-// job waiting for the host.
+// job waiting for the host. A store slot is kept for gateLinger, for the
+// next fetch to the host, unless it was taken under an interval.
 func (g *gate) release(s hostSlot) {
 	if s.key == "" {
 		return
 	}
-	g.releaseStore(s)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	h := g.hosts[s.key]
 	if h == nil {
+		g.mu.Unlock()
+		g.releaseStore(s)
 		return
 	}
 	h.held--
-	g.wake(s.key, h)
-	g.forget(s.key, h)
+	key := s.key
+	if s.store != 0 && !s.paced && !g.closed {
+		h.idle = append(h.idle, s)
+		if h.linger == nil {
+			g.lingers.Add(1)
+			h.linger = time.AfterFunc(gateLinger, func() {
+				defer g.lingers.Done()
+				g.dropIdle(key, h)
+			})
+		}
+		s = hostSlot{}
+	}
+	g.wake(key, h)
+	g.forget(key, h)
+	g.mu.Unlock()
+	g.releaseStore(s)
+}
+
+// dropIdle frees the store slots h kept and did not use again.
+func (g *gate) dropIdle(key string, h *gateHost) {
+	g.mu.Lock()
+	idle := h.idle
+	h.idle, h.linger = nil, nil
+	if g.hosts[key] == h {
+		g.forget(key, h)
+	}
+	g.mu.Unlock()
+	for _, s := range idle {
+		g.releaseStore(s)
+	}
 }
 
 // releaseStore frees the store's side of s, if it has one.
@@ -533,11 +622,19 @@ func (g *gate) backOff(key string, wait time.Duration) {
 	}
 }
 
-// close stops the gate once the workers have returned, and returns the
-// jobs parked in it: Close ends their drains.
+// close stops the gate once the workers have returned, frees the store
+// slots it kept, and returns the jobs parked in it: Close ends their
+// drains.
 func (g *gate) close() []*jobDrain {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	var idle []hostSlot
+	defer func() {
+		g.mu.Unlock()
+		g.lingers.Wait() // a linger that fired frees its slots first
+		for _, s := range idle {
+			g.releaseStore(s)
+		}
+	}()
 	g.closed = true
 	out := g.ready
 	g.ready = nil
@@ -545,6 +642,11 @@ func (g *gate) close() []*jobDrain {
 		if h.timer != nil {
 			h.timer.Stop()
 		}
+		if h.linger != nil && h.linger.Stop() {
+			g.lingers.Done()
+		}
+		idle = append(idle, h.idle...)
+		h.idle = nil
 		out = append(out, h.queue...)
 		h.queue = nil
 	}

@@ -12,9 +12,10 @@ var _ batchdriver.HostGate = (*Store)(nil)
 // memHost is one gate key: its slots, by id, with their runner and the end
 // of their lease, and the times before which no slot is taken.
 type memHost struct {
-	slots map[int64]memSlot
-	next  time.Time // the interval's end
-	until time.Time // the back-off's end
+	slots  map[int64]memSlot
+	next   time.Time // the interval's end
+	until  time.Time // the back-off's end
+	wanted time.Time // a refused runner's want ends
 }
 
 type memSlot struct {
@@ -42,6 +43,9 @@ func (s *Store) AcquireHost(ctx context.Context, p batchdriver.AcquireHostParams
 		case now.Before(h.until):
 			got.Wait = h.until.Sub(now)
 		case p.Limit > 0 && len(h.slots) >= p.Limit:
+			if w := now.Add(p.Want); w.After(h.wanted) {
+				h.wanted = w
+			}
 		case now.Before(h.next):
 			got.Wait = h.next.Sub(now)
 		default:
@@ -53,6 +57,30 @@ func (s *Store) AcquireHost(ctx context.Context, p batchdriver.AcquireHostParams
 		return nil
 	})
 	return got, err
+}
+
+// RenewHost implements [batchdriver.HostGate.RenewHost].
+func (s *Store) RenewHost(ctx context.Context, p batchdriver.RenewHostParams) (kept bool, err error) {
+	now := memNow(p.Now)
+	err = s.locked(ctx, func() error {
+		h := s.hosts[p.Key]
+		if h == nil {
+			return nil
+		}
+		sl, ok := h.slots[p.Slot]
+		switch {
+		case !ok || !sl.lease.After(now):
+			delete(h.slots, p.Slot)
+		case now.Before(h.wanted):
+			delete(h.slots, p.Slot)
+		default:
+			sl.lease = now.Add(p.Lease)
+			h.slots[p.Slot] = sl
+			kept = true
+		}
+		return nil
+	})
+	return kept, err
 }
 
 // ReleaseHost implements [batchdriver.HostGate.ReleaseHost].

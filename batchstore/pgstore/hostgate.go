@@ -20,10 +20,25 @@ func (s *Store) AcquireHost(ctx context.Context, p batchdriver.AcquireHostParams
 		return batchdriver.HostSlot{}, s.wrap(ctx, "acquire host", err)
 	}
 	var slot, waitUS int64
-	if err := s.pool.QueryRow(ctx, s.q.hostAcquire, p.Key, p.Runner, p.Limit, p.Interval, p.Lease, s.now(p.Now)).Scan(&slot, &waitUS); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.hostAcquire, p.Key, p.Runner, p.Limit, p.Interval, p.Lease, p.Want, s.now(p.Now)).Scan(&slot, &waitUS); err != nil {
 		return batchdriver.HostSlot{}, s.wrap(ctx, "acquire host", err)
 	}
 	return batchdriver.HostSlot{Slot: slot, Wait: time.Duration(waitUS) * time.Microsecond}, nil
+}
+
+// RenewHost implements [batchdriver.HostGate.RenewHost] in one round
+// trip, the function host_renew of migrations/013.
+func (s *Store) RenewHost(ctx context.Context, p batchdriver.RenewHostParams) (bool, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return false, s.wrap(ctx, "renew host", err)
+	}
+	var kept bool
+	if err := s.pool.QueryRow(ctx, s.q.hostRenew, p.Key, p.Slot, p.Lease, s.now(p.Now)).Scan(&kept); err != nil {
+		return false, s.wrap(ctx, "renew host", err)
+	}
+	return kept, nil
 }
 
 // ReleaseHost implements [batchdriver.HostGate.ReleaseHost].

@@ -127,7 +127,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
 		&q.forgetStale: true, &q.reapJobs: true, &q.reapHandBack: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
 		&q.lockStat: true, &q.notify: true, &q.anyCallerDeltas: true,
-		&q.hostAcquire: true, &q.hostRelease: true, &q.hostBackOff: true, &q.hostSweep: true}
+		&q.hostAcquire: true, &q.hostRenew: true, &q.hostRelease: true, &q.hostBackOff: true, &q.hostSweep: true}
 	planned := map[string]bool{}
 	for _, p := range plans {
 		planned[p.sql] = true

@@ -448,12 +448,14 @@ var sqlTemplates = queries{
 	// (set_config(…, true) lasts until the statement's own commit).
 	// The host gate (see hostgate.go and migrations/013). hostSweep
 	// deletes the keys that hold nothing: no slot, no wait.
-	hostAcquire: `SELECT slot, wait_us FROM {s}.host_acquire($1, $2, $3, $4, $5, $6::timestamptz)`,
+	hostAcquire: `SELECT slot, wait_us FROM {s}.host_acquire($1, $2, $3, $4, $5, $6, $7::timestamptz)`,
+	hostRenew:   `SELECT {s}.host_renew($1, $2, $3, $4::timestamptz)`,
 	hostRelease: `DELETE FROM {s}.host_slot WHERE id = $1`,
 	hostBackOff: `INSERT INTO {s}.host AS h (key, backoff_until) VALUES ($1, ` + clock("2") + ` + $3::interval)
 		ON CONFLICT (key) DO UPDATE SET backoff_until = greatest(h.backoff_until, excluded.backoff_until)`,
 	hostSweep: `WITH gone AS (DELETE FROM {s}.host_slot WHERE lease <= ` + clock("1") + `)
 		DELETE FROM {s}.host h WHERE h.next_start < ` + clock("1") + ` AND h.backoff_until < ` + clock("1") + `
+		AND h.wanted_until < ` + clock("1") + `
 		AND NOT EXISTS (SELECT 1 FROM {s}.host_slot s WHERE s.key = h.key AND s.lease > ` + clock("1") + `)`,
 
 	notify: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) AS p`,
@@ -477,6 +479,7 @@ type queries struct {
 	hookRelease, hookReleaseAll                          string
 	expire, anyExpired                                   string
 	hostAcquire, hostRelease, hostBackOff, hostSweep     string
+	hostRenew                                            string
 }
 
 // render returns the statements for schema.
@@ -502,6 +505,6 @@ func (q *queries) fields() []*string {
 		&q.stats, &q.notify,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,
 		&q.expire, &q.anyExpired,
-		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep,
+		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep, &q.hostRenew,
 	}
 }

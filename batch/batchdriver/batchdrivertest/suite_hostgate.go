@@ -19,6 +19,8 @@ var hostGateCases = map[string]func(*testing.T, batchdriver.Store){
 	"HostLeaseEnds":        storeHostLeaseEnds,
 	"HostReapFreesSlots":   storeHostReapFrees,
 	"HostConcurrentCapped": storeHostConcurrent,
+	"HostRenewKeeps":       storeHostRenewKeeps,
+	"HostRenewYields":      storeHostRenewYields,
 }
 
 // requireHostGate returns s as a HostGate, or skips.
@@ -209,5 +211,60 @@ func storeHostConcurrent(t *testing.T, s batchdriver.Store) {
 	wg.Wait()
 	if peak.Load() > limit || took.Load() == 0 {
 		t.Fatalf("peak %d slots held at once (limit %d), %d taken", peak.Load(), limit, took.Load())
+	}
+}
+
+func renewSlot(t *testing.T, g batchdriver.HostGate, key string, slot int64, at time.Time) bool {
+	t.Helper()
+	kept, err := g.RenewHost(t.Context(), batchdriver.RenewHostParams{Key: key, Slot: slot, Lease: time.Minute, Now: nowAt(at)})
+	if err != nil {
+		t.Fatalf("RenewHost: %v", err)
+	}
+	return kept
+}
+
+// storeHostRenewKeeps: a renewal moves the slot's lease on from its
+// time; a slot that is gone is not renewed.
+func storeHostRenewKeeps(t *testing.T, s batchdriver.Store) {
+	g := requireHostGate(t, s)
+	a := acquireAt(t, g, keyA, "r1", 1, 0, t0)
+	if !renewSlot(t, g, keyA, a.Slot, t0.Add(50*time.Second)) {
+		t.Fatal("a held slot of an unwanted key was not renewed")
+	}
+	if c := acquireAt(t, g, keyA, "r2", 1, 0, t0.Add(90*time.Second)); c.Slot != 0 {
+		t.Fatalf("after the first lease, within the renewed one: %+v, want none", c)
+	}
+	if c := acquireAt(t, g, keyA, "r2", 1, 0, t0.Add(111*time.Second)); c.Slot <= 0 {
+		t.Fatalf("after the renewed lease: %+v, want a slot", c)
+	}
+	if renewSlot(t, g, keyA, a.Slot, t0.Add(112*time.Second)) {
+		t.Error("a slot whose lease ended was renewed")
+	}
+	if renewSlot(t, g, keyB, 987654, t0) {
+		t.Error("an unknown slot was renewed")
+	}
+}
+
+// storeHostRenewYields: a runner refused a slot makes the key wanted for
+// its Want; a renewal within it frees the slot, which the other runner
+// then takes.
+func storeHostRenewYields(t *testing.T, s batchdriver.Store) {
+	g := requireHostGate(t, s)
+	a := acquireAt(t, g, keyA, "r1", 1, 0, t0)
+	refused, err := g.AcquireHost(t.Context(), batchdriver.AcquireHostParams{
+		Key: keyA, Runner: "r2", Limit: 1, Lease: time.Minute, Want: 2 * time.Second, Now: nowAt(t0.Add(time.Second)),
+	})
+	if err != nil || refused.Slot != 0 {
+		t.Fatalf("a second slot under a limit of 1: %+v, %v", refused, err)
+	}
+	if renewSlot(t, g, keyA, a.Slot, t0.Add(2*time.Second)) {
+		t.Fatal("a slot of a wanted key was renewed")
+	}
+	b := acquireAt(t, g, keyA, "r2", 1, 0, t0.Add(2*time.Second))
+	if b.Slot <= 0 {
+		t.Fatalf("after the holder gave its slot up: %+v, want a slot", b)
+	}
+	if !renewSlot(t, g, keyA, b.Slot, t0.Add(4*time.Second)) {
+		t.Error("a slot was not renewed once the want had passed")
 	}
 }

@@ -92,7 +92,7 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 80,
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 82,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller")
 	f("TestRunner", runnerSuite.names(),
 		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 71,

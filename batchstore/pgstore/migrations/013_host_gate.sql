@@ -9,14 +9,22 @@
 -- (the sweep deletes the idle ones); host_slot one row per fetch in
 -- flight, held until its release, its lease's end, or until a reap
 -- forgets its runner.
+--
+-- Both tables are UNLOGGED: the gate's state lives as long as the fetches
+-- and waits it describes, seconds to a minute, so it writes no WAL and a
+-- gate call's commit waits for no flush. A crash of the database empties
+-- them (a standby has them empty): the slots of the fetches in flight
+-- and the back-offs are forgotten, and the hosts see at most one round
+-- of fetches more than the limits allow.
 
-CREATE TABLE {s}.host (
+CREATE UNLOGGED TABLE {s}.host (
 	key           text PRIMARY KEY,
 	next_start    timestamptz NOT NULL DEFAULT '-infinity',
-	backoff_until timestamptz NOT NULL DEFAULT '-infinity'
+	backoff_until timestamptz NOT NULL DEFAULT '-infinity',
+	wanted_until  timestamptz NOT NULL DEFAULT '-infinity'
 );
 
-CREATE TABLE {s}.host_slot (
+CREATE UNLOGGED TABLE {s}.host_slot (
 	id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	key    text NOT NULL,
 	runner text NOT NULL,
@@ -30,17 +38,21 @@ CREATE INDEX host_slot_runner ON {s}.host_slot (runner);
 -- new snapshot (a volatile function's statements do, under READ
 -- COMMITTED), so the count sees every slot committed before the lock was
 -- granted. It returns the slot's id, or 0 and the microseconds to wait (0
--- when the slots are full).
+-- when the slots are full, which marks the key wanted for p_want). Slots
+-- whose lease ended count for nothing; the sweep deletes them.
 CREATE FUNCTION {s}.host_acquire(p_key text, p_runner text, p_limit integer,
-	p_interval interval, p_lease interval, p_now timestamptz)
+	p_interval interval, p_lease interval, p_want interval, p_now timestamptz)
 RETURNS TABLE (slot bigint, wait_us bigint) LANGUAGE plpgsql AS $$
 DECLARE
 	t timestamptz := coalesce(p_now, now());
 	h record;
 	held integer;
 BEGIN
-	INSERT INTO {s}.host (key) VALUES (p_key) ON CONFLICT (key) DO NOTHING;
 	SELECT next_start, backoff_until INTO h FROM {s}.host WHERE key = p_key FOR UPDATE;
+	IF NOT FOUND THEN
+		INSERT INTO {s}.host (key) VALUES (p_key) ON CONFLICT (key) DO NOTHING;
+		SELECT next_start, backoff_until INTO h FROM {s}.host WHERE key = p_key FOR UPDATE;
+	END IF;
 	IF h.backoff_until > t THEN
 		RETURN QUERY SELECT 0::bigint, (extract(epoch FROM h.backoff_until - t) * 1000000)::bigint;
 		RETURN;
@@ -48,6 +60,7 @@ BEGIN
 	IF p_limit > 0 THEN
 		SELECT count(*) INTO held FROM {s}.host_slot s WHERE s.key = p_key AND s.lease > t;
 		IF held >= p_limit THEN
+			UPDATE {s}.host SET wanted_until = greatest(wanted_until, t + p_want) WHERE key = p_key;
 			RETURN QUERY SELECT 0::bigint, 0::bigint;
 			RETURN;
 		END IF;
@@ -56,10 +69,26 @@ BEGIN
 		RETURN QUERY SELECT 0::bigint, (extract(epoch FROM h.next_start - t) * 1000000)::bigint;
 		RETURN;
 	END IF;
-	DELETE FROM {s}.host_slot s WHERE s.key = p_key AND s.lease <= t;
-	INSERT INTO {s}.host AS x (key, next_start) VALUES (p_key, t + p_interval)
-		ON CONFLICT (key) DO UPDATE SET next_start = excluded.next_start;
+	IF p_interval > interval '0' THEN
+		UPDATE {s}.host SET next_start = t + p_interval WHERE key = p_key;
+	END IF;
 	RETURN QUERY INSERT INTO {s}.host_slot (key, runner, lease) VALUES (p_key, p_runner, t + p_lease)
 		RETURNING id, 0::bigint;
+END
+$$;
+
+-- host_renew extends a slot's lease, unless its key is wanted: then it
+-- frees the slot. It reports whether the slot is still held.
+CREATE FUNCTION {s}.host_renew(p_key text, p_slot bigint, p_lease interval, p_now timestamptz)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	t timestamptz := coalesce(p_now, now());
+BEGIN
+	IF EXISTS (SELECT 1 FROM {s}.host WHERE key = p_key AND wanted_until > t) THEN
+		DELETE FROM {s}.host_slot WHERE id = p_slot;
+		RETURN false;
+	END IF;
+	UPDATE {s}.host_slot SET lease = t + p_lease WHERE id = p_slot AND lease > t;
+	RETURN FOUND;
 END
 $$;

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -375,4 +377,60 @@ func TestPolite_NoHostInLogsMetricsOrRows(t *testing.T) {
 		}
 		t.Logf("table %s: %d rows, none with the host", table, n)
 	}
+}
+
+// BenchmarkPolite_24Hosts measures what the host gate costs where it does
+// not bind: two clusters of three batchd on PostgreSQL, one with the
+// gate (-fetches-per-host 2) and one without (-1), each drain 24 jobs of
+// 12 targets, job j's on host j of 24, with 8 workers a node (24 fetch
+// slots) and pages of 50ms. Each round loads one cluster, then the other
+// (in turn first), and reports the drain rates and their ratio, gate on
+// over off; the ratio metric is the median of the rounds'.
+func BenchmarkPolite_24Hosts(b *testing.B) {
+	const hosts, targets = 24, 12
+	var ups []*politeHost
+	var allow []string
+	for range hosts {
+		up := newPoliteHost(b, 50*time.Millisecond)
+		ups, allow = append(ups, up), append(allow, up.addr())
+	}
+	args := []string{"-workers", "8", "-jobs-per-caller", "1", "-jobs-total", "24", "-robots=false"}
+	onArgs := []string{"-fetches-per-host", "2"}
+	if v := os.Getenv("ZZ_ON"); v != "" {
+		onArgs = strings.Fields(v)
+	}
+	on := politeCluster(b, 3, hosts, allow, append(args, onArgs...)...)
+	off := politeCluster(b, 3, hosts, allow, append(args, "-fetches-per-host", "-1")...)
+	round := 0
+	drain := func(addrs []string) float64 {
+		var jobs [][]string
+		for j := range hosts {
+			var urls []string
+			for i := range targets {
+				urls = append(urls, fmt.Sprintf("%s/b/%d/%d/%d", ups[j].srv.URL, round, j, i))
+			}
+			jobs = append(jobs, urls)
+		}
+		start := time.Now()
+		for j, st := range submitRound(b, b.Context(), addrs, hosts, jobs) {
+			if st.Status != batch.JobDone {
+				b.Fatalf("job %d: %s", j, st.Status)
+			}
+		}
+		return float64(hosts*targets) / time.Since(start).Seconds()
+	}
+	var ratios []float64
+	for b.Loop() {
+		round++
+		var rOn, rOff float64
+		if round%2 == 1 {
+			rOn, rOff = drain(on), drain(off)
+		} else {
+			rOff, rOn = drain(off), drain(on)
+		}
+		ratios = append(ratios, rOn/rOff)
+		b.Logf("round %d: gate on %.1f targets/s, off %.1f targets/s, ratio %.3f", round, rOn, rOff, rOn/rOff)
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "on/off")
 }
