@@ -102,7 +102,8 @@ type Config struct {
 	MaxBytes int64 `json:"max_bytes" toml:"max_bytes"`
 	// Workers is how many jobs drain at once, each one target at a time, so
 	// batch work never takes more than this many of the host's fetch slots.
-	// Defaults to 2.
+	// A job that waits for its target's host (see FetchesPerHost) or for a
+	// busy fetcher holds no worker meanwhile. Defaults to 2.
 	Workers int `json:"workers" toml:"workers"`
 	// TargetTimeout is the deadline of one target's fetch. Defaults to 60s.
 	TargetTimeout Duration `json:"target_timeout" toml:"target_timeout"`
@@ -171,8 +172,10 @@ type Config struct {
 	// repository.
 	FetchesPerHost int `json:"fetches_per_host" toml:"fetches_per_host"`
 	// HostInterval is the least time between two fetch starts to one host,
-	// kept like FetchesPerHost. A robots checker's crawl delay (see
-	// Robots) raises it for its host. Defaults to 0: no interval.
+	// kept like FetchesPerHost (plus 10ms, a margin for the network, so
+	// that the host sees the starts that far apart). A robots checker's
+	// crawl delay (see Robots) raises it for its host. Defaults to 0: no
+	// interval.
 	HostInterval Duration `json:"host_interval" toml:"host_interval"`
 	// MaxRetryAfter caps how long a host's request to wait (a FetchFunc's
 	// [RetryAfter] error, from an HTTP 429 or 503) keeps every job from

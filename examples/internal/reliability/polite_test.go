@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -395,11 +394,7 @@ func BenchmarkPolite_24Hosts(b *testing.B) {
 		ups, allow = append(ups, up), append(allow, up.addr())
 	}
 	args := []string{"-workers", "8", "-jobs-per-caller", "1", "-jobs-total", "24", "-robots=false"}
-	onArgs := []string{"-fetches-per-host", "2"}
-	if v := os.Getenv("ZZ_ON"); v != "" {
-		onArgs = strings.Fields(v)
-	}
-	on := politeCluster(b, 3, hosts, allow, append(args, onArgs...)...)
+	on := politeCluster(b, 3, hosts, allow, append(args, "-fetches-per-host", "2")...)
 	off := politeCluster(b, 3, hosts, allow, append(args, "-fetches-per-host", "-1")...)
 	round := 0
 	drain := func(addrs []string) float64 {
