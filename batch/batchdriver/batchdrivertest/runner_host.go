@@ -19,16 +19,17 @@ import (
 // store with a [batchdriver.HostGate]), a job waiting for its host without
 // holding a worker, a host's Retry-After, and the robots hook.
 var runnerHostCases = map[string]func(*testing.T, batchdriver.Store){
-	"HostCapHolds":           runnerHostCap,
-	"HostCapAcrossRunners":   runnerHostCapCluster,
-	"HostCapOff":             runnerHostCapOff,
-	"HostIntervalSpaces":     runnerHostInterval,
-	"HostWaitFreesWorker":    runnerHostWaitFreesWorker,
-	"HostWaitEndsOnCancel":   runnerHostWaitCancel,
-	"HostWaitEndsOnDeadline": runnerHostWaitDeadline,
-	"RetryAfterHoldsHost":    runnerRetryAfter,
-	"RetryAfterGivesUp":      runnerRetryAfterGivesUp,
-	"RobotsRefuses":          runnerRobotsRefuses,
+	"HostCapHolds":            runnerHostCap,
+	"HostCapAcrossRunners":    runnerHostCapCluster,
+	"HostCapOff":              runnerHostCapOff,
+	"HostIntervalSpaces":      runnerHostInterval,
+	"HostWaitFreesWorker":     runnerHostWaitFreesWorker,
+	"HostWaitEndsOnCancel":    runnerHostWaitCancel,
+	"HostWaitEndsOnDeadline":  runnerHostWaitDeadline,
+	"RetryAfterHoldsHost":     runnerRetryAfter,
+	"RetryAfterGivesUp":       runnerRetryAfterGivesUp,
+	"RobotsRefuses":           runnerRobotsRefuses,
+	"HostWaitHandedOnAtClose": runnerHostWaitResume,
 }
 
 // hostFetcher answers every target after a pause, or when released, and
@@ -268,6 +269,9 @@ func runnerHostWaitFreesWorker(t *testing.T, s batchdriver.Store) {
 	if err != nil || info.Targets[0].Status == batch.TargetDone || f.callsOf(hostTargets("x.test", "b", 2)[0].URL) != 0 {
 		t.Fatalf("job B fetched while A held its host: %+v, %v", info.Targets, err)
 	}
+	if got := metricValue(t, r, `batch_host_waits_total{reason="full"}`); got == 0 {
+		t.Error(`batch_host_waits_total{reason="full"} = 0 after job B waited for its host`)
+	}
 	close(f.release)
 	wantAllDone(t, r, cs, ids)
 }
@@ -412,4 +416,32 @@ func runnerRobotsRefuses(t *testing.T, s batchdriver.Store) {
 		t.Error("the refused target was fetched")
 	}
 	wantSpaced(t, f.startsOf("x.test"), 3, delay)
+}
+
+// runnerHostWaitResume: with Resume, a job waiting for its host when the
+// runner closes is handed on with its target pending and no attempt
+// counted; another runner finishes it under the same id.
+func runnerHostWaitResume(t *testing.T, s batchdriver.Store) {
+	f := newHostFetcher(0)
+	f.hold = func(u string) bool { return strings.Contains(u, "/a/") }
+	cfg := resumeConfig(s, f.fetch, "host-a")
+	cfg.Workers, cfg.JobsPerCaller, cfg.JobsTotal, cfg.FetchesPerHost = 2, 1, 4, 1
+	a := startRunner(t, cfg)
+	_, _ = submitAll(t, a, hostTargets("x.test", "a", 1))
+	waitPeak(t, f, "x.test", 1)
+	b := batch.Caller{Name: "waiter"}
+	id := mustSubmit(t, a, b, hostTargets("x.test", "b", 2))
+	waitRunning(t, a, b, id)
+	closeRunner(t, a) // A's fetch is cut short after the grace; B waits for x.test
+	info := status(t, a, b, id)
+	if info.Status != batch.JobQueued || info.Targets[0].Status != batch.TargetPending || info.Targets[0].Attempts > 1 {
+		t.Fatalf("the waiting job after Close: %s %+v, want queued with its targets pending", info.Status, info.Targets)
+	}
+	rec := batchtest.NewRecordingFetcher(nil)
+	cfg.Fetch, cfg.RunnerID = rec.Fetch, "host-b"
+	r2 := startRunner(t, cfg)
+	end := batchtest.WaitFinished(t, r2, b, id, waitLong)
+	if end.Status != batch.JobDone || end.Targets[0].Attempts != 1 {
+		t.Fatalf("handed on: %s %+v, want done, its first target fetched once", end.Status, end.Targets)
+	}
 }
