@@ -1,7 +1,6 @@
 package batchrobots_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batch/batchtest"
 	"github.com/siftfetch/batchkit/batchnet"
 	"github.com/siftfetch/batchkit/batchrobots"
 )
@@ -91,7 +91,7 @@ func (c *clock) advance(d time.Duration) {
 type testBundle struct {
 	checker *batchrobots.Checker
 	clock   *clock
-	logs    *syncBuffer
+	logs    *batchtest.Buffer
 }
 
 // setup returns a checker for the sites, with a test clock, whose
@@ -108,7 +108,7 @@ func setup(t *testing.T, cfg batchrobots.Config, sites ...*site) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.CloseIdleConnections)
-	b := &testBundle{clock: &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}, logs: &syncBuffer{}}
+	b := &testBundle{clock: &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}, logs: &batchtest.Buffer{}}
 	cfg.Client = client
 	cfg.Now = b.clock.Now
 	cfg.UserAgent = cmpOr(cfg.UserAgent, "batchkit")
@@ -134,23 +134,6 @@ func (b *testBundle) check(t *testing.T, rawURL string) batch.Robots {
 		t.Fatalf("Check(%s): %v", rawURL, err)
 	}
 	return got
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestChecker_Check(t *testing.T) {

@@ -253,27 +253,41 @@ func wantSpaced(t *testing.T, starts []time.Time, n int, gap time.Duration) {
 // holds the host, job B waits for it, and job C, on another host, is
 // drained by the worker B would have held: C ends while A still fetches.
 func runnerHostWaitFreesWorker(t *testing.T, s batchdriver.Store) {
-	f := newHostFetcher(0)
-	f.hold = func(u string) bool { return strings.Contains(u, "/a/") }
-	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.fetch, Workers: 2, JobsPerCaller: 1, JobsTotal: 4, FetchesPerHost: 1})
-	cs, ids := submitAll(t, r, hostTargets("x.test", "a", 1))
-	waitPeak(t, f, "x.test", 1)
+	r, f, release := heldHost(t, s)
+	var cs []batch.Caller
+	var ids []string
 	for _, c := range []batch.Caller{{Name: "b"}, {Name: "c"}} {
 		host := map[string]string{"b": "x.test", "c": "y.test"}[c.Name]
 		cs, ids = append(cs, c), append(ids, mustSubmit(t, r, c, hostTargets(host, c.Name, 2)))
 	}
-	if info := batchtest.WaitFinished(t, r, cs[2], ids[2], waitLong); info.Status != batch.JobDone {
+	if info := batchtest.WaitFinished(t, r, cs[1], ids[1], waitLong); info.Status != batch.JobDone {
 		t.Fatalf("job C, on another host: %s, want done while A holds x.test", info.Status)
 	}
-	info, err := r.Status(t.Context(), cs[1], ids[1], batch.StatusOptions{})
+	info, err := r.Status(t.Context(), cs[0], ids[0], batch.StatusOptions{})
 	if err != nil || info.Targets[0].Status == batch.TargetDone || f.callsOf(hostTargets("x.test", "b", 2)[0].URL) != 0 {
 		t.Fatalf("job B fetched while A held its host: %+v, %v", info.Targets, err)
 	}
 	if got := metricValue(t, r, `batch_host_waits_total{reason="full"}`); got == 0 {
 		t.Error(`batch_host_waits_total{reason="full"} = 0 after job B waited for its host`)
 	}
-	close(f.release)
+	release()
 	wantAllDone(t, r, cs, ids)
+}
+
+// heldHost starts a runner with two workers and FetchesPerHost 1 whose
+// job A holds x.test in a fetch; release lets the fetch end and waits for
+// A to end done.
+func heldHost(t *testing.T, s batchdriver.Store) (r *batch.Runner, f *hostFetcher, release func()) {
+	t.Helper()
+	f = newHostFetcher(0)
+	f.hold = func(u string) bool { return strings.Contains(u, "/a/") }
+	r = batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.fetch, Workers: 2, JobsPerCaller: 1, JobsTotal: 4, FetchesPerHost: 1})
+	cs, ids := submitAll(t, r, hostTargets("x.test", "a", 1))
+	waitPeak(t, f, "x.test", 1)
+	return r, f, func() {
+		close(f.release)
+		wantAllDone(t, r, cs, ids)
+	}
 }
 
 func waitPeak(t *testing.T, f *hostFetcher, host string, n int) {
@@ -289,11 +303,7 @@ func waitPeak(t *testing.T, f *hostFetcher, host string, n int) {
 // runnerHostWaitCancel: a job waiting for its host ends cancelled at once
 // when its owner cancels it, without a fetch.
 func runnerHostWaitCancel(t *testing.T, s batchdriver.Store) {
-	f := newHostFetcher(0)
-	f.hold = func(u string) bool { return strings.Contains(u, "/a/") }
-	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.fetch, Workers: 2, JobsPerCaller: 1, JobsTotal: 4, FetchesPerHost: 1})
-	cs, ids := submitAll(t, r, hostTargets("x.test", "a", 1))
-	waitPeak(t, f, "x.test", 1)
+	r, f, release := heldHost(t, s)
 	b := batch.Caller{Name: "waiter"}
 	id := mustSubmit(t, r, b, hostTargets("x.test", "b", 2))
 	waitRunning(t, r, b, id)
@@ -304,8 +314,7 @@ func runnerHostWaitCancel(t *testing.T, s batchdriver.Store) {
 	if info.Status != batch.JobCancelled || f.callsOf(hostTargets("x.test", "b", 2)[0].URL) != 0 {
 		t.Fatalf("cancelled while waiting for its host: %s %+v", info.Status, info.Targets)
 	}
-	close(f.release)
-	wantAllDone(t, r, cs, ids)
+	release()
 }
 
 // waitRunning waits until the runner has claimed the job.
@@ -329,11 +338,7 @@ func waitRunning(t *testing.T, r *batch.Runner, c batch.Caller, id string) {
 // runnerHostWaitDeadline: a job waiting for its host ends at its
 // deadline, its targets expired, while the host is still held.
 func runnerHostWaitDeadline(t *testing.T, s batchdriver.Store) {
-	f := newHostFetcher(0)
-	f.hold = func(u string) bool { return strings.Contains(u, "/a/") }
-	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.fetch, Workers: 2, JobsPerCaller: 1, JobsTotal: 4, FetchesPerHost: 1})
-	cs, ids := submitAll(t, r, hostTargets("x.test", "a", 1))
-	waitPeak(t, f, "x.test", 1)
+	r, _, release := heldHost(t, s)
 	b := batch.Caller{Name: "waiter"}
 	job, _, err := r.SubmitWith(t.Context(), b, hostTargets("x.test", "b", 2), batch.SubmitOptions{Deadline: time.Now().Add(300 * time.Millisecond)})
 	if err != nil {
@@ -343,8 +348,7 @@ func runnerHostWaitDeadline(t *testing.T, s batchdriver.Store) {
 	if info.Status != batch.JobFailed || info.Targets[0].Outcome != batch.OutcomeExpired || info.Targets[1].Outcome != batch.OutcomeExpired {
 		t.Fatalf("at its deadline while waiting for its host: %s %+v", info.Status, info.Targets)
 	}
-	close(f.release)
-	wantAllDone(t, r, cs, ids)
+	release()
 }
 
 // errTooMany stands for a 429 answer.
