@@ -70,27 +70,9 @@ func (s *site) holdUntil(ch chan struct{}) {
 	s.hold = ch
 }
 
-// clock is a test clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type testBundle struct {
 	checker *batchrobots.Checker
-	clock   *clock
+	clock   *batchtest.Clock
 	logs    *batchtest.Buffer
 }
 
@@ -108,7 +90,7 @@ func setup(t *testing.T, cfg batchrobots.Config, sites ...*site) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.CloseIdleConnections)
-	b := &testBundle{clock: &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}, logs: &batchtest.Buffer{}}
+	b := &testBundle{clock: batchtest.NewClock(), logs: &batchtest.Buffer{}}
 	cfg.Client = client
 	cfg.Now = b.clock.Now
 	cfg.UserAgent = cmpOr(cfg.UserAgent, "batchkit")
@@ -297,15 +279,15 @@ func TestChecker_Failure(t *testing.T) {
 		}
 		f(batch.OutcomeUpstream5xx)
 		s.set(429, "")
-		b.clock.advance(batchrobots.DefaultFailureTTL - time.Second)
+		b.clock.Advance(batchrobots.DefaultFailureTTL - time.Second)
 		f(batch.OutcomeUpstream5xx) // still the cached failure
 		if n := s.fetches.Load(); n != 1 {
 			t.Errorf("robots.txt fetched %d times within the failure TTL, want 1", n)
 		}
-		b.clock.advance(time.Second)
+		b.clock.Advance(time.Second)
 		f(batch.OutcomeUpstream4xx) // the 429, fetched again
 		s.set(200, "User-agent: *\nDisallow: /private\n")
-		b.clock.advance(batchrobots.DefaultFailureTTL)
+		b.clock.Advance(batchrobots.DefaultFailureTTL)
 		if got := b.check(t, s.srv.URL+"/page"); got.Disallowed {
 			t.Errorf("Check(/page) = %+v, want allowed once robots.txt answers", got)
 		}
@@ -422,11 +404,11 @@ func TestChecker_Cache(t *testing.T) {
 			t.Errorf("Check(/private) = %+v, want disallowed", got)
 		}
 		s.set(200, "User-agent: *\nAllow: /\n")
-		b.clock.advance(10*time.Minute - time.Second)
+		b.clock.Advance(10*time.Minute - time.Second)
 		if got := b.check(t, s.srv.URL+"/private"); !got.Disallowed {
 			t.Errorf("Check(/private) within the TTL = %+v, want the cached rules", got)
 		}
-		b.clock.advance(time.Second)
+		b.clock.Advance(time.Second)
 		if got := b.check(t, s.srv.URL+"/private"); got.Disallowed {
 			t.Errorf("Check(/private) after the TTL = %+v, want the new rules", got)
 		}
