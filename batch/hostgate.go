@@ -93,6 +93,7 @@ type hostSlot struct {
 	store int64
 	taken time.Time
 	paced bool
+	idle  time.Time // when it was last released, while kept
 }
 
 // gate is the runner's host gate. Its methods are safe for concurrent use.
@@ -118,6 +119,7 @@ type gateHost struct {
 	waking int         // queue heads woken to try, not yet back
 	next   time.Time   // no start before this (the interval)
 	until  time.Time   // no start before this (a Retry-After)
+	yield  time.Time   // no start before this (a slot given up to another runner)
 	queue  []*jobDrain // jobs waiting for their turn
 	timer  *time.Timer // wakes the queue when a wait ends
 	poll   time.Duration
@@ -184,7 +186,8 @@ func (g *gate) host(key string) *gateHost {
 // held.
 func (g *gate) forget(key string, h *gateHost) {
 	now := time.Now()
-	if h.held == 0 && h.waking == 0 && len(h.queue) == 0 && len(h.idle) == 0 && h.timer == nil && !now.Before(h.next) && !now.Before(h.until) {
+	if h.held == 0 && h.waking == 0 && len(h.queue) == 0 && len(h.idle) == 0 && h.timer == nil &&
+		!now.Before(h.next) && !now.Before(h.until) && !now.Before(h.yield) {
 		delete(g.hosts, key)
 	}
 }
@@ -212,6 +215,8 @@ func (g *gate) enter(d *jobDrain) bool {
 	switch {
 	case now.Before(h.until):
 		wait = h.until.Sub(now)
+	case now.Before(h.yield):
+		wait = h.yield.Sub(now)
 	case g.limit > 0 && h.held >= g.limit:
 		g.park(d, h, true) // a release here wakes it
 		g.mu.Unlock()
@@ -242,9 +247,7 @@ func (g *gate) enter(d *jobDrain) bool {
 			// that it gets the slot before this runner asks again.
 			g.mu.Lock()
 			h.held--
-			if until := time.Now().Add(gateMaxPoll); until.After(h.until) {
-				h.until = until
-			}
+			h.yield = time.Now().Add(gateMaxPoll)
 			g.park(d, h, true)
 			g.wakeAfter(d.key, h, gateMaxPoll)
 			g.mu.Unlock()
@@ -336,6 +339,14 @@ func (g *gate) waitReason(h *gateHost) string {
 	return waitFull
 }
 
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // armDeadline makes d ready at its job's deadline, if it has one, so that
 // a job waiting for its host ends on time. Called with g.mu held.
 func (g *gate) armDeadline(d *jobDrain) {
@@ -355,8 +366,8 @@ func (g *gate) wake(key string, h *gateHost) {
 	}
 	now := time.Now()
 	for len(h.queue) > 0 && h.timer == nil {
-		if now.Before(h.until) {
-			g.wakeAfter(key, h, h.until.Sub(now))
+		if end := later(h.until, h.yield); now.Before(end) {
+			g.wakeAfter(key, h, end.Sub(now))
 			return
 		}
 		d := h.queue[0]
@@ -554,13 +565,10 @@ func (g *gate) release(s hostSlot) {
 	h.held--
 	key := s.key
 	if s.store != 0 && !s.paced && !g.closed {
+		s.idle = time.Now()
 		h.idle = append(h.idle, s)
 		if h.linger == nil {
-			g.lingers.Add(1)
-			h.linger = time.AfterFunc(gateLinger, func() {
-				defer g.lingers.Done()
-				g.dropIdle(key, h)
-			})
+			g.armLinger(key, h, gateLinger)
 		}
 		s = hostSlot{}
 	}
@@ -570,16 +578,40 @@ func (g *gate) release(s hostSlot) {
 	g.releaseStore(s)
 }
 
-// dropIdle frees the store slots h kept and did not use again.
+// armLinger arms h's timer that frees its slots kept idle for
+// gateLinger. Called with g.mu held.
+func (g *gate) armLinger(key string, h *gateHost, after time.Duration) {
+	g.lingers.Add(1)
+	h.linger = time.AfterFunc(after, func() {
+		defer g.lingers.Done()
+		g.dropIdle(key, h)
+	})
+}
+
+// dropIdle frees the store slots h kept idle for gateLinger, and arms
+// its timer again for the others.
 func (g *gate) dropIdle(key string, h *gateHost) {
 	g.mu.Lock()
-	idle := h.idle
-	h.idle, h.linger = nil, nil
+	h.linger = nil
+	now := time.Now()
+	var drop []hostSlot
+	kept := h.idle[:0]
+	for _, s := range h.idle {
+		if now.Sub(s.idle) >= gateLinger {
+			drop = append(drop, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	h.idle = kept
+	if len(kept) > 0 && !g.closed {
+		g.armLinger(key, h, gateLinger-now.Sub(kept[0].idle))
+	}
 	if g.hosts[key] == h {
 		g.forget(key, h)
 	}
 	g.mu.Unlock()
-	for _, s := range idle {
+	for _, s := range drop {
 		g.releaseStore(s)
 	}
 }

@@ -21,22 +21,24 @@ import (
 type HostGate interface {
 	// AcquireHost takes a slot of p.Key for p.Runner when fewer than
 	// p.Limit slots of the key are held (a Limit of 0 or less: no limit),
-	// the key's back-off has ended and p.Interval has passed since its
-	// last slot was taken. A slot is held until ReleaseHost, until its
-	// lease ends (p.Lease after it was taken or last renewed), or until
-	// [Store.Reap] forgets its runner, whichever comes first. When it
-	// takes no slot it returns Slot 0 and, in Wait, how long until the
-	// back-off or the interval ends (0 when the slots are full: the
-	// caller tries again later, and the key counts as wanted for p.Want,
-	// see RenewHost).
+	// no other runner holds the key's reservation, the key's back-off has
+	// ended and p.Interval has passed since its last slot was taken. A
+	// slot is held until ReleaseHost, until its lease ends (p.Lease after
+	// it was taken or last renewed), or until [Store.Reap] forgets its
+	// runner, whichever comes first. When it takes no slot it returns Slot
+	// 0 and, in Wait, how long until the back-off or the interval ends (0
+	// when the slots are full or reserved: the caller tries again later).
+	// A runner refused because the slots are full, while no other runner
+	// holds the reservation, takes it for p.Want: the next slot that frees
+	// is its own, and RenewHost gives one up for it. Taking a slot ends a
+	// runner's own reservation.
 	AcquireHost(ctx context.Context, p AcquireHostParams) (HostSlot, error)
 
 	// RenewHost keeps a slot for another p.Lease from Now, and reports
-	// true, unless the key is wanted (a runner was refused a slot of it
-	// because they were full, within that refusal's Want): then it frees
-	// the slot and reports false, so that a runner that keeps its slots
-	// between fetches gives one up to the others in turn. A slot that is
-	// gone reports false.
+	// true, unless another runner than the slot's holds the key's
+	// reservation: then it frees the slot and reports false, so that a
+	// runner that keeps its slots between fetches gives one up in turn. A
+	// slot that is gone, or whose lease ended, reports false.
 	RenewHost(ctx context.Context, p RenewHostParams) (bool, error)
 
 	// ReleaseHost frees a slot that AcquireHost took. Freeing a slot that

@@ -15,7 +15,8 @@ type memHost struct {
 	slots  map[int64]memSlot
 	next   time.Time // the interval's end
 	until  time.Time // the back-off's end
-	wanted time.Time // a refused runner's want ends
+	wanted time.Time // the reservation's end
+	wanter string    // the runner that holds the reservation
 }
 
 type memSlot struct {
@@ -39,12 +40,13 @@ func (s *Store) AcquireHost(ctx context.Context, p batchdriver.AcquireHostParams
 				delete(h.slots, id)
 			}
 		}
+		reserved := now.Before(h.wanted) && h.wanter != p.Runner
 		switch {
 		case now.Before(h.until):
 			got.Wait = h.until.Sub(now)
-		case p.Limit > 0 && len(h.slots) >= p.Limit:
-			if w := now.Add(p.Want); w.After(h.wanted) {
-				h.wanted = w
+		case p.Limit > 0 && (len(h.slots) >= p.Limit || reserved):
+			if !reserved && len(h.slots) >= p.Limit {
+				h.wanted, h.wanter = now.Add(p.Want), p.Runner
 			}
 		case now.Before(h.next):
 			got.Wait = h.next.Sub(now)
@@ -53,6 +55,9 @@ func (s *Store) AcquireHost(ctx context.Context, p batchdriver.AcquireHostParams
 			got.Slot = s.slotSeq
 			h.slots[got.Slot] = memSlot{runner: p.Runner, lease: now.Add(p.Lease)}
 			h.next = now.Add(p.Interval)
+			if h.wanter == p.Runner {
+				h.wanted, h.wanter = time.Time{}, ""
+			}
 		}
 		return nil
 	})
@@ -71,7 +76,7 @@ func (s *Store) RenewHost(ctx context.Context, p batchdriver.RenewHostParams) (k
 		switch {
 		case !ok || !sl.lease.After(now):
 			delete(h.slots, p.Slot)
-		case now.Before(h.wanted):
+		case now.Before(h.wanted) && h.wanter != sl.runner:
 			delete(h.slots, p.Slot)
 		default:
 			sl.lease = now.Add(p.Lease)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 var runnerHostCases = map[string]func(*testing.T, batchdriver.Store){
 	"HostCapHolds":            runnerHostCap,
 	"HostCapAcrossRunners":    runnerHostCapCluster,
+	"HostTurnsAcrossRunners":  runnerHostTurns,
 	"HostCapOff":              runnerHostCapOff,
 	"HostIntervalSpaces":      runnerHostInterval,
 	"HostWaitFreesWorker":     runnerHostWaitFreesWorker,
@@ -122,7 +124,7 @@ func (f *hostFetcher) callsOf(url string) int {
 func hostTargets(host, prefix string, n int) []batch.Target {
 	ts := make([]batch.Target, n)
 	for i := range ts {
-		ts[i] = batch.Target{URL: "https://" + host + "/" + prefix + "/" + string(rune('a'+i))}
+		ts[i] = batch.Target{URL: "https://" + host + "/" + prefix + "/" + strconv.Itoa(i)}
 	}
 	return ts
 }
@@ -199,6 +201,47 @@ func runnerHostCapCluster(t *testing.T, s batchdriver.Store) {
 	wantAllDone(t, r1, cs, ids)
 	if p := f.peakOf("a.test"); p > 2 {
 		t.Errorf("a.test saw %d fetches at once from two runners, want at most 2", p)
+	}
+}
+
+// runnerHostTurns: two runners sharing the store, FetchesPerHost 1, each
+// draining a long job on one host: the runner that got the host first
+// keeps its slot between its fetches, but gives it up once the other has
+// asked, so the other's job starts before the first one's ends.
+func runnerHostTurns(t *testing.T, s batchdriver.Store) {
+	if !s.Capabilities().Shared {
+		t.Skip("the store serves one process")
+	}
+	if _, ok := s.(batchdriver.HostGate); !ok {
+		t.Skip("the store has no batchdriver.HostGate")
+	}
+	f := newHostFetcher(20 * time.Millisecond)
+	cfg := func(id string) batch.Config {
+		return batch.Config{Store: s, Fetch: f.fetch, RunnerID: id, Workers: 1, FetchesPerHost: 1, TargetsPerJob: 100,
+			PollInterval: batch.Duration(10 * time.Millisecond)}
+	}
+	r1 := batchtest.NewRunner(t, cfg("turn-r1"))
+	r2 := batchtest.NewRunner(t, cfg("turn-r2"))
+	a, b := batch.Caller{Name: "a"}, batch.Caller{Name: "b"}
+	idA := mustSubmit(t, r1, a, hostTargets("x.test", "a", 100))
+	waitPeak(t, f, "x.test", 1)
+	idB := mustSubmit(t, r2, b, hostTargets("x.test", "b", 3))
+	endA := batchtest.WaitFinished(t, r1, a, idA, time.Minute)
+	endB := batchtest.WaitFinished(t, r2, b, idB, time.Minute)
+	if endA.Status != batch.JobDone || endB.Status != batch.JobDone {
+		for _, tg := range append(endA.Targets, endB.Targets...) {
+			if tg.Status != batch.TargetDone {
+				t.Logf("target %s: %s %s", tg.URL, tg.Outcome, tg.Error)
+			}
+		}
+		t.Fatalf("jobs %s and %s, want done", endA.Status, endB.Status)
+	}
+	if endB.FinishedAt.After(endA.FinishedAt) {
+		t.Errorf("the other runner's 3-target job ended %s after the 100-target job that held the host first",
+			endB.FinishedAt.Sub(endA.FinishedAt))
+	}
+	if p := f.peakOf("x.test"); p > 1 {
+		t.Errorf("x.test saw %d fetches at once, want 1", p)
 	}
 }
 

@@ -245,9 +245,9 @@ func storeHostRenewKeeps(t *testing.T, s batchdriver.Store) {
 	}
 }
 
-// storeHostRenewYields: a runner refused a slot makes the key wanted for
-// its Want; a renewal within it frees the slot, which the other runner
-// then takes.
+// storeHostRenewYields: a runner refused a slot because they are full
+// reserves the next for its Want; a renewal by the holder within it frees
+// the slot, which the holder cannot take back while the other may.
 func storeHostRenewYields(t *testing.T, s batchdriver.Store) {
 	g := requireHostGate(t, s)
 	a := acquireAt(t, g, keyA, "r1", 1, 0, t0)
@@ -259,6 +259,9 @@ func storeHostRenewYields(t *testing.T, s batchdriver.Store) {
 	}
 	if renewSlot(t, g, keyA, a.Slot, t0.Add(2*time.Second)) {
 		t.Fatal("a slot of a wanted key was renewed")
+	}
+	if c := acquireAt(t, g, keyA, "r1", 1, 0, t0.Add(2*time.Second)); c.Slot != 0 {
+		t.Fatalf("the holder took its slot back while another runner reserved it: %+v", c)
 	}
 	b := acquireAt(t, g, keyA, "r2", 1, 0, t0.Add(2*time.Second))
 	if b.Slot <= 0 {

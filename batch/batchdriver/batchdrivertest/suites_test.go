@@ -95,7 +95,7 @@ func TestSuites_Names(t *testing.T) {
 		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 82,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller")
 	f("TestRunner", runnerSuite.names(),
-		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 72,
+		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 73,
 		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver")
 	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 1, "Webhook/WebhookSurvivesReopen")
 	if c := runnerSuite.cases["Drain"]["CloseMidDrainLeaksNothing"]; !c.alone {
