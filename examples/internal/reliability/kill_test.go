@@ -20,7 +20,10 @@ var killCallers = []string{"kc0", "kc1", "kc2", "kc3"}
 // killBatch is the runner configuration of the kill tests: caps that the
 // clients reach now and then, a TTL that outlasts the test.
 func killBatch() batch.Config {
-	return batch.Config{JobsPerCaller: 6, JobsTotal: 20, Workers: 4, TTL: batch.Duration(time.Hour), TargetTimeout: batch.Duration(10 * time.Second)}
+	// The one upstream host stands for many: no per-host cap, so that every
+	// worker fetches at once, as the kill and fault cases need.
+	return batch.Config{JobsPerCaller: 6, JobsTotal: 20, Workers: 4, FetchesPerHost: -1,
+		TTL: batch.Duration(time.Hour), TargetTimeout: batch.Duration(10 * time.Second)}
 }
 
 // The SIGKILL loop: the daemon on SQLite is killed at a random moment
