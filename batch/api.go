@@ -42,6 +42,11 @@ type JobInfo struct {
 	// HandedOn counts the times the job was handed on (see Config.Resume):
 	// queued again, under its id, when the runner draining it stopped.
 	HandedOn int
+	// Outcomes counts the job's finished targets by outcome (a target
+	// stored without one counts as ok when done and other when failed);
+	// nil when the targets were not read ([Runner.List],
+	// StatusOptions.JobOnly).
+	Outcomes map[Outcome]int
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
@@ -283,8 +288,12 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 	info := r.jobInfo(job)
 	if !opts.JobOnly {
 		info.Targets = make([]TargetInfo, len(targets))
+		info.Outcomes = map[Outcome]int{}
 		for i, t := range targets {
 			info.Targets[i] = targetInfo(job, t)
+			if o, ok := finishedOutcome(t); ok {
+				info.Outcomes[o]++
+			}
 		}
 	}
 	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= batchdriver.LeaseGrain {
@@ -434,6 +443,20 @@ func finishedAt(j batchdriver.Job) time.Time {
 		return time.Time{}
 	}
 	return j.FinishedAt.UTC()
+}
+
+// finishedOutcome is the outcome of a finished target, folded into the
+// fixed set: ok for a done target stored without one, other for a failed
+// one. ok is false for a target that has not finished.
+func finishedOutcome(t batchdriver.TargetRecord) (o Outcome, ok bool) {
+	if !t.Status.Finished() {
+		return "", false
+	}
+	o = t.Outcome
+	if o == "" && t.Status == TargetDone {
+		o = OutcomeOK
+	}
+	return o.Fold(), true
 }
 
 func targetInfo(j batchdriver.Job, t batchdriver.TargetRecord) TargetInfo {

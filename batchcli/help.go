@@ -97,12 +97,14 @@ flags:
                 replaces a "deadline" in the input. The server caps it
                 (its max_deadline; over it is exit 1, deadline_too_far).
 `},
-	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false}, help: `usage: batch status <id> [--results] [--wait]
+	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false, "failed": false}, help: `usage: batch status <id> [--results] [--wait] [--failed]
 
 Print the job's status: its counts and each target's status, error and hint.
 
 flags:
   --results  add each done target's result (its content and metadata)
+  --failed   list the failed targets only (the counts by outcome still
+             cover every target)
   --wait     follow the job until it is finished, then print its status.
              On a terminal a progress line on standard error shows the
              counts and the time taken, every second:
@@ -116,7 +118,7 @@ flags:
 Print target <idx> of the job (counting from 0) with its result, or its
 error and hint if it failed.
 `},
-	VerbResults: {args: []string{"<id>"}, flags: map[string]bool{"follow": false, "after": true}, help: `usage: batch results <id> [--follow] [--after N]
+	VerbResults: {args: []string{"<id>"}, flags: map[string]bool{"follow": false, "after": true, "failed": false}, help: `usage: batch results <id> [--follow] [--after N] [--failed]
 
 Print the job's finished targets in idx order, one JSON object per line
 (NDJSON): idx, url, status, outcome, retryable, then result, or error and
@@ -127,6 +129,7 @@ flags:
              (reconnecting by itself when the server ends a stream at its
              one-minute cap). Ctrl-C stops (exit 130); the job goes on.
   --after N  start after target N
+  --failed   print the failed targets only, with their errors and hints
 `},
 	VerbRetry: {args: []string{"<id>"}, help: `usage: batch retry <id>
 

@@ -157,7 +157,7 @@ func TestCLI_Name(t *testing.T) {
 	t.Run("UsageError", func(t *testing.T) {
 		t.Parallel()
 		r := runHost(t, t.Context(), cfg, "", "", "status", "a", "b")
-		want := "sift batch: status: unexpected argument \"b\"\nusage: sift batch status <id> [--results] [--wait]\nRun \"sift batch status --help\" for details.\n"
+		want := "sift batch: status: unexpected argument \"b\"\nusage: sift batch status <id> [--results] [--wait] [--failed]\nRun \"sift batch status --help\" for details.\n"
 		if r.code != batchcli.ExitUsage || r.stderr != want || r.stdout != "" {
 			t.Errorf("exit %d, stderr %q, stdout %q; want 2, %q", r.code, r.stderr, r.stdout, want)
 		}
@@ -223,8 +223,8 @@ func TestParse_HostFlags(t *testing.T) {
 	f("list --key K", "--key", `list: unknown flag "--key" (list takes --limit)`)
 	// The value of a flag may be a key: it is never repeated.
 	f("list --key=s3cret", "--key", `list: unknown flag "--key" (list takes --limit)`)
-	f("status abc -server http://a.test", "-server", `status: unknown flag "-server" (status takes --results, --wait)`)
-	f("results abc --bogus", "--bogus", `results: unknown flag "--bogus" (results takes --after, --follow)`)
+	f("status abc -server http://a.test", "-server", `status: unknown flag "-server" (status takes --failed, --results, --wait)`)
+	f("results abc --bogus", "--bogus", `results: unknown flag "--bogus" (results takes --after, --failed, --follow)`)
 	f("cancel abc --wait", "--wait", `cancel: unknown flag "--wait" (cancel takes no flags)`)
 	f("status", "", "status: missing <id>")
 }

@@ -48,6 +48,9 @@ type Command struct {
 	Follow bool
 	// After (results --after N), if not nil, starts after target N.
 	After *int
+	// Failed (status --failed, results --failed) reads the failed
+	// targets only.
+	Failed bool
 	// Limit (list --limit N) caps the jobs listed; 0 means the server's
 	// default.
 	Limit int
@@ -192,6 +195,7 @@ func Parse(args []string) (Command, error) {
 	cmd.Results = flags["results"] == "true"
 	cmd.Wait = flags["wait"] == "true"
 	cmd.Follow = flags["follow"] == "true"
+	cmd.Failed = flags["failed"] == "true"
 	if s, ok := flags["deadline"]; ok {
 		if _, _, err := batchhttp.ParseDeadline(s); err != nil {
 			return Command{}, usagef(name, "--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)

@@ -82,6 +82,9 @@ type StatusQuery struct {
 	Wait time.Duration
 	// Since is the targets_done the caller last saw; used with Wait.
 	Since *int
+	// Failed lists the failed targets only (?status=failed); the
+	// answer's Outcomes still count every target.
+	Failed bool
 }
 
 // Submit submits targets as one job.
@@ -106,6 +109,9 @@ func (c *Client) Status(ctx context.Context, id string, q StatusQuery) (StatusRe
 	v := url.Values{}
 	if q.Results {
 		v.Set("results", "1")
+	}
+	if q.Failed {
+		v.Set("status", string(batch.TargetFailed))
 	}
 	if q.Wait > 0 {
 		v.Set("wait", q.Wait.String())
@@ -161,6 +167,8 @@ type ResultsQuery struct {
 	Follow bool
 	// After, if not nil, starts after this target idx.
 	After *int
+	// Failed reads the failed targets only (?status=failed).
+	Failed bool
 }
 
 // Results returns the job's finished targets in idx order, each with its
@@ -173,7 +181,7 @@ func (c *Client) Results(ctx context.Context, id string, q ResultsQuery) iter.Se
 	return func(yield func(TargetStatus, error) bool) {
 		after := q.After
 		for {
-			status, err := c.resultsOnce(ctx, id, q.Follow, after, func(t TargetStatus) bool {
+			status, err := c.resultsOnce(ctx, id, q, after, func(t TargetStatus) bool {
 				after = &t.Idx
 				return yield(t, nil)
 			})
@@ -195,11 +203,14 @@ var errStopped = errors.New("stopped")
 
 // resultsOnce reads one results stream through to its end and returns the
 // job's status that its trailer gives.
-func (c *Client) resultsOnce(ctx context.Context, id string, follow bool, after *int, yield func(TargetStatus) bool) (batch.JobStatus, error) {
+func (c *Client) resultsOnce(ctx context.Context, id string, q ResultsQuery, after *int, yield func(TargetStatus) bool) (batch.JobStatus, error) {
 	path := "/v1/batch/" + url.PathEscape(id) + "/results"
 	v := url.Values{}
-	if follow {
+	if q.Follow {
 		v.Set("follow", "1")
+	}
+	if q.Failed {
+		v.Set("status", string(batch.TargetFailed))
 	}
 	if after != nil {
 		v.Set("after", strconv.Itoa(*after))

@@ -58,6 +58,10 @@ type StatusResponse struct {
 	// HandedOn counts the times the job was handed on: queued again, under
 	// its id, when the runner draining it stopped (see batch.Config.Resume).
 	HandedOn int `json:"handed_on"`
+	// Outcomes counts the finished targets by outcome (see [batch.Outcome]),
+	// over the whole job whatever ?status chose; absent while none has
+	// finished.
+	Outcomes map[batch.Outcome]int `json:"outcomes,omitempty"`
 	// Targets must stay the last field: a ?results=1 answer writes the
 	// rest, then streams the targets one at a time (see writeResults).
 	Targets []TargetStatus `json:"targets"`
@@ -168,6 +172,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		ExpiresAt:    wireTime(info.ExpiresAt),
 		RetryOf:      info.RetryOf,
 		HandedOn:     info.HandedOn,
+		Outcomes:     info.Outcomes,
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	if info.WebhookURL != "" {
