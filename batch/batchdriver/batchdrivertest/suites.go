@@ -72,6 +72,7 @@ var storeSuite = newSuite[storeCase]().
 	add("Cancel", cancelCases).
 	add("Deadline", deadlineCases).
 	add("Reads", readCases).
+	add("Labels", labelCases).
 	add("Retention", retentionCases).
 	add("Share", shareCases).
 	add("Liveness", livenessCases).

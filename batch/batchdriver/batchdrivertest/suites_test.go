@@ -92,8 +92,8 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Deadline", "Drain", "Inspect", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 73,
-		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller")
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 77,
+		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs")
 	f("TestRunner", runnerSuite.names(),
 		[]string{"Deadline", "Drain", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 61,
 		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver")
