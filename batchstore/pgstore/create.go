@@ -3,8 +3,8 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
