@@ -52,7 +52,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err := h.checkTargets(r, req, targets); err != nil {
 		return err
 	}
-	var opts batch.SubmitOptions
+	opts := batch.SubmitOptions{Metadata: sub.Metadata}
 	if err := sub.deadlineOptions(&opts); err != nil {
 		return err
 	}
@@ -385,12 +385,42 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) err
 		}
 		limit = min(n, MaxListLimit)
 	}
-	jobs, err := h.runner.List(r.Context(), req.caller, limit)
+	meta, err := metadataParams(q)
+	if err != nil {
+		return err
+	}
+	jobs, err := h.runner.ListWith(r.Context(), req.caller, batch.ListOptions{Limit: limit, Metadata: meta})
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, listResponse(jobs))
 	return nil
+}
+
+// metadataParams reads a label search: every metadata.KEY=VALUE parameter,
+// each key once. A job is listed when its metadata holds every pair.
+func metadataParams(q url.Values) (map[string]string, error) {
+	var m map[string]string
+	for name, vs := range q {
+		k, ok := strings.CutPrefix(name, "metadata.")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "":
+			return nil, invalidRequest("metadata.KEY needs a key")
+		case len(vs) > 1:
+			return nil, invalidRequest("a metadata key given more than once")
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = vs[0]
+	}
+	if len(m) > batch.MaxMetadataPairs {
+		return nil, invalidRequest("more than %d metadata pairs", batch.MaxMetadataPairs)
+	}
+	return m, nil
 }
 
 // touch bumps the lease of the owner's job before a read. Only "not found"
