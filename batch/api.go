@@ -62,10 +62,10 @@ type TargetInfo struct {
 	// CustomID is the caller's id of the target (see [Target]); "" for
 	// none.
 	CustomID string
-	Status  TargetStatus
-	Error   string
-	Hint    string
-	Outcome Outcome
+	Status   TargetStatus
+	Error    string
+	Hint     string
+	Outcome  Outcome
 	// Attempts counts the fetches of the target that may have reached its
 	// upstream: 1, or more when Config.RepeatInterrupted put it back to
 	// pending after its fetch may have begun, and it was fetched again. A
