@@ -17,7 +17,7 @@ commands:
   results <id> [--follow]          print each finished target with its result, a JSON line each
   retry <id>                       make a new job of the finished job's targets that did not end done
   cancel <id>                      cancel the job
-  list [--limit N]                 list your jobs, newest first
+  list [--limit N] [--metadata P]  list your jobs, newest first, or those with labels P
   help [command]                   print this help, or a command's
 
 Run "batch <command> --help" for the details of a command, "batch --version"
@@ -145,12 +145,16 @@ every target done, is refused (exit 1).
 Cancel the job: the target in flight finishes and is kept, no later target
 starts. A finished job cannot be cancelled (exit 1).
 `},
-	VerbList: {flags: map[string]bool{"limit": true}, help: `usage: batch list [--limit N]
+	VerbList: {flags: map[string]bool{"limit": true, "metadata": true}, help: `usage: batch list [--limit N] [--metadata KEY=VALUE[,KEY=VALUE…]]
 
-List your jobs, newest first: id, status, counts and when each expires.
+List your jobs, newest first: id, status, counts, metadata and when each
+expires.
 
 flags:
-  --limit N  list at most N jobs, 1 to 100 (default 20)
+  --limit N     list at most N jobs, 1 to 100 (default 20)
+  --metadata P  list only your jobs whose metadata holds every pair of P:
+                KEY=VALUE pairs joined by commas (a value cannot hold a
+                comma). Another caller's jobs are never listed.
 `},
 	VerbHelp: {args: []string{"[command]"}, optional: 1, help: `usage: batch help [command]
 

@@ -54,6 +54,10 @@ type Command struct {
 	// Limit (list --limit N) caps the jobs listed; 0 means the server's
 	// default.
 	Limit int
+	// Metadata (list --metadata KEY=VALUE[,KEY=VALUE…]) lists only the
+	// jobs with those labels, as given (checked: see [Command.Labels]);
+	// "" for all.
+	Metadata string
 	// Deadline (submit --deadline D) is the job's deadline as given: a
 	// duration or an RFC 3339 time (see batchhttp.ParseDeadline); "" for
 	// none.
@@ -209,6 +213,12 @@ func Parse(args []string) (Command, error) {
 		}
 		cmd.After = &n
 	}
+	if s, ok := flags["metadata"]; ok {
+		if _, err := parseLabels(s); err != nil {
+			return Command{}, usagef(name, "%v", err)
+		}
+		cmd.Metadata = s
+	}
 	if s, ok := flags["limit"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {
@@ -217,6 +227,31 @@ func Parse(args []string) (Command, error) {
 		cmd.Limit = n
 	}
 	return cmd, nil
+}
+
+// Labels returns the pairs of c.Metadata; nil for none.
+func (c Command) Labels() map[string]string {
+	m, _ := parseLabels(c.Metadata) // checked by Parse
+	return m
+}
+
+// parseLabels reads KEY=VALUE pairs joined by commas; "" is nil.
+func parseLabels(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--metadata must be KEY=VALUE pairs joined by commas, got %q", s)
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("--metadata gives key %q twice", k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "--help" || a == "-help" }

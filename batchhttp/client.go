@@ -150,9 +150,26 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) 
 // List returns the caller's jobs, newest first; limit 0 means the server's
 // default (20).
 func (c *Client) List(ctx context.Context, limit int) (ListResponse, error) {
+	return c.ListWith(ctx, ListQuery{Limit: limit})
+}
+
+// ListQuery tunes [Client.ListWith].
+type ListQuery struct {
+	// Limit caps the jobs listed; 0 means the server's default (20).
+	Limit int
+	// Metadata, if not empty, lists only the jobs whose metadata holds
+	// every pair (GET /v1/batch?metadata.KEY=VALUE).
+	Metadata map[string]string
+}
+
+// ListWith returns the caller's jobs, newest first, as q asks.
+func (c *Client) ListWith(ctx context.Context, q ListQuery) (ListResponse, error) {
 	v := url.Values{}
-	if limit > 0 {
-		v.Set("limit", strconv.Itoa(limit))
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	for k, val := range q.Metadata {
+		v.Set("metadata."+k, val)
 	}
 	var resp ListResponse
 	err := c.do(ctx, http.MethodGet, "/v1/batch", v, nil, &resp)
