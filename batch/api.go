@@ -127,7 +127,9 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // needs Config.Deliver ([ErrWebhooksDisabled] without it) and an absolute
 // http or https URL ([ErrInvalidWebhook]); it joins the idempotency key,
 // so that a resubmit of the same list reuses the job only with the same
-// webhook.
+// webhook. The labels do too: opts.Metadata (over a bound,
+// [ErrInvalidMetadata]) and the targets' custom ids (one over
+// [MaxCustomIDBytes], or two targets with the same, is a *[TargetError]).
 func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
 	given := opts.Trace.Clean()
 	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})

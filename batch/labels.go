@@ -115,13 +115,3 @@ func withLabels(key, labels string) string {
 	sum := sha256.Sum256([]byte(key + "\x00labels\x00" + labels))
 	return hex.EncodeToString(sum[:])
 }
-
-// withoutCustomIDs returns targets with their custom ids cleared, in a new
-// slice: a store keeps the ids in the job (see CreateParams.CustomIDs).
-func withoutCustomIDs(targets []Target) []Target {
-	out := slices.Clone(targets)
-	for i := range out {
-		out[i].CustomID = ""
-	}
-	return out
-}
