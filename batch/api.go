@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -42,18 +43,29 @@ type JobInfo struct {
 	// HandedOn counts the times the job was handed on (see Config.Resume):
 	// queued again, under its id, when the runner draining it stopped.
 	HandedOn int
+	// Metadata is the job's metadata (see [SubmitOptions]); nil for none.
+	// For its owner's eyes only.
+	Metadata map[string]string
+	// Outcomes counts the job's finished targets by outcome (a target
+	// stored without one counts as ok when done and other when failed);
+	// nil when the targets were not read ([Runner.List],
+	// StatusOptions.JobOnly).
+	Outcomes map[Outcome]int
 	// Targets in idx order; nil in a [Runner.List] answer.
 	Targets []TargetInfo
 }
 
 // TargetInfo is what an owner sees of one target.
 type TargetInfo struct {
-	Idx     int
-	URL     string
-	Status  TargetStatus
-	Error   string
-	Hint    string
-	Outcome Outcome
+	Idx int
+	URL string
+	// CustomID is the caller's id of the target (see [Target]); "" for
+	// none.
+	CustomID string
+	Status   TargetStatus
+	Error    string
+	Hint     string
+	Outcome  Outcome
 	// Attempts counts the fetches of the target that may have reached its
 	// upstream: 1, or more when Config.RepeatInterrupted put it back to
 	// pending after its fetch may have begun, and it was fetched again. A
@@ -115,13 +127,22 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // needs Config.Deliver ([ErrWebhooksDisabled] without it) and an absolute
 // http or https URL ([ErrInvalidWebhook]); it joins the idempotency key,
 // so that a resubmit of the same list reuses the job only with the same
-// webhook.
+// webhook. The labels do too: opts.Metadata (over a bound,
+// [ErrInvalidMetadata]) and the targets' custom ids (one over
+// [MaxCustomIDBytes], or two targets with the same, is a *[TargetError]).
 func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
 	given := opts.Trace.Clean()
 	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})
 	defer func() { end(batchobserve.SubmitEnd{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()
+	ids, err := customIDs(targets)
+	if err != nil {
+		return JobInfo{}, false, err
+	}
 	targets, err = r.validateSubmit(caller, targets)
 	if err != nil {
+		return JobInfo{}, false, err
+	}
+	if err := validateMetadata(opts.Metadata); err != nil {
 		return JobInfo{}, false, err
 	}
 	if err := r.validateWebhook(opts.WebhookURL); err != nil {
@@ -132,8 +153,9 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 		return JobInfo{}, false, err
 	}
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
-		Caller: caller, IdemKey: r.idemKey(caller.Name, targets, opts.WebhookURL), Targets: targets,
-		WebhookURL: opts.WebhookURL, Trace: given, Deadline: deadline,
+		Caller: caller, IdemKey: withLabels(r.idemKey(caller.Name, targets, opts.WebhookURL), labelsKey(opts.Metadata, ids)),
+		Targets: targets, WebhookURL: opts.WebhookURL, Trace: given, Deadline: deadline,
+		Metadata: opts.Metadata, CustomIDs: ids,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
@@ -167,11 +189,20 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	}
 	var targets []Target
 	var from []int
+	var ids []string
 	for _, t := range records {
 		if t.Status != TargetDone {
-			targets = append(targets, t.Target)
+			targets = append(targets, Target{URL: t.Target.URL, Options: t.Target.Options})
 			from = append(from, t.Idx)
+			if old.CustomIDs != nil && t.Idx < len(old.CustomIDs) {
+				ids = append(ids, old.CustomIDs[t.Idx])
+			} else {
+				ids = append(ids, "")
+			}
 		}
+	}
+	if !slices.ContainsFunc(ids, func(id string) bool { return id != "" }) {
+		ids = nil
 	}
 	if len(targets) == 0 {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", ErrNothingToRetry)
@@ -183,6 +214,7 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: r.retryKey(caller.Name, id, targets), Targets: targets,
 		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL, Deadline: deadline,
+		Metadata: old.Metadata, CustomIDs: ids,
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: retry: %w", err)
@@ -283,8 +315,12 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 	info := r.jobInfo(job)
 	if !opts.JobOnly {
 		info.Targets = make([]TargetInfo, len(targets))
+		info.Outcomes = map[Outcome]int{}
 		for i, t := range targets {
 			info.Targets[i] = targetInfo(job, t)
+			if o, ok := finishedOutcome(t); ok {
+				info.Outcomes[o]++
+			}
 		}
 	}
 	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= batchdriver.LeaseGrain {
@@ -349,12 +385,31 @@ func (r *Runner) Touch(ctx context.Context, caller Caller, id string) error {
 }
 
 // List returns up to limit of the caller's jobs, newest first, without
-// targets. A limit below 1 means 20.
+// targets. A limit below 1 means 20. It is [Runner.ListWith] without a
+// label search.
 func (r *Runner) List(ctx context.Context, caller Caller, limit int) ([]JobInfo, error) {
+	return r.ListWith(ctx, caller, ListOptions{Limit: limit})
+}
+
+// ListOptions tune [Runner.ListWith].
+type ListOptions struct {
+	// Limit is how many jobs to list at most; below 1 means 20.
+	Limit int
+	// Metadata, if not empty, lists only the jobs whose metadata holds
+	// every one of its pairs: a search by label, within the caller's own
+	// jobs.
+	Metadata map[string]string
+}
+
+// ListWith returns the caller's jobs, newest first, without targets: up to
+// opts.Limit of them, and with opts.Metadata only those labelled so.
+// Another caller's jobs are never listed, whatever their labels.
+func (r *Runner) ListWith(ctx context.Context, caller Caller, opts ListOptions) ([]JobInfo, error) {
+	limit := opts.Limit
 	if limit < 1 {
 		limit = 20
 	}
-	jobs, err := r.store.List(ctx, batchdriver.ListParams{Caller: caller.Name, Limit: limit})
+	jobs, err := r.store.List(ctx, batchdriver.ListParams{Caller: caller.Name, Limit: limit, Metadata: opts.Metadata})
 	if err != nil {
 		return nil, fmt.Errorf("batch: list: %w", err)
 	}
@@ -426,6 +481,7 @@ func (r *Runner) jobInfo(j batchdriver.Job) JobInfo {
 		WebhookURL:   j.WebhookURL,
 		Deadline:     utcOrZero(j.Deadline),
 		HandedOn:     j.HandedOn,
+		Metadata:     j.Metadata,
 	}
 }
 
@@ -437,11 +493,28 @@ func finishedAt(j batchdriver.Job) time.Time {
 	return j.FinishedAt.UTC()
 }
 
+// finishedOutcome is the outcome of a finished target, folded into the
+// fixed set: ok for a done target stored without one, other for a failed
+// one. ok is false for a target that has not finished.
+func finishedOutcome(t batchdriver.TargetRecord) (o Outcome, ok bool) {
+	if !t.Status.Finished() {
+		return "", false
+	}
+	o = t.Outcome
+	if o == "" && t.Status == TargetDone {
+		o = OutcomeOK
+	}
+	return o.Fold(), true
+}
+
 func targetInfo(j batchdriver.Job, t batchdriver.TargetRecord) TargetInfo {
 	ti := TargetInfo{
 		Idx: t.Idx, URL: t.Target.URL, Status: t.Status, Error: t.Error,
 		Hint: t.Hint, Outcome: t.Outcome, Result: t.Result,
 		Attempts: max(t.Attempts, 1), // a store that does not count: fetched once
+	}
+	if t.Idx >= 0 && t.Idx < len(j.CustomIDs) {
+		ti.CustomID = j.CustomIDs[t.Idx]
 	}
 	if j.RetryOf != "" && t.Idx >= 0 && t.Idx < len(j.RetryIdx) {
 		from := j.RetryIdx[t.Idx]

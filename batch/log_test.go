@@ -62,7 +62,9 @@ func TestRunner_LogsNeverCarryTargets(t *testing.T) {
 				Deliver: deliver, WebhookBackoff: batch.Duration(time.Millisecond), PollInterval: batch.Duration(10 * time.Millisecond),
 				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
-			opts := batch.SubmitOptions{WebhookURL: hook}
+			// Labels are caller data too: never logged.
+			opts := batch.SubmitOptions{WebhookURL: hook, Metadata: map[string]string{"label-" + marker: "value-" + marker}}
+			targets[0].CustomID, targets[2].CustomID = "id-"+marker, marker
 			idJob, _, err := r.SubmitWith(t.Context(), caller, targets, opts)
 			if err != nil {
 				t.Fatal(err)

@@ -61,6 +61,14 @@ type SubmitOptions struct {
 	// clock (Config.Now): what an adapter passes for a duration such as
 	// "90s". It must be positive; Deadline wins when both are set.
 	DeadlineIn time.Duration
+	// Metadata, if set, is the caller's labels of the job: at most
+	// [MaxMetadataPairs] pairs, keys of 1 to [MaxMetadataKeyBytes] bytes,
+	// values of at most [MaxMetadataValueBytes], valid UTF-8
+	// ([ErrInvalidMetadata]). It is stored with the job, shown in every
+	// read and the webhook event, searchable with [ListOptions], never
+	// logged, and part of the idempotency key, as the targets' custom ids
+	// are (see [Target]).
+	Metadata map[string]string
 }
 
 // WebhookEvent is one delivery attempt of a job's webhook event, as
@@ -100,6 +108,8 @@ type WebhookEvent struct {
 	// Deadline is the job's deadline (see [SubmitOptions]); the zero time
 	// for none.
 	Deadline time.Time
+	// Metadata is the job's metadata (see [SubmitOptions]); nil for none.
+	Metadata map[string]string
 }
 
 // DeliverFunc delivers one webhook event: batchhttp.NewWebhookSender
@@ -261,7 +271,7 @@ func (r *Runner) event(d batchdriver.WebhookDelivery) WebhookEvent {
 		TargetsTotal: d.TargetsTotal, TargetsDone: d.TargetsOK + d.TargetsFailed,
 		TargetsOK: d.TargetsOK, TargetsFailed: d.TargetsFailed,
 		CreatedAt: d.CreatedAt.UTC(), FinishedAt: d.FinishedAt.UTC(), ExpiresAt: d.Lease.Add(time.Duration(r.cfg.TTL)).UTC(),
-		Deadline: utcOrZero(d.Deadline),
+		Deadline: utcOrZero(d.Deadline), Metadata: d.Metadata,
 	}
 }
 

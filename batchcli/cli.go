@@ -258,7 +258,7 @@ func (c *CLI) run(ctx context.Context, cmd Command) error {
 		}
 		return c.print(resp)
 	case VerbList:
-		resp, err := c.cfg.Client.List(ctx, cmd.Limit)
+		resp, err := c.cfg.Client.ListWith(ctx, batchhttp.ListQuery{Limit: cmd.Limit, Metadata: cmd.Labels()})
 		if err != nil {
 			return fromClient(err)
 		}

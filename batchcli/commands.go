@@ -38,7 +38,7 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 }
 
 func (c *CLI) status(ctx context.Context, cmd Command) error {
-	q := batchhttp.StatusQuery{Results: cmd.Results}
+	q := batchhttp.StatusQuery{Results: cmd.Results, Failed: cmd.Failed}
 	if !cmd.Wait {
 		resp, err := c.cfg.Client.Status(ctx, cmd.ID, q)
 		if err != nil {
@@ -51,7 +51,7 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 	if err != nil {
 		return err
 	}
-	if cmd.Results {
+	if cmd.Results || cmd.Failed {
 		if resp, err = c.cfg.Client.Status(ctx, cmd.ID, q); err != nil {
 			return fromClient(err)
 		}
@@ -68,7 +68,7 @@ func (c *CLI) status(ctx context.Context, cmd Command) error {
 // results prints the results stream a line at a time, each line written as
 // it arrives.
 func (c *CLI) results(ctx context.Context, cmd Command) error {
-	q := batchhttp.ResultsQuery{Follow: cmd.Follow, After: cmd.After}
+	q := batchhttp.ResultsQuery{Follow: cmd.Follow, After: cmd.After, Failed: cmd.Failed}
 	for t, err := range c.cfg.Client.Results(ctx, cmd.ID, q) {
 		if err != nil {
 			return fromClient(err)

@@ -94,9 +94,9 @@ func ExampleConfig_mounted() {
 	// sift batch: unauthorized (HTTP 401)
 	// hint: log in with: sift login
 	// exit code: 1
-	// sift batch: list: unknown flag "--profile" (list takes --limit)
+	// sift batch: list: unknown flag "--profile" (list takes --limit, --metadata)
 	// hint: global flags such as --profile go before the command: sift batch --profile NAME list
-	// usage: sift batch list [--limit N]
+	// usage: sift batch list [--limit N] [--metadata KEY=VALUE[,KEY=VALUE…]]
 	// Run "sift batch list --help" for details.
 	// exit code: 2
 }

@@ -17,7 +17,7 @@ commands:
   results <id> [--follow]          print each finished target with its result, a JSON line each
   retry <id>                       make a new job of the finished job's targets that did not end done
   cancel <id>                      cancel the job
-  list [--limit N]                 list your jobs, newest first
+  list [--limit N] [--metadata P]  list your jobs, newest first, or those with labels P
   help [command]                   print this help, or a command's
 
 Run "batch <command> --help" for the details of a command, "batch --version"
@@ -97,12 +97,14 @@ flags:
                 replaces a "deadline" in the input. The server caps it
                 (its max_deadline; over it is exit 1, deadline_too_far).
 `},
-	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false}, help: `usage: batch status <id> [--results] [--wait]
+	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false, "failed": false}, help: `usage: batch status <id> [--results] [--wait] [--failed]
 
 Print the job's status: its counts and each target's status, error and hint.
 
 flags:
   --results  add each done target's result (its content and metadata)
+  --failed   list the failed targets only (the counts by outcome still
+             cover every target)
   --wait     follow the job until it is finished, then print its status.
              On a terminal a progress line on standard error shows the
              counts and the time taken, every second:
@@ -116,7 +118,7 @@ flags:
 Print target <idx> of the job (counting from 0) with its result, or its
 error and hint if it failed.
 `},
-	VerbResults: {args: []string{"<id>"}, flags: map[string]bool{"follow": false, "after": true}, help: `usage: batch results <id> [--follow] [--after N]
+	VerbResults: {args: []string{"<id>"}, flags: map[string]bool{"follow": false, "after": true, "failed": false}, help: `usage: batch results <id> [--follow] [--after N] [--failed]
 
 Print the job's finished targets in idx order, one JSON object per line
 (NDJSON): idx, url, status, outcome, retryable, then result, or error and
@@ -127,6 +129,7 @@ flags:
              (reconnecting by itself when the server ends a stream at its
              one-minute cap). Ctrl-C stops (exit 130); the job goes on.
   --after N  start after target N
+  --failed   print the failed targets only, with their errors and hints
 `},
 	VerbRetry: {args: []string{"<id>"}, help: `usage: batch retry <id>
 
@@ -142,12 +145,16 @@ every target done, is refused (exit 1).
 Cancel the job: the target in flight finishes and is kept, no later target
 starts. A finished job cannot be cancelled (exit 1).
 `},
-	VerbList: {flags: map[string]bool{"limit": true}, help: `usage: batch list [--limit N]
+	VerbList: {flags: map[string]bool{"limit": true, "metadata": true}, help: `usage: batch list [--limit N] [--metadata KEY=VALUE[,KEY=VALUE…]]
 
-List your jobs, newest first: id, status, counts and when each expires.
+List your jobs, newest first: id, status, counts, metadata and when each
+expires.
 
 flags:
-  --limit N  list at most N jobs, 1 to 100 (default 20)
+  --limit N     list at most N jobs, 1 to 100 (default 20)
+  --metadata P  list only your jobs whose metadata holds every pair of P:
+                KEY=VALUE pairs joined by commas (a value cannot hold a
+                comma). Another caller's jobs are never listed.
 `},
 	VerbHelp: {args: []string{"[command]"}, optional: 1, help: `usage: batch help [command]
 

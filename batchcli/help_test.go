@@ -81,7 +81,7 @@ func TestCLI_UsageError(t *testing.T) {
 	var stdout, stderr strings.Builder
 	cli := batchcli.New(batchcli.Config{Stdout: &stdout, Stderr: &stderr})
 	err := cli.Run(t.Context(), []string{"status", "a", "b"})
-	want := "batch: status: unexpected argument \"b\"\nusage: batch status <id> [--results] [--wait]\nRun \"batch status --help\" for details.\n"
+	want := "batch: status: unexpected argument \"b\"\nusage: batch status <id> [--results] [--wait] [--failed]\nRun \"batch status --help\" for details.\n"
 	if code := batchcli.ExitCode(err); code != batchcli.ExitUsage || stderr.String() != want || stdout.Len() != 0 {
 		t.Errorf("exit %d, stderr %q, stdout %q; want 2, %q", code, stderr.String(), stdout.String(), want)
 	}

@@ -157,7 +157,7 @@ func TestCLI_Name(t *testing.T) {
 	t.Run("UsageError", func(t *testing.T) {
 		t.Parallel()
 		r := runHost(t, t.Context(), cfg, "", "", "status", "a", "b")
-		want := "sift batch: status: unexpected argument \"b\"\nusage: sift batch status <id> [--results] [--wait]\nRun \"sift batch status --help\" for details.\n"
+		want := "sift batch: status: unexpected argument \"b\"\nusage: sift batch status <id> [--results] [--wait] [--failed]\nRun \"sift batch status --help\" for details.\n"
 		if r.code != batchcli.ExitUsage || r.stderr != want || r.stdout != "" {
 			t.Errorf("exit %d, stderr %q, stdout %q; want 2, %q", r.code, r.stderr, r.stdout, want)
 		}
@@ -220,11 +220,11 @@ func TestParse_HostFlags(t *testing.T) {
 			t.Errorf("Parse(%q) = Flag %q, %q; want %q, %q", args, ue.Flag, ue.Error(), wantFlag, wantMsg)
 		}
 	}
-	f("list --key K", "--key", `list: unknown flag "--key" (list takes --limit)`)
+	f("list --key K", "--key", `list: unknown flag "--key" (list takes --limit, --metadata)`)
 	// The value of a flag may be a key: it is never repeated.
-	f("list --key=s3cret", "--key", `list: unknown flag "--key" (list takes --limit)`)
-	f("status abc -server http://a.test", "-server", `status: unknown flag "-server" (status takes --results, --wait)`)
-	f("results abc --bogus", "--bogus", `results: unknown flag "--bogus" (results takes --after, --follow)`)
+	f("list --key=s3cret", "--key", `list: unknown flag "--key" (list takes --limit, --metadata)`)
+	f("status abc -server http://a.test", "-server", `status: unknown flag "-server" (status takes --failed, --results, --wait)`)
+	f("results abc --bogus", "--bogus", `results: unknown flag "--bogus" (results takes --after, --failed, --follow)`)
 	f("cancel abc --wait", "--wait", `cancel: unknown flag "--wait" (cancel takes no flags)`)
 	f("status", "", "status: missing <id>")
 }
@@ -235,9 +235,9 @@ func TestCLI_GlobalFlagAfterCommand(t *testing.T) {
 	t.Parallel()
 	cfg := batchcli.Config{GlobalFlags: []string{"--server URL", "--key KEY"}}
 	r := runHost(t, t.Context(), cfg, "", "", "list", "--key", "K")
-	want := `batch: list: unknown flag "--key" (list takes --limit)
+	want := `batch: list: unknown flag "--key" (list takes --limit, --metadata)
 hint: global flags such as --key go before the command: batch --key KEY list
-usage: batch list [--limit N]
+usage: batch list [--limit N] [--metadata KEY=VALUE[,KEY=VALUE…]]
 Run "batch list --help" for details.
 `
 	if r.code != batchcli.ExitUsage || r.stderr != want || r.stdout != "" {
@@ -269,9 +269,9 @@ Run "batch list --help" for details.
 	f(cfg, []string{"submit", "--key=s3cret", "-"},
 		"\nhint: global flags such as --key go before the command: batch --key KEY submit …\n", "!s3cret")
 	// A flag the host does not declare is a typo: no hint.
-	f(cfg, []string{"list", "--bogus"}, `batch: list: unknown flag "--bogus" (list takes --limit)`, "!hint:")
+	f(cfg, []string{"list", "--bogus"}, `batch: list: unknown flag "--bogus" (list takes --limit, --metadata)`, "!hint:")
 	// Without GlobalFlags, no hint.
-	f(batchcli.Config{}, []string{"list", "--key", "K"}, `batch: list: unknown flag "--key" (list takes --limit)`, "!hint:")
+	f(batchcli.Config{}, []string{"list", "--key", "K"}, `batch: list: unknown flag "--key" (list takes --limit, --metadata)`, "!hint:")
 	// A mounted CLI names itself.
 	sift := batchcli.Config{Name: "sift batch", GlobalFlags: []string{"--profile NAME", "--verbose"}}
 	f(sift, []string{"cancel", "j", "--profile", "work"},

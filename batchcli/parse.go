@@ -48,9 +48,16 @@ type Command struct {
 	Follow bool
 	// After (results --after N), if not nil, starts after target N.
 	After *int
+	// Failed (status --failed, results --failed) reads the failed
+	// targets only.
+	Failed bool
 	// Limit (list --limit N) caps the jobs listed; 0 means the server's
 	// default.
 	Limit int
+	// Metadata (list --metadata KEY=VALUE[,KEY=VALUE…]) lists only the
+	// jobs with those labels, as given (checked: see [Command.Labels]);
+	// "" for all.
+	Metadata string
 	// Deadline (submit --deadline D) is the job's deadline as given: a
 	// duration or an RFC 3339 time (see batchhttp.ParseDeadline); "" for
 	// none.
@@ -192,6 +199,7 @@ func Parse(args []string) (Command, error) {
 	cmd.Results = flags["results"] == "true"
 	cmd.Wait = flags["wait"] == "true"
 	cmd.Follow = flags["follow"] == "true"
+	cmd.Failed = flags["failed"] == "true"
 	if s, ok := flags["deadline"]; ok {
 		if _, _, err := batchhttp.ParseDeadline(s); err != nil {
 			return Command{}, usagef(name, "--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)
@@ -205,6 +213,12 @@ func Parse(args []string) (Command, error) {
 		}
 		cmd.After = &n
 	}
+	if s, ok := flags["metadata"]; ok {
+		if _, err := parseLabels(s); err != nil {
+			return Command{}, usagef(name, "%v", err)
+		}
+		cmd.Metadata = s
+	}
 	if s, ok := flags["limit"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {
@@ -213,6 +227,31 @@ func Parse(args []string) (Command, error) {
 		cmd.Limit = n
 	}
 	return cmd, nil
+}
+
+// Labels returns the pairs of c.Metadata; nil for none.
+func (c Command) Labels() map[string]string {
+	m, _ := parseLabels(c.Metadata) // checked by Parse
+	return m
+}
+
+// parseLabels reads KEY=VALUE pairs joined by commas; "" is nil.
+func parseLabels(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--metadata must be KEY=VALUE pairs joined by commas, got %q", s)
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("--metadata gives key %q twice", k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "--help" || a == "-help" }

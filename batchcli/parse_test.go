@@ -68,7 +68,7 @@ func TestParse(t *testing.T) {
 	bad("submit - --deadline PT3S", `--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got "PT3S"`)
 	bad("submit - --deadline -3s", `--deadline must be a duration`)
 	bad("submit - --deadline", "flag --deadline needs a value")
-	bad("status abc --deadline 3s", "status takes --results, --wait")
+	bad("status abc --deadline 3s", "status takes --failed, --results, --wait")
 	bad("submit a.json b.json", `submit: unexpected argument "b.json"`)
 	bad("status", "status: missing <id>")
 	bad("status a b", `unexpected argument "b"`)

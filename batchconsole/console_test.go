@@ -396,3 +396,38 @@ func TestConsole_HandedOn(t *testing.T) {
 		t.Errorf("the job page of a job never handed on does not say so")
 	}
 }
+
+// TestConsole_JobMetadata: a job's page shows its metadata, keys and
+// values, and for a restricted caller the keys alone; no page shows a
+// target's custom id.
+func TestConsole_JobMetadata(t *testing.T) {
+	t.Parallel()
+	b := setup(t, batchtest.StaticFetcher("ok"))
+	meta := map[string]string{"run": "value-of-run", "step": "value-of-step"}
+	submit := func(caller batch.Caller) string {
+		t.Helper()
+		ts := markedTargets(1)
+		ts[0].CustomID = "custom-id-shown-nowhere"
+		job, _, err := b.runner.SubmitWith(t.Context(), caller, ts, batch.SubmitOptions{Metadata: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batchtest.WaitFinished(t, b.runner, caller, job.ID, 10*time.Second)
+		return job.ID
+	}
+	id := submit(batch.Caller{Name: "alice", Class: "agents"})
+	rid := submit(batch.Caller{Name: "secret-tenant-name", Class: "partners", Restricted: true})
+	_, _, page := b.get(t, "/console/jobs/"+id, operator)
+	if !strings.Contains(page, "<code>run</code>=<code>value-of-run</code>, <code>step</code>=<code>value-of-step</code>") {
+		t.Errorf("the job page does not show its metadata:\n%s", page)
+	}
+	_, _, rpage := b.get(t, "/console/jobs/"+rid, operator)
+	if !strings.Contains(rpage, "<code>run</code> <span class=\"class\">(value withheld: restricted caller)</span>") || strings.Contains(rpage, "value-of-") {
+		t.Errorf("the restricted caller's job page shows a metadata value, or no keys:\n%s", rpage)
+	}
+	for _, path := range []string{"/console", "/console/jobs/" + id, "/console/jobs/" + rid} {
+		if _, _, body := b.get(t, path, operator); strings.Contains(body, "custom-id-shown-nowhere") {
+			t.Errorf("GET %s shows a custom id", path)
+		}
+	}
+}

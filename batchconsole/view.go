@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -79,7 +80,14 @@ type (
 		Row      jobRow
 		Targets  []targetRow
 		Outcomes []failureRow // every target's outcome, counted
-		Back     string
+		// Labels are the job's metadata in key order: keys and values, or
+		// for a restricted caller the keys alone.
+		Labels []labelRow
+		Back   string
+	}
+	labelRow struct {
+		Key, Value string
+		Withheld   bool // the value is not shown: a restricted caller's
 	}
 	targetRow struct {
 		Idx      int
@@ -207,6 +215,13 @@ func (h *Handler) jobRow(j batchdriver.Job, now time.Time) jobRow {
 
 func (h *Handler) jobView(j batchdriver.Job, targets []batchdriver.TargetRecord, now time.Time) jobView {
 	v := jobView{Row: h.jobRow(j, now), Back: h.opts.Prefix}
+	for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
+		if j.Caller.Restricted {
+			v.Labels = append(v.Labels, labelRow{Key: k, Withheld: true})
+		} else {
+			v.Labels = append(v.Labels, labelRow{Key: k, Value: j.Metadata[k]})
+		}
+	}
 	for _, t := range targets {
 		row := targetRow{Idx: t.Idx, Status: targetStatusOf(t.Status), Attempts: max(t.Attempts, 1)}
 		switch {

@@ -83,6 +83,9 @@ type StatusQuery struct {
 	Wait time.Duration
 	// Since is the targets_done the caller last saw; used with Wait.
 	Since *int
+	// Failed lists the failed targets only (?status=failed); the
+	// answer's Outcomes still count every target.
+	Failed bool
 }
 
 // Submit submits targets as one job.
@@ -107,6 +110,9 @@ func (c *Client) Status(ctx context.Context, id string, q StatusQuery) (StatusRe
 	v := url.Values{}
 	if q.Results {
 		v.Set("results", "1")
+	}
+	if q.Failed {
+		v.Set("status", string(batch.TargetFailed))
 	}
 	if q.Wait > 0 {
 		v.Set("wait", q.Wait.String())
@@ -145,9 +151,26 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) 
 // List returns the caller's jobs, newest first; limit 0 means the server's
 // default (20).
 func (c *Client) List(ctx context.Context, limit int) (ListResponse, error) {
+	return c.ListWith(ctx, ListQuery{Limit: limit})
+}
+
+// ListQuery tunes [Client.ListWith].
+type ListQuery struct {
+	// Limit caps the jobs listed; 0 means the server's default (20).
+	Limit int
+	// Metadata, if not empty, lists only the jobs whose metadata holds
+	// every pair (GET /v1/batch?metadata.KEY=VALUE).
+	Metadata map[string]string
+}
+
+// ListWith returns the caller's jobs, newest first, as q asks.
+func (c *Client) ListWith(ctx context.Context, q ListQuery) (ListResponse, error) {
 	v := url.Values{}
-	if limit > 0 {
-		v.Set("limit", strconv.Itoa(limit))
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	for k, val := range q.Metadata {
+		v.Set("metadata."+k, val)
 	}
 	var resp ListResponse
 	err := c.do(ctx, http.MethodGet, "/v1/batch", v, nil, &resp)
@@ -162,6 +185,8 @@ type ResultsQuery struct {
 	Follow bool
 	// After, if not nil, starts after this target idx.
 	After *int
+	// Failed reads the failed targets only (?status=failed).
+	Failed bool
 }
 
 // Results returns the job's finished targets in idx order, each with its
@@ -174,7 +199,7 @@ func (c *Client) Results(ctx context.Context, id string, q ResultsQuery) iter.Se
 	return func(yield func(TargetStatus, error) bool) {
 		after := q.After
 		for {
-			status, err := c.resultsOnce(ctx, id, q.Follow, after, func(t TargetStatus) bool {
+			status, err := c.resultsOnce(ctx, id, q, after, func(t TargetStatus) bool {
 				after = &t.Idx
 				return yield(t, nil)
 			})
@@ -196,11 +221,14 @@ var errStopped = errors.New("stopped")
 
 // resultsOnce reads one results stream through to its end and returns the
 // job's status that its trailer gives.
-func (c *Client) resultsOnce(ctx context.Context, id string, follow bool, after *int, yield func(TargetStatus) bool) (batch.JobStatus, error) {
+func (c *Client) resultsOnce(ctx context.Context, id string, q ResultsQuery, after *int, yield func(TargetStatus) bool) (batch.JobStatus, error) {
 	path := "/v1/batch/" + url.PathEscape(id) + "/results"
 	v := url.Values{}
-	if follow {
+	if q.Follow {
 		v.Set("follow", "1")
+	}
+	if q.Failed {
+		v.Set("status", string(batch.TargetFailed))
 	}
 	if after != nil {
 		v.Set("after", strconv.Itoa(*after))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,42 +173,35 @@ func (d *submitDecoder) body(list bool) (SubmitRequest, error) {
 	return req, nil
 }
 
-// object reads the rest of {"targets": […], "webhook"?: {…}} after its
+// object reads the rest of {"targets": […], "webhook"?: {…}, …} after its
 // opening brace.
 func (d *submitDecoder) object() (SubmitRequest, error) {
-	var (
-		req                          SubmitRequest
-		seen, seenHook, seenDeadline bool
-	)
+	var req SubmitRequest
+	seen := map[string]bool{}
 	for d.dec.More() {
 		key, err := d.token()
 		if err != nil {
 			return req, err
 		}
-		switch k := key.(string); {
-		case k == "webhook" && seenHook:
-			return req, d.fail(`duplicate field "webhook"`)
-		case k == "webhook":
-			seenHook = true
-			if req.Webhook, err = d.webhook(); err != nil {
-				return req, err
-			}
-			continue
-		case k == "deadline" && seenDeadline:
-			return req, d.fail(`duplicate field "deadline"`)
-		case k == "deadline":
-			seenDeadline = true
-			if req.Deadline, err = d.deadline(); err != nil {
-				return req, err
-			}
-			continue
-		case k != "targets":
-			return req, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, "targets", "webhook", "deadline"))
-		case seen:
-			return req, d.fail(`duplicate field "targets"`)
+		k := key.(string)
+		if !slices.Contains(submitFields, k) {
+			return req, d.fail("unknown field %s%s", quoteField(k), didYouMean(k, submitFields...))
 		}
-		seen = true
-		if req.Targets, err = d.targets(); err != nil {
+		if seen[k] {
+			return req, d.fail("duplicate field %q", k)
+		}
+		seen[k] = true
+		switch k {
+		case "webhook":
+			req.Webhook, err = d.webhook()
+		case "deadline":
+			req.Deadline, err = d.deadline()
+		case "metadata":
+			req.Metadata, err = d.metadata()
+		case "targets":
+			req.Targets, err = d.targets()
+		}
+		if err != nil {
 			return req, err
 		}
 	}
@@ -215,12 +209,57 @@ func (d *submitDecoder) object() (SubmitRequest, error) {
 		return req, err
 	}
 	switch {
-	case !seen:
+	case !seen["targets"]:
 		return req, d.fail(`missing field "targets"`)
 	case req.Targets == nil:
 		return req, d.fail(`"targets" must be a list, not null`)
 	}
 	return req, nil
+}
+
+// submitFields are the fields of a submit's body.
+var submitFields = []string{"targets", "webhook", "deadline", "metadata"}
+
+// metadata reads the value of "metadata": nil for null, else an object of
+// strings. Its bounds are the runner's (see [batch.SubmitOptions]); the
+// messages never repeat a key or a value.
+func (d *submitDecoder) metadata() (map[string]string, error) {
+	tok, err := d.token()
+	switch {
+	case err != nil:
+		return nil, err
+	case tok == nil:
+		return nil, nil
+	case tok != json.Delim('{'):
+		return nil, d.fail(`"metadata" must be an object of strings`)
+	}
+	m := map[string]string{}
+	for d.dec.More() {
+		key, err := d.token()
+		if err != nil {
+			return nil, err
+		}
+		k := key.(string)
+		if _, dup := m[k]; dup {
+			return nil, d.fail("metadata: a key given twice")
+		}
+		v, err := d.token()
+		if err != nil {
+			return nil, err
+		}
+		s, ok := v.(string)
+		if !ok {
+			return nil, d.fail("metadata: values must be strings")
+		}
+		m[k] = s
+		if len(m) > batch.MaxMetadataPairs {
+			return nil, d.fail("metadata: more than %d pairs", batch.MaxMetadataPairs)
+		}
+	}
+	if _, err := d.token(); err != nil { // the closing brace
+		return nil, err
+	}
+	return m, nil
 }
 
 // webhook reads the value of "webhook": nil for null, else {"url": "…"}
@@ -384,10 +423,10 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 		}
 		seen[k] = true
 		str := true // the value is a string (else a boolean)
-		if k != "url" {
+		if k != "url" && k != "custom_id" {
 			f, ok := d.opts.Field(k)
 			if !ok {
-				return t, d.fail("target %d: unknown field %s%s", i, quoteField(k), didYouMean(k, append([]string{"url"}, d.opts.Names()...)...))
+				return t, d.fail("target %d: unknown field %s%s", i, quoteField(k), didYouMean(k, append([]string{"url", "custom_id"}, d.opts.Names()...)...))
 			}
 			str = f.Type == batch.OptionString
 		}
@@ -414,6 +453,10 @@ func (d *submitDecoder) target(i int) (batch.Target, error) {
 		}
 		if k == "url" {
 			t.URL = v.(string)
+			continue
+		}
+		if k == "custom_id" {
+			t.CustomID = v.(string)
 			continue
 		}
 		if values == nil {

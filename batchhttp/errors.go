@@ -91,6 +91,8 @@ var errorTable = []struct {
 	{batch.ErrTooManyTargets, httpError{status: http.StatusUnprocessableEntity, msg: "too many targets", code: CodeTooManyTargets}},
 	// The message gets the *batch.TargetError's index and reason.
 	{batch.ErrInvalidTarget, httpError{status: http.StatusBadRequest, msg: "invalid batch: invalid target", code: CodeInvalidBatch}},
+	// The message gets the bound: "invalid batch: metadata: 17 pairs (max 16)".
+	{batch.ErrInvalidMetadata, httpError{status: http.StatusBadRequest, msg: "invalid batch: metadata", code: CodeInvalidBatch}},
 	// The message gets the core's reason: "invalid batch: webhook: …".
 	{batch.ErrInvalidWebhook, httpError{status: http.StatusBadRequest, msg: "invalid batch: webhook", code: CodeInvalidBatch}},
 	// The message gets the cap: "deadline too far: at most 1h0m0s from now".
@@ -128,7 +130,7 @@ func answerFor(err error, maxTargets int) *httpError {
 			if _, reason, ok := strings.Cut(err.Error(), batch.ErrInvalidWebhook.Error()+": "); ok {
 				ans.msg = "invalid batch: webhook: " + reason
 			}
-		case batch.ErrDeadlineTooFar, batch.ErrInvalidDeadline:
+		case batch.ErrDeadlineTooFar, batch.ErrInvalidDeadline, batch.ErrInvalidMetadata:
 			if _, reason, ok := strings.Cut(err.Error(), row.err.Error()+": "); ok {
 				ans.msg += ": " + reason
 			}

@@ -91,7 +91,7 @@ func ExampleNewHandler() {
 	// POST /v1/batch
 	// 202 {"success":true,"job_id":"<job-id>","status":"queued","targets":2,"reused":false}
 	// GET /v1/batch/<job-id>?wait=10s
-	// 200 {"job_id":"<job-id>","status":"done","targets_total":2,"targets_done":2,"created_at":"2026-01-02T03:04:05Z","expires_at":"2026-01-03T03:04:05Z","handed_on":0,"targets":[{"idx":0,"url":"https://example.com/a","status":"done","attempts":1,"outcome":"ok","retryable":false},{"idx":1,"url":"https://example.com/b","status":"done","attempts":1,"outcome":"ok","retryable":false}]}
+	// 200 {"job_id":"<job-id>","status":"done","targets_total":2,"targets_done":2,"created_at":"2026-01-02T03:04:05Z","expires_at":"2026-01-03T03:04:05Z","handed_on":0,"outcomes":{"ok":2},"targets":[{"idx":0,"url":"https://example.com/a","status":"done","attempts":1,"outcome":"ok","retryable":false},{"idx":1,"url":"https://example.com/b","status":"done","attempts":1,"outcome":"ok","retryable":false}]}
 	// GET /v1/batch/<job-id>/1
 	// 200 {"job_id":"<job-id>","idx":1,"url":"https://example.com/b","status":"done","attempts":1,"outcome":"ok","retryable":false,"result":{"content":"hello","mode":"clean","url":"https://example.com/b"},"expires_at":"2026-01-03T03:04:05Z"}
 }

@@ -25,7 +25,7 @@ func TestTargetFields(t *testing.T) {
 		{Name: "full_page", Type: batch.OptionBool},
 	}}
 	for name, set := range map[string]batch.OptionSet{"sift": batchsift.Options, "other": other} {
-		want := append([]string{"url"}, set.Names()...)
+		want := append([]string{"url", "custom_id"}, set.Names()...)
 		var doc struct {
 			Components struct {
 				Schemas map[string]struct {

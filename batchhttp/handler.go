@@ -25,7 +25,7 @@ type Runner interface {
 	Touch(ctx context.Context, caller batch.Caller, id string) error
 	Cancel(ctx context.Context, caller batch.Caller, id string) error
 	Retry(ctx context.Context, caller batch.Caller, id string) (job batch.JobInfo, reused bool, err error)
-	List(ctx context.Context, caller batch.Caller, limit int) ([]batch.JobInfo, error)
+	ListWith(ctx context.Context, caller batch.Caller, opts batch.ListOptions) ([]batch.JobInfo, error)
 	TargetsPerJob() int
 	Options() batch.OptionSet
 }

@@ -36,8 +36,10 @@ func OpenAPI(opts batch.OptionSet) []byte {
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	target := opts.Schema()
 	props := target["properties"].(map[string]any)
-	if old, ok := schemas["Target"].(map[string]any)["properties"].(map[string]any)["url"]; ok {
-		props["url"] = old
+	for _, name := range []string{"url", "custom_id"} { // the runner's fields, beside the host's options
+		if old, ok := schemas["Target"].(map[string]any)["properties"].(map[string]any)[name]; ok {
+			props[name] = old
+		}
 	}
 	target["description"] = "One URL to fetch and its options, flat beside `url`: the host's option set. " +
 		"The runner stores the options and hands them to the host's fetcher. `null` counts as an absent field."

@@ -272,7 +272,7 @@ func (f failingRunner) Cancel(context.Context, batch.Caller, string) error { ret
 func (f failingRunner) Retry(context.Context, batch.Caller, string) (batch.JobInfo, bool, error) {
 	return batch.JobInfo{}, false, f.err
 }
-func (f failingRunner) List(context.Context, batch.Caller, int) ([]batch.JobInfo, error) {
+func (f failingRunner) ListWith(context.Context, batch.Caller, batch.ListOptions) ([]batch.JobInfo, error) {
 	return nil, f.err
 }
 func (f failingRunner) TargetsPerJob() int { return batch.DefaultTargetsPerJob }

@@ -52,7 +52,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if err := h.checkTargets(r, req, targets); err != nil {
 		return err
 	}
-	var opts batch.SubmitOptions
+	opts := batch.SubmitOptions{Metadata: sub.Metadata}
 	if err := sub.deadlineOptions(&opts); err != nil {
 		return err
 	}
@@ -150,6 +150,10 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 	if err != nil {
 		return err
 	}
+	failedOnly, err := failedParam(q)
+	if err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	if !validID(id) {
 		return notFound
@@ -159,7 +163,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 	// below, so that an answer holds one result in memory at a time. The
 	// read bumps the lease (an owner read), writing at most once a minute.
 	opts := batch.StatusOptions{Touch: true}
-	if wait == 0 && !results {
+	if wait == 0 && !results && !failedOnly {
 		return h.summary(w, r, req, id)
 	}
 	var info batch.JobInfo
@@ -176,11 +180,38 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, req *request) e
 		return err
 	}
 	req.targets, req.jobStatus = info.TargetsTotal, info.Status
+	if failedOnly {
+		info.Targets = failedTargets(info.Targets)
+	}
 	if !results {
 		writeJSON(w, http.StatusOK, statusResponse(info))
 		return nil
 	}
 	return h.writeResults(w, r, req.caller, info)
+}
+
+// failedParam reads ?status: absent for every target, "failed" for the
+// failed ones only.
+func failedParam(q url.Values) (bool, error) {
+	s, ok, err := param(q, "status")
+	if err != nil || !ok {
+		return false, err
+	}
+	if s != string(batch.TargetFailed) {
+		return false, invalidRequest("status must be failed (absent: every target)")
+	}
+	return true, nil
+}
+
+// failedTargets returns the failed targets of ts, in their order.
+func failedTargets(ts []batch.TargetInfo) []batch.TargetInfo {
+	out := []batch.TargetInfo{}
+	for _, t := range ts {
+		if t.Status == batch.TargetFailed {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // summary writes a job's status summary, from the summary cache when the
@@ -216,7 +247,7 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request, req *request, 
 // bounded in bytes (MaxResultsBytes) and in how many are written at once,
 // in all (MaxResultsInFlight) and for one caller (MaxResultsPerCaller).
 func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller batch.Caller, info batch.JobInfo) error {
-	if info.Bytes > h.maxResultsBytes {
+	if info.Bytes > h.maxResultsBytes && hasDone(info.Targets) {
 		return &httpError{
 			status: http.StatusUnprocessableEntity, code: CodeResultsTooLarge,
 			msg:  fmt.Sprintf("results too large for one answer (%d bytes, max %d)", info.Bytes, h.maxResultsBytes),
@@ -269,6 +300,17 @@ func (h *Handler) writeResults(w http.ResponseWriter, r *http.Request, caller ba
 	}
 	_, _ = w.Write(append(buf, "]}\n"...))
 	return nil
+}
+
+// hasDone reports whether a target of ts is done: whether an answer with
+// results carries any.
+func hasDone(ts []batch.TargetInfo) bool {
+	for _, t := range ts {
+		if t.Status == batch.TargetDone {
+			return true
+		}
+	}
+	return false
 }
 
 // result serves GET /v1/batch/{id}/{idx}.
@@ -343,12 +385,42 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) err
 		}
 		limit = min(n, MaxListLimit)
 	}
-	jobs, err := h.runner.List(r.Context(), req.caller, limit)
+	meta, err := metadataParams(q)
+	if err != nil {
+		return err
+	}
+	jobs, err := h.runner.ListWith(r.Context(), req.caller, batch.ListOptions{Limit: limit, Metadata: meta})
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, listResponse(jobs))
 	return nil
+}
+
+// metadataParams reads a label search: every metadata.KEY=VALUE parameter,
+// each key once. A job is listed when its metadata holds every pair.
+func metadataParams(q url.Values) (map[string]string, error) {
+	var m map[string]string
+	for name, vs := range q {
+		k, ok := strings.CutPrefix(name, "metadata.")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "":
+			return nil, invalidRequest("metadata.KEY needs a key")
+		case len(vs) > 1:
+			return nil, invalidRequest("a metadata key given more than once")
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = vs[0]
+	}
+	if len(m) > batch.MaxMetadataPairs {
+		return nil, invalidRequest("more than %d metadata pairs", batch.MaxMetadataPairs)
+	}
+	return m, nil
 }
 
 // touch bumps the lease of the owner's job before a read. Only "not found"

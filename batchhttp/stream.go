@@ -27,7 +27,7 @@ const StatusTrailer = "X-Batch-Status"
 // target, in idx order, each a [TargetStatus] with its result. With
 // ?follow=1 the stream stays open and writes each target as it finishes,
 // until the job ends or [batch.MaxWait] has passed; ?after=N starts after
-// target N. The answer holds one result in memory at a time, whatever the
+// target N; ?status=failed writes the failed targets only. The answer holds one result in memory at a time, whatever the
 // job's size.
 func (h *Handler) results(w http.ResponseWriter, r *http.Request, req *request) error {
 	q, err := parseQuery(r)
@@ -35,6 +35,10 @@ func (h *Handler) results(w http.ResponseWriter, r *http.Request, req *request) 
 		return err
 	}
 	follow, err := boolParam(q, "follow")
+	if err != nil {
+		return err
+	}
+	failedOnly, err := failedParam(q)
 	if err != nil {
 		return err
 	}
@@ -82,6 +86,9 @@ func (h *Handler) results(w http.ResponseWriter, r *http.Request, req *request) 
 					break // wait for it
 				}
 				continue // it will never finish, or the caller does not wait
+			}
+			if failedOnly && t.Status != batch.TargetFailed {
+				continue
 			}
 			if !h.writeLine(w, r.Context(), req.caller, id, t) {
 				return nil

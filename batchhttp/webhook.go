@@ -56,6 +56,9 @@ type WebhookData struct {
 	// Deadline is the job's deadline, if it had one; a job it ended has
 	// error "deadline".
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// Metadata is the job's metadata, if it has any: the caller's labels,
+	// for its receiver to route the event by.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // The Standard Webhooks headers of a delivery.
@@ -308,7 +311,7 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 			JobID: ev.JobID, Status: ev.Status, Error: ev.Error,
 			TargetsTotal: ev.TargetsTotal, TargetsDone: ev.TargetsDone, TargetsOK: ev.TargetsOK, TargetsFailed: ev.TargetsFailed,
 			CreatedAt: wireTime(ev.CreatedAt), FinishedAt: wireTime(ev.FinishedAt), ExpiresAt: wireTime(ev.ExpiresAt),
-			Deadline: wireDeadline(ev.Deadline),
+			Deadline: wireDeadline(ev.Deadline), Metadata: ev.Metadata,
 		},
 	})
 }

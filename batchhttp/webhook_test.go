@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -482,7 +483,7 @@ func TestWebhookSender_DeliveredOnce(t *testing.T) {
 		JobID: sub.JobID, Status: batch.JobDone, TargetsTotal: 2, TargetsDone: 2, TargetsOK: 2,
 		CreatedAt: wireTime(info.CreatedAt), FinishedAt: p.Data.FinishedAt, ExpiresAt: p.Data.FinishedAt.Add(batch.DefaultTTL),
 	}}
-	if p != want || p.Data.FinishedAt.IsZero() {
+	if !reflect.DeepEqual(p, want) || p.Data.FinishedAt.IsZero() {
 		t.Errorf("payload %+v\nwant %+v", p, want)
 	}
 	if bytes.Contains(d.body, []byte("secret-target")) || bytes.Contains(d.body, []byte("example.test")) {

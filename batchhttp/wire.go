@@ -20,10 +20,15 @@ import (
 // [batch.SubmitOptions]): an RFC 3339 time ("2026-01-02T15:04:05Z") or a
 // positive duration from the submit in Go's form ("90s", "1h30m"); see
 // [ParseDeadline].
+//
+// Metadata, if set, is the caller's labels of the job (see
+// [batch.SubmitOptions]); a target's "custom_id" is its id (see
+// [batch.Target]). Both come back in every read and the webhook event.
 type SubmitRequest struct {
-	Targets  []batch.Target `json:"targets"`
-	Webhook  *Webhook       `json:"webhook,omitempty"`
-	Deadline string         `json:"deadline,omitempty"`
+	Targets  []batch.Target    `json:"targets"`
+	Webhook  *Webhook          `json:"webhook,omitempty"`
+	Deadline string            `json:"deadline,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // SubmitResponse is the 202 answer to POST /v1/batch. Status is "queued"
@@ -58,6 +63,12 @@ type StatusResponse struct {
 	// HandedOn counts the times the job was handed on: queued again, under
 	// its id, when the runner draining it stopped (see batch.Config.Resume).
 	HandedOn int `json:"handed_on"`
+	// Metadata is the job's metadata, if it has any (see [SubmitRequest]).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Outcomes counts the finished targets by outcome (see [batch.Outcome]),
+	// over the whole job whatever ?status chose; absent while none has
+	// finished.
+	Outcomes map[batch.Outcome]int `json:"outcomes,omitempty"`
 	// Targets must stay the last field: a ?results=1 answer writes the
 	// rest, then streams the targets one at a time (see writeResults).
 	Targets []TargetStatus `json:"targets"`
@@ -67,9 +78,11 @@ type StatusResponse struct {
 // envelope (Meta plus "content"), is present only when results were asked
 // for and the target is done.
 type TargetStatus struct {
-	Idx    int                `json:"idx"`
-	URL    string             `json:"url"`
-	Status batch.TargetStatus `json:"status"`
+	Idx int    `json:"idx"`
+	URL string `json:"url"`
+	// CustomID is the caller's id of the target, if it has one.
+	CustomID string             `json:"custom_id,omitempty"`
+	Status   batch.TargetStatus `json:"status"`
 	// Attempts counts the fetches of the target that may have reached its
 	// upstream: 1, more only when the host repeats interrupted fetches
 	// (batch.Config.RepeatInterrupted). Always present.
@@ -91,6 +104,7 @@ type ResultResponse struct {
 	JobID      string             `json:"job_id"`
 	Idx        int                `json:"idx"`
 	URL        string             `json:"url"`
+	CustomID   string             `json:"custom_id,omitempty"` // as in [TargetStatus]
 	Status     batch.TargetStatus `json:"status"`
 	Attempts   int                `json:"attempts"`               // as in [TargetStatus]
 	Outcome    batch.Outcome      `json:"outcome,omitempty"`      // as in [TargetStatus]
@@ -131,6 +145,8 @@ type JobSummary struct {
 	CreatedAt    time.Time       `json:"created_at"`
 	ExpiresAt    time.Time       `json:"expires_at"`
 	RetryOf      string          `json:"retry_of,omitempty"` // as in [StatusResponse]
+	// Metadata is the job's metadata, if it has any.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // ErrorResponse is the body of every error answer.
@@ -168,6 +184,8 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		ExpiresAt:    wireTime(info.ExpiresAt),
 		RetryOf:      info.RetryOf,
 		HandedOn:     info.HandedOn,
+		Metadata:     info.Metadata,
+		Outcomes:     info.Outcomes,
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	if info.WebhookURL != "" {
@@ -184,7 +202,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 func targetStatus(t batch.TargetInfo) TargetStatus {
 	outcome, retryable := wireOutcome(t)
 	return TargetStatus{
-		Idx: t.Idx, URL: t.URL, Status: t.Status, Attempts: t.Attempts, Outcome: outcome, Retryable: retryable,
+		Idx: t.Idx, URL: t.URL, CustomID: t.CustomID, Status: t.Status, Attempts: t.Attempts, Outcome: outcome, Retryable: retryable,
 		RetryOfIdx: t.RetryOfIdx, Error: t.Error, Hint: t.Hint, Result: envelope(t),
 	}
 }
@@ -192,7 +210,7 @@ func targetStatus(t batch.TargetInfo) TargetStatus {
 func resultResponse(tr batch.TargetResult) ResultResponse {
 	outcome, retryable := wireOutcome(tr.TargetInfo)
 	return ResultResponse{
-		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status, Attempts: tr.Attempts,
+		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, CustomID: tr.CustomID, Status: tr.Status, Attempts: tr.Attempts,
 		Outcome: outcome, Retryable: retryable, RetryOfIdx: tr.RetryOfIdx,
 		Result: envelope(tr.TargetInfo), Error: tr.Error, Hint: tr.Hint,
 		ExpiresAt: wireTime(tr.ExpiresAt),
@@ -229,6 +247,7 @@ func listResponse(jobs []batch.JobInfo) ListResponse {
 		resp.Jobs[i] = JobSummary{
 			JobID: j.ID, Status: j.Status, TargetsTotal: j.TargetsTotal, TargetsDone: j.TargetsDone,
 			CreatedAt: wireTime(j.CreatedAt), ExpiresAt: wireTime(j.ExpiresAt), RetryOf: j.RetryOf,
+			Metadata: j.Metadata,
 		}
 	}
 	return resp

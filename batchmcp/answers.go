@@ -59,8 +59,13 @@ type StatusOutput struct {
 	Deadline *time.Time `json:"deadline,omitempty"`
 	// HandedOn counts the times the job was handed on: queued again, under
 	// its id, because the runner draining it stopped.
-	HandedOn int            `json:"handed_on"`
-	Targets  []TargetOutput `json:"targets"`
+	HandedOn int `json:"handed_on"`
+	// Metadata is the job's metadata, if it has any.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Outcomes counts the finished targets by outcome, over the whole
+	// job whatever failed_only chose.
+	Outcomes map[batch.Outcome]int `json:"outcomes,omitempty"`
+	Targets  []TargetOutput        `json:"targets"`
 	// NextIdx, when set, is the idx of the first target the answer had no
 	// room for: ask again with from_idx set to it.
 	NextIdx *int `json:"next_idx,omitempty"`
@@ -68,9 +73,11 @@ type StatusOutput struct {
 
 // TargetOutput is one target in a [StatusOutput].
 type TargetOutput struct {
-	Idx    int                `json:"idx"`
-	URL    string             `json:"url"`
-	Status batch.TargetStatus `json:"status"`
+	Idx int    `json:"idx"`
+	URL string `json:"url"`
+	// CustomID is the caller's id of the target, if it has one.
+	CustomID string             `json:"custom_id,omitempty"`
+	Status   batch.TargetStatus `json:"status"`
 	// Attempts counts the fetches of the target that may have reached its
 	// upstream: 1, more only when the host repeats interrupted fetches.
 	Attempts  int           `json:"attempts"`
@@ -93,6 +100,8 @@ var statusSchema = object(map[string]any{
 	"expires_at":    map[string]any{"type": "string", "format": "date-time"},
 	"deadline":      map[string]any{"type": "string", "format": "date-time"},
 	"handed_on":     map[string]any{"type": "integer", "minimum": 0},
+	"metadata":      map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}},
+	"outcomes":      map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}},
 	"next_idx":      map[string]any{"type": "integer"},
 	"targets": map[string]any{"type": "array", "items": object(targetProps(map[string]any{
 		"resource": map[string]any{"type": "string"},
@@ -111,6 +120,7 @@ func targetProps(extra map[string]any) map[string]any {
 		"retryable": map[string]any{"type": "boolean"},
 		"error":     map[string]any{"type": "string"},
 		"hint":      map[string]any{"type": "string"},
+		"custom_id": map[string]any{"type": "string"},
 	}
 	maps.Copy(props, extra)
 	return props
@@ -131,11 +141,20 @@ func progress(info batch.JobInfo) string {
 // as many targets as the answer budget holds, with a resource link for
 // each done one, and NextIdx where the answer stops short.
 func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.CallToolResult, error) {
+	return h.statusResultOf(info, from, reserve, false)
+}
+
+// statusResultOf is statusResult, listing the failed targets only when
+// failedOnly is set.
+func (h *Handler) statusResultOf(info batch.JobInfo, from, reserve int, failedOnly bool) (*mcp.CallToolResult, error) {
 	out := StatusOutput{
 		JobID: info.ID, Status: info.Status, Error: info.Error,
 		TargetsTotal: info.TargetsTotal, TargetsDone: info.TargetsDone, Message: progress(info),
 		CreatedAt: wireTime(info.CreatedAt), ExpiresAt: wireTime(info.ExpiresAt), HandedOn: info.HandedOn,
-		Targets: []TargetOutput{},
+		Metadata: info.Metadata, Targets: []TargetOutput{},
+	}
+	if len(info.Outcomes) > 0 {
+		out.Outcomes = info.Outcomes
 	}
 	if !info.Deadline.IsZero() {
 		d := wireTime(info.Deadline)
@@ -144,10 +163,10 @@ func (h *Handler) statusResult(info batch.JobInfo, from, reserve int) (*mcp.Call
 	var all []TargetOutput
 	var links []mcp.Content
 	for _, t := range info.Targets {
-		if t.Idx < from {
+		if t.Idx < from || failedOnly && t.Status != batch.TargetFailed {
 			continue
 		}
-		to := TargetOutput{Idx: t.Idx, URL: t.URL, Status: t.Status, Attempts: t.Attempts, Error: t.Error, Hint: t.Hint}
+		to := TargetOutput{Idx: t.Idx, URL: t.URL, CustomID: t.CustomID, Status: t.Status, Attempts: t.Attempts, Error: t.Error, Hint: t.Hint}
 		to.Outcome, to.Retryable = outcome(t)
 		if t.Status == batch.TargetDone {
 			to.Resource = resourceURI(info.ID, t.Idx, 0)
@@ -222,10 +241,12 @@ func clip(s string) string {
 // ResultOutput is batch_result's structured output: one page of one
 // target's content.
 type ResultOutput struct {
-	JobID  string             `json:"job_id"`
-	Idx    int                `json:"idx"`
-	URL    string             `json:"url"`
-	Status batch.TargetStatus `json:"status"`
+	JobID string `json:"job_id"`
+	Idx   int    `json:"idx"`
+	URL   string `json:"url"`
+	// CustomID is the caller's id of the target, if it has one.
+	CustomID string             `json:"custom_id,omitempty"`
+	Status   batch.TargetStatus `json:"status"`
 	// Attempts counts the fetches of the target that may have reached its
 	// upstream: 1, more only when the host repeats interrupted fetches.
 	Attempts  int           `json:"attempts"`
@@ -341,7 +362,7 @@ func (h *Handler) resultAnswer(tr batch.TargetResult, offset, limit int) (*mcp.C
 		return nil, err
 	}
 	base := ResultOutput{
-		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, Status: tr.Status, Attempts: tr.Attempts, Error: tr.Error, Hint: tr.Hint,
+		JobID: tr.JobID, Idx: tr.Idx, URL: tr.URL, CustomID: tr.CustomID, Status: tr.Status, Attempts: tr.Attempts, Error: tr.Error, Hint: tr.Hint,
 		Offset: offset, TotalBytes: len(p.content),
 	}
 	base.Outcome, base.Retryable = outcome(tr.TargetInfo)

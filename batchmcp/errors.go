@@ -70,6 +70,8 @@ func refusalFor(err error, maxTargets int) *refusal {
 			hint: "ask for an earlier deadline, or none for the server's default"}
 	case errors.Is(err, batch.ErrInvalidDeadline):
 		return &refusal{protocol: true, code: batchhttp.CodeInvalidBatch, msg: "invalid batch: deadline" + reasonOf(err, batch.ErrInvalidDeadline)}
+	case errors.Is(err, batch.ErrInvalidMetadata):
+		return &refusal{protocol: true, code: batchhttp.CodeInvalidBatch, msg: "invalid batch: metadata" + reasonOf(err, batch.ErrInvalidMetadata)}
 	case errors.Is(err, batch.ErrNoTargets):
 		return &refusal{protocol: true, code: batchhttp.CodeInvalidBatch, msg: "invalid batch: no targets"}
 	case errors.Is(err, batch.ErrInvalidTarget):

@@ -30,6 +30,10 @@ type tool struct {
 // runner's option set and cap.
 func (h *Handler) tools() []tool {
 	target := h.cfg.Runner.Options().Schema()
+	if props, ok := target["properties"].(map[string]any); ok {
+		props["custom_id"] = map[string]any{"type": "string", "minLength": 1, "maxLength": batch.MaxCustomIDBytes,
+			"description": "Optional: your id of the target, unique in the job; every answer about the target carries it."}
+	}
 	targets := map[string]any{"type": "array", "minItems": 1, "items": target,
 		"description": "The URLs to fetch, each with its options. Submitting the same list again returns the same job."}
 	if max := h.cfg.Runner.TargetsPerJob(); max > 0 {
@@ -46,7 +50,8 @@ func (h *Handler) tools() []tool {
 				"one at a time in the background while you do other work. Then call batch_status (with wait_seconds to wait " +
 				"for progress) and batch_result to read each target's content. Submitting the same list again returns the " +
 				"same job (reused: true).",
-			InputSchema: object(map[string]any{"targets": targets, "deadline": deadlineSchema(h.cfg.Runner.MaxDeadline())}, "targets"),
+			InputSchema: object(map[string]any{"targets": targets, "deadline": deadlineSchema(h.cfg.Runner.MaxDeadline()),
+				"metadata": metadataSchema}, "targets"),
 			// A plain call answers the submit; under a task, the task's
 			// result is the job's final status.
 			OutputSchema: map[string]any{"type": "object", "anyOf": []any{submitSchema, statusSchema}},
@@ -68,6 +73,8 @@ func (h *Handler) tools() []tool {
 				"since": map[string]any{"type": "integer", "minimum": 0,
 					"description": "The targets_done of your last answer: a wait ends as soon as it changes."},
 				"from_idx": map[string]any{"type": "integer", "minimum": 0, "description": "List targets from this idx on (the next_idx of your last answer)."},
+				"failed_only": map[string]any{"type": "boolean",
+					"description": "List the failed targets only, with their outcome, error and hint: what to retry or report. outcomes still counts every target."},
 			}, "job_id"),
 			OutputSchema: statusSchema,
 			Annotations:  readOnly,
@@ -105,6 +112,14 @@ func (h *Handler) tools() []tool {
 		handle: h.cancelTool,
 	}}
 }
+
+// metadataSchema is the JSON Schema of batch_submit's metadata.
+var metadataSchema = map[string]any{"type": "object", "maxProperties": batch.MaxMetadataPairs,
+	"propertyNames":        map[string]any{"minLength": 1, "maxLength": batch.MaxMetadataKeyBytes},
+	"additionalProperties": map[string]any{"type": "string", "maxLength": batch.MaxMetadataValueBytes},
+	"description": fmt.Sprintf("Optional: your labels of the job (at most %d pairs, keys of at most %d bytes, values of at most %d), "+
+		"returned by batch_status and in the webhook event. A list of your jobs by label is GET /v1/batch?metadata.KEY=VALUE.",
+		batch.MaxMetadataPairs, batch.MaxMetadataKeyBytes, batch.MaxMetadataValueBytes)}
 
 // deadlineSchema is the JSON Schema of batch_submit's deadline, which the
 // server caps at max (0: no cap).
@@ -185,8 +200,9 @@ func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.Raw
 		return SubmitOutput{}, batch.JobInfo{}, submitsBusy
 	}
 	var in struct {
-		Targets  json.RawMessage `json:"targets"`
-		Deadline string          `json:"deadline"`
+		Targets  json.RawMessage   `json:"targets"`
+		Deadline string            `json:"deadline"`
+		Metadata map[string]string `json:"metadata"`
 	}
 	if err := decodeArgs(args, &in); err != nil {
 		return SubmitOutput{}, batch.JobInfo{}, err
@@ -194,7 +210,7 @@ func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.Raw
 	if len(in.Targets) == 0 {
 		return SubmitOutput{}, batch.JobInfo{}, invalidArgs("targets: required")
 	}
-	var opts batch.SubmitOptions
+	opts := batch.SubmitOptions{Metadata: in.Metadata}
 	if in.Deadline != "" {
 		at, d, err := batchhttp.ParseDeadline(in.Deadline)
 		if err != nil {
@@ -251,6 +267,7 @@ type statusArgs struct {
 	WaitSeconds *int   `json:"wait_seconds"`
 	Since       *int   `json:"since"`
 	FromIdx     int    `json:"from_idx"`
+	FailedOnly  bool   `json:"failed_only"`
 }
 
 // statusTool serves batch_status.
@@ -290,7 +307,7 @@ func (h *Handler) statusTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		return h.fail(ctx, err)
 	}
 	rec.targets, rec.status = info.TargetsTotal, string(info.Status)
-	return h.statusResult(info, in.FromIdx, 0)
+	return h.statusResultOf(info, in.FromIdx, 0, in.FailedOnly)
 }
 
 // resultArgs are batch_result's arguments.

@@ -29,14 +29,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// marker is in every target URL and webhook URL of the tests, and in every
-// error the fetcher and the deliverer return: it must appear in no span.
+// marker is in every target URL, custom id and webhook URL of the tests,
+// in a job's metadata, and in every error the fetcher and the deliverer
+// return: it must appear in no span.
 const marker = "zz-url-marker-7f3a"
 
 func markedTargets(n int) []batch.Target {
 	ts := make([]batch.Target, n)
 	for i := range ts {
-		ts[i] = batch.Target{URL: fmt.Sprintf("https://%s.example.test/%s/page/%d?q=%s", marker, marker, i, marker)}
+		ts[i] = batch.Target{URL: fmt.Sprintf("https://%s.example.test/%s/page/%d?q=%s", marker, marker, i, marker),
+			CustomID: fmt.Sprintf("%s-%d", marker, i)} // caller data, as the URL is
 	}
 	return ts
 }
@@ -97,7 +99,8 @@ func runJob(t *testing.T, tp trace.TracerProvider, caller batch.Caller) (trace.S
 	}
 	defer r.Close(context.Background())
 	reqCtx, req := tp.Tracer("test").Start(ctx, "POST /v1/batch")
-	job, _, err := r.SubmitWith(reqCtx, caller, markedTargets(3), batch.SubmitOptions{WebhookURL: webhookURL})
+	job, _, err := r.SubmitWith(reqCtx, caller, markedTargets(3), batch.SubmitOptions{WebhookURL: webhookURL,
+		Metadata: map[string]string{"key-" + marker: "value-" + marker}})
 	req.End()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"zombiezen.com/go/sqlite"
@@ -92,11 +93,11 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 	}
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
 		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-		 retry_of, retry_idx, webhook, trace_parent, trace_state, deadline)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
+		 retry_of, retry_idx, webhook, trace_parent, trace_state, deadline, metadata, custom_ids)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
 			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State,
-			nanosOrNull(nj.Deadline)},
+			nanosOrNull(nj.Deadline), encodeMetadata(nj.Metadata), encodeCustomIDs(nj.CustomIDs)},
 	})
 	if err != nil {
 		return batchdriver.Job{}, false, fmt.Errorf("insert job: %w", err)
@@ -122,6 +123,8 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 		WebhookURL:   nj.WebhookURL,
 		Trace:        nj.Trace,
 		Deadline:     utcOrZero(nj.Deadline),
+		Metadata:     maps.Clone(nj.Metadata),
+		CustomIDs:    slices.Clone(nj.CustomIDs),
 	}, false, nil
 }
 

@@ -108,14 +108,47 @@ func (s *Store) List(ctx context.Context, p batchdriver.ListParams) (jobs []batc
 	err = s.read(ctx, "list jobs", func(conn *sqlite.Conn) (err error) {
 		// No LIMIT ? and +? (see qJob): the index yields the rows in order,
 		// and the walk stops at limit.
-		jobs, err = walkJobs(conn, `SELECT `+jobCols+` FROM batch_job j WHERE j.caller = +?
-			ORDER BY j.created_at DESC, j.seq DESC`, limit, caller)
+		q := `SELECT ` + jobCols + ` FROM batch_job j WHERE j.caller = +?
+			ORDER BY j.created_at DESC, j.seq DESC`
+		if len(p.Metadata) == 0 {
+			jobs, err = walkJobs(conn, q, limit, caller)
+			return err
+		}
+		// A label search walks the caller's jobs, newest first, on the
+		// caller's index, and keeps those that match, stopping at limit:
+		// it reads at most the caller's kept jobs (the TTL and the byte
+		// budget bound them), never another caller's.
+		err = sqlitex.Execute(conn, q, &sqlitex.ExecOptions{
+			Args: []any{caller},
+			ResultFunc: func(stmt *sqlite.Stmt) error {
+				if _, j := scanJob(stmt); holds(j.Metadata, p.Metadata) {
+					jobs = append(jobs, j)
+					if len(jobs) == limit {
+						return errStop
+					}
+				}
+				return nil
+			},
+		})
+		if err == errStop {
+			err = nil
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return jobs, nil
+}
+
+// holds reports whether metadata holds every pair of want.
+func holds(metadata, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := metadata[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Touch implements [batch.Store.Touch]. It coalesces: a touch that would

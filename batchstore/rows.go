@@ -34,7 +34,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
 	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state,
-	j.deadline, j.handed_on`
+	j.deadline, j.handed_on, j.metadata, j.custom_ids`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -91,8 +91,51 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batchdriver.Job) {
 		Trace:        batchdriver.TraceContext{Parent: stmt.ColumnText(18), State: stmt.ColumnText(19)},
 		Deadline:     timeAt(stmt, 20),
 		HandedOn:     stmt.ColumnInt(21),
+		Metadata:     decodeMetadata(stmt.ColumnText(22)),
+		CustomIDs:    decodeCustomIDs(stmt.ColumnText(23)),
 	}
 	return seq, j
+}
+
+// encodeMetadata is the metadata column's form of m: a JSON object, or
+// NULL for none.
+func encodeMetadata(m map[string]string) any {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m) // strings only: cannot fail
+	return string(b)
+}
+
+// decodeMetadata reads the metadata column; "" (NULL) is nil. The column
+// is written by encodeMetadata only.
+func decodeMetadata(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	var m map[string]string
+	_ = json.Unmarshal([]byte(s), &m)
+	return m
+}
+
+// encodeCustomIDs is the custom_ids column's form of ids: a JSON array,
+// or NULL for none.
+func encodeCustomIDs(ids []string) any {
+	if ids == nil {
+		return nil
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
+
+// decodeCustomIDs reads the custom_ids column; "" (NULL) is nil.
+func decodeCustomIDs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var ids []string
+	_ = json.Unmarshal([]byte(s), &ids)
+	return ids
 }
 
 // encodeIdx is the retry_idx form of idx: decimal numbers joined by commas.

@@ -19,7 +19,7 @@ import (
 
 // hookCols are the columns scanHook reads, in order, from batch_webhook.
 const hookCols = `job_id, url, status, error, targets_total, targets_ok, targets_failed,
-	created_at, finished_at, lease, attempts, due_since, caller, deadline`
+	created_at, finished_at, lease, attempts, due_since, caller, deadline, metadata`
 
 // The outbox's statements. The claim walks batch_webhook_due in due order
 // without a LIMIT ? (which would re-prepare, see qJob) and picks the events
@@ -167,6 +167,7 @@ func scanHook(stmt *sqlite.Stmt, now int64) batchdriver.WebhookDelivery {
 		Attempt:       stmt.ColumnInt(10),
 		Age:           time.Duration(now - stmt.ColumnInt64(11)),
 		Deadline:      timeAt(stmt, 13),
+		Metadata:      decodeMetadata(stmt.ColumnText(14)),
 	}
 }
 

@@ -41,6 +41,13 @@ type Job struct {
 	// again for another runner to continue: 0 for a job that one runner
 	// drained.
 	HandedOn int
+	// Metadata is the caller's labels of the job, as given to Create; nil
+	// for none. Like the URLs they are the owner's only and never logged.
+	Metadata map[string]string
+	// CustomIDs are the caller's ids of the targets, one per target in idx
+	// order ("" for a target without one), as given to Create; nil when no
+	// target has one.
+	CustomIDs []string
 }
 
 // TargetRecord is one stored target.
@@ -161,6 +168,12 @@ type (
 		// Deadline is stored with the job as given (see [Job]); the zero
 		// time for none. A store keeps it to the microsecond at least.
 		Deadline time.Time
+		// Metadata and CustomIDs are stored with the job as given (see
+		// [Job]); nil for none. CustomIDs has one entry per target, or is
+		// nil. The runner has checked them; a store keeps them verbatim.
+		// A reused job keeps its own (the runner puts them in the IdemKey).
+		Metadata  map[string]string
+		CustomIDs []string
 	}
 	// ClaimParams name the claiming runner for [Store.Claim].
 	ClaimParams struct {
@@ -214,6 +227,9 @@ type (
 	ListParams struct {
 		Caller string
 		Limit  int
+		// Metadata, if not empty, keeps only the jobs whose metadata holds
+		// every one of its pairs (key and value equal, byte for byte).
+		Metadata map[string]string
 	}
 	// TouchParams select the caller's job for [Store.Touch].
 	TouchParams struct {
@@ -339,6 +355,8 @@ type WebhookDelivery struct {
 	Lease time.Time
 	// Deadline is the job's deadline; the zero time for none.
 	Deadline time.Time
+	// Metadata is the job's metadata (see [Job]); nil for none.
+	Metadata map[string]string
 	// Attempt counts the claims of the event, this one included: 1 on its
 	// first claim.
 	Attempt int
@@ -501,7 +519,9 @@ type Store interface {
 	// result. It returns [ErrNotFound] for an idx outside the job.
 	GetTarget(ctx context.Context, p GetTargetParams) (Job, TargetRecord, error)
 
-	// List returns up to p.Limit of the caller's jobs, newest first.
+	// List returns up to p.Limit of the caller's jobs, newest first, and
+	// with p.Metadata only those whose metadata holds its every pair: the
+	// limit counts the jobs that match.
 	List(ctx context.Context, p ListParams) ([]Job, error)
 
 	// Touch bumps the lease of the caller's job to Now. It may skip the

@@ -9,6 +9,11 @@ import (
 // Target is one URL to fetch and its options.
 type Target struct {
 	URL string
+	// CustomID is the caller's id of the target, unique within its job, ""
+	// for none; the wire form's "custom_id". The runner stores it with the
+	// job (CreateParams.CustomIDs) and hands stores and fetchers targets
+	// without it.
+	CustomID string
 	// Options are the target's options as a JSON object in the runner's
 	// stored form (the host's fields in its declared order, no white
 	// space, absent fields left out), or nil for none. A store keeps them
@@ -79,14 +84,21 @@ func AggregateStatus(ok, failed int) JobStatus {
 	}
 }
 
-// MarshalJSON writes the target in its flat form: {"url": …} followed by
-// the fields of its options.
+// MarshalJSON writes the target in its flat form: {"url": …}, then
+// "custom_id" if set, then the fields of its options.
 func (t Target) MarshalJSON() ([]byte, error) {
 	u, err := json.Marshal(t.URL)
 	if err != nil {
 		return nil, err
 	}
 	b := append([]byte(`{"url":`), u...)
+	if t.CustomID != "" {
+		id, err := json.Marshal(t.CustomID)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"custom_id":`...), id...)
+	}
 	if inner := bytes.TrimSpace(t.Options); len(inner) > 2 && inner[0] == '{' {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, inner); err != nil {
@@ -100,7 +112,7 @@ func (t Target) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads the flat form that MarshalJSON writes: every field
-// but "url" goes into Options, in the order given; null counts as absent. It checks only that the
+// but "url" and "custom_id" goes into Options, in the order given; null counts as absent. It checks only that the
 // fields are JSON; the runner checks them against the host's options.
 func (t *Target) UnmarshalJSON(data []byte) error {
 	var fields map[string]json.RawMessage
@@ -111,6 +123,11 @@ func (t *Target) UnmarshalJSON(data []byte) error {
 	if u, ok := fields["url"]; ok {
 		if err := json.Unmarshal(u, &t.URL); err != nil {
 			return fmt.Errorf("target url: %w", err)
+		}
+	}
+	if id, ok := fields["custom_id"]; ok && string(id) != "null" {
+		if err := json.Unmarshal(id, &t.CustomID); err != nil {
+			return fmt.Errorf("target custom_id: %w", err)
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -128,7 +145,7 @@ func (t *Target) UnmarshalJSON(data []byte) error {
 			return err
 		}
 		k, _ := tok.(string)
-		if k == "url" || string(v) == "null" { // null counts as absent
+		if k == "url" || k == "custom_id" || string(v) == "null" { // null counts as absent
 			continue
 		}
 		if opts.Len() == 0 {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -200,6 +201,8 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 			WebhookURL:   p.WebhookURL,
 			Trace:        p.Trace,
 			Deadline:     p.Deadline,
+			Metadata:     maps.Clone(p.Metadata),
+			CustomIDs:    slices.Clone(p.CustomIDs),
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending, Attempts: 1})
@@ -369,7 +372,7 @@ func (s *Store) finished(j *memJob, now time.Time) {
 	d := batchdriver.WebhookDelivery{
 		JobID: j.job.ID, Caller: j.job.Caller.Name, URL: j.job.WebhookURL, Status: j.job.Status, Error: j.job.Error,
 		TargetsTotal: j.job.TargetsTotal, CreatedAt: j.job.CreatedAt, FinishedAt: j.job.FinishedAt, Lease: j.job.Lease,
-		Deadline: j.job.Deadline,
+		Deadline: j.job.Deadline, Metadata: j.job.Metadata,
 	}
 	for _, t := range j.targets {
 		switch t.Status {
@@ -458,7 +461,7 @@ func (s *Store) List(ctx context.Context, p batchdriver.ListParams) (jobs []batc
 	err = s.locked(ctx, func() error {
 		var mine []*memJob
 		for _, j := range s.jobs {
-			if j.job.Caller.Name == p.Caller {
+			if j.job.Caller.Name == p.Caller && holds(j.job.Metadata, p.Metadata) {
 				mine = append(mine, j)
 			}
 		}
@@ -471,6 +474,16 @@ func (s *Store) List(ctx context.Context, p batchdriver.ListParams) (jobs []batc
 		return nil
 	})
 	return jobs, err
+}
+
+// holds reports whether metadata holds every pair of want.
+func holds(metadata, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := metadata[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Touch implements [batch.Store]. It writes every touch; it has nothing to

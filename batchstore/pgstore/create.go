@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -137,7 +138,8 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		webhook = &p.WebhookURL
 	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, timeOrNull(p.Deadline))
+		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, timeOrNull(p.Deadline),
+		encodeMetadata(p.Metadata), p.CustomIDs)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -169,6 +171,8 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		WebhookURL:   p.WebhookURL,
 		Trace:        p.Trace,
 		Deadline:     utcOrZero(p.Deadline),
+		Metadata:     maps.Clone(p.Metadata),
+		CustomIDs:    slices.Clone(p.CustomIDs),
 	}, false, nil
 }
 

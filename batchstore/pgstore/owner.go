@@ -129,7 +129,7 @@ func (s *Store) List(ctx context.Context, p batchdriver.ListParams) ([]batchdriv
 	if err != nil {
 		return nil, s.wrap(ctx, "list jobs", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.list, p.Caller, p.Limit)
+	rows, err := s.pool.Query(ctx, s.q.list, p.Caller, p.Limit, encodeMetadata(p.Metadata))
 	if err != nil {
 		return nil, s.wrap(ctx, "list jobs", err)
 	}

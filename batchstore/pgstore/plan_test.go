@@ -73,7 +73,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	}{
 		{"reuse", q.reuse, []any{now, "c7", "k", time.Hour}, []string{"job_reuse"}},
 		{"caller cap", q.callerLive, []any{"c7", 1}, []string{"job_live"}},
-		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil}, []string{"job_live"}},
+		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil)}, []string{"job_live"}},
 		{"claim", q.claim, []any{"runner-9", now}, []string{"job_queue", "target_pkey"}},
 		{"any queued", q.anyQueued, nil, []string{"job_queue"}},
 		{"expire", q.expire, []any{now}, []string{"job_deadline", "target_pkey"}},
@@ -88,7 +88,8 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"get", q.get, []any{"f77", "c77"}, []string{"job_id_key", "target_pkey"}},
 		{"get with results", q.getResults, []any{"f77", "c77"}, []string{"job_id_key", "target_pkey"}},
 		{"get target", q.getTarget, []any{"f77", "c77", 2}, []string{"job_id_key", "target_pkey"}},
-		{"list", q.list, []any{"c77", 20}, []string{"job_list"}},
+		{"list", q.list, []any{"c77", 20, nil}, []string{"job_list"}},
+		{"list by label", q.list, []any{"c77", 20, `{"k":"v"}`}, []string{"job_list"}},
 		{"touch", q.touch, []any{"f77", "c77", now, time.Minute}, []string{"job_id_key"}},
 		{"reap by runner", reap(q.reapRunner), []any{now, "restart", 7, "runner-1"}, []string{"job_held"}},
 		{"reap all live", reap(q.reapLive), []any{now, "restart", 7}, []string{"job_live", "job_held"}},

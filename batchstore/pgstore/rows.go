@@ -24,12 +24,14 @@ type jobRow struct {
 	retryIdx                                         []int32
 	deadline                                         *time.Time
 	handedOn                                         int
+	metadata                                         *string
+	customIDs                                        []string
 }
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
 		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook,
-		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn}
+		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn, &r.metadata, &r.customIDs}
 }
 
 func (r *jobRow) job() batchdriver.Job {
@@ -49,6 +51,8 @@ func (r *jobRow) job() batchdriver.Job {
 		WebhookURL:   r.webhook,
 		Trace:        batchdriver.TraceContext{Parent: r.traceParent, State: r.traceState},
 		HandedOn:     r.handedOn,
+		Metadata:     decodeMetadata(r.metadata),
+		CustomIDs:    r.customIDs,
 	}
 	if r.retryIdx != nil {
 		j.RetryIdx = make([]int, len(r.retryIdx))
@@ -63,6 +67,28 @@ func (r *jobRow) job() batchdriver.Job {
 		j.Deadline = r.deadline.UTC()
 	}
 	return j
+}
+
+// encodeMetadata is the metadata parameter of m: its JSON text, or NULL
+// for none.
+func encodeMetadata(m map[string]string) *string {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m) // strings only: cannot fail
+	s := string(b)
+	return &s
+}
+
+// decodeMetadata reads a metadata column as text; NULL is nil. The column
+// is written from encodeMetadata only.
+func decodeMetadata(s *string) map[string]string {
+	if s == nil {
+		return nil
+	}
+	var m map[string]string
+	_ = json.Unmarshal([]byte(*s), &m)
+	return m
 }
 
 // timeOrNull is t, or NULL for the zero time.

@@ -32,7 +32,7 @@ const (
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
 	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''),
-	j.trace_parent, j.trace_state, j.deadline, j.handed_on`
+	j.trace_parent, j.trace_state, j.deadline, j.handed_on, j.metadata::text, j.custom_ids`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -64,8 +64,9 @@ var sqlTemplates = queries{
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
 			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-				webhook, retry_of, retry_idx, trace_parent, trace_state, deadline)
-			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15, $16::timestamptz
+				webhook, retry_of, retry_idx, trace_parent, trace_state, deadline, metadata, custom_ids)
+			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15, $16::timestamptz,
+				$17::jsonb, $18::text[]
 			FROM live WHERE live.n < $1
 			RETURNING seq, created_at, lease
 		), t AS (
@@ -233,7 +234,10 @@ var sqlTemplates = queries{
 	getTarget: `SELECT ` + jobCols + `, ` + targetCols + `, t.result
 		FROM {s}.job j LEFT JOIN {s}.target t ON t.job_seq = j.seq AND t.idx = $3
 		WHERE j.id = $1 AND j.caller = $2`,
+	// $3, when not NULL, is a label search: the metadata pairs every job
+	// listed holds.
 	list: `SELECT ` + jobCols + ` FROM {s}.job j WHERE j.caller = $1
+		  AND ($3::jsonb IS NULL OR j.metadata @> $3::jsonb)
 		ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
 	// Touch writes only when the lease moves by a grain ($4) or more.
 	touch: `WITH j AS (
@@ -429,7 +433,7 @@ var sqlTemplates = queries{
 		  AND w.due_at <= ` + clock("1") + `
 		RETURNING w.job_id, w.url, w.status, w.error, w.targets_total, w.targets_ok, w.targets_failed,
 			w.created_at, w.finished_at, w.lease, w.attempts,
-			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller, w.deadline`,
+			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller, w.deadline, w.metadata::text`,
 	// A caller's pending events for Create's cap: its events, and its jobs
 	// that will get one (see migrations/004).
 	hookPending: `SELECT (SELECT count(*) FROM {s}.webhook WHERE caller = $1)

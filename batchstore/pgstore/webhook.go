@@ -74,8 +74,10 @@ func scanHook(row pgx.CollectableRow) (batchdriver.WebhookDelivery, error) {
 	var status string
 	var ageMicros int64
 	var deadline *time.Time
+	var metadata *string
 	err := row.Scan(&d.JobID, &d.URL, &status, &d.Error, &d.TargetsTotal, &d.TargetsOK, &d.TargetsFailed,
-		&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros, &d.Caller, &deadline)
+		&d.CreatedAt, &d.FinishedAt, &d.Lease, &d.Attempt, &ageMicros, &d.Caller, &deadline, &metadata)
+	d.Metadata = decodeMetadata(metadata)
 	if deadline != nil {
 		d.Deadline = deadline.UTC()
 	}

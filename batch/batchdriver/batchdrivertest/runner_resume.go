@@ -226,6 +226,10 @@ func runnerResumeStale(t *testing.T, s batchdriver.Store) {
 	f := batchtest.NewBlockingFetcher()
 	acfg := resumeConfig(deafStore{s}, f.Fetch, "node-a")
 	acfg.Now = clock.Now
+	// One worker, held by target 1's fetch: the handed-back job is b's to
+	// claim. With a second worker, a could claim it again first and block
+	// in the fetcher, and the job would not finish.
+	acfg.Workers = 1
 	a := startRunner(t, acfg)
 	ts := batchtest.Targets("resume-stale", 3)
 	id := mustSubmit(t, a, alice, ts)

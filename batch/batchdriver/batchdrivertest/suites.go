@@ -25,6 +25,7 @@ import (
 // must pass it. newStore returns a new, empty store for one subtest (and
 // registers its cleanup with t). The groups are Submit (create, reuse,
 // caps), Drain (claim, one write per target, the fence), Cancel, Reads,
+// Labels (metadata and custom ids kept, read back, searched),
 // Retention (sweep, evict, stats), Share (eviction shared per caller),
 // Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
 // (claims fair between callers, the pending cap), Clock (calls without
@@ -73,6 +74,7 @@ var storeSuite = newSuite[storeCase]().
 	add("Cancel", cancelCases).
 	add("Deadline", deadlineCases).
 	add("Reads", readCases).
+	add("Labels", labelCases).
 	add("Retention", retentionCases).
 	add("Share", shareCases).
 	add("Liveness", livenessCases).
