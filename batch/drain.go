@@ -278,6 +278,8 @@ func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Du
 		d.robots = true
 		verdict, err := r.askRobots(d, t.Target)
 		switch {
+		case err != nil && r.fetchCtx.Err() != nil: // Close cut the check short: nothing was fetched
+			return fin, 0, true, false, nil, false
 		case err != nil:
 			failTarget(&fin, outcomeOrOther(err), hintOf(err), err)
 			return fin, 0, false, false, nil, false

@@ -86,14 +86,15 @@ func hostKey(rawURL string) string {
 
 // hostSlot is a slot the gate took for one fetch: its key and, on a store
 // with a gate, the store's slot id, when the store last confirmed it, and
-// whether it was taken under an interval (such a slot is never kept:
-// each start goes through the store). The zero value is no slot.
+// the interval it was taken under (such a slot is never kept: each start
+// goes through the store, and the interval counts from the fetch's end
+// too). The zero value is no slot.
 type hostSlot struct {
-	key   string
-	store int64
-	taken time.Time
-	paced bool
-	idle  time.Time // when it was last released, while kept
+	key      string
+	store    int64
+	taken    time.Time
+	interval time.Duration
+	idle     time.Time // when it was last released, while kept
 }
 
 // gate is the runner's host gate. Its methods are safe for concurrent use.
@@ -238,7 +239,7 @@ func (g *gate) enter(d *jobDrain) bool {
 	}
 	g.mu.Unlock()
 
-	slot := hostSlot{key: d.key, paced: interval > 0}
+	slot := hostSlot{key: d.key, interval: interval}
 	if kept.store != 0 && time.Since(kept.taken) >= gateTenure {
 		if g.renew(kept) {
 			kept.taken = time.Now()
@@ -564,7 +565,10 @@ func (g *gate) release(s hostSlot) {
 	}
 	h.held--
 	key := s.key
-	if s.store != 0 && !s.paced && !g.closed {
+	if next := time.Now().Add(s.interval); s.interval > 0 && next.After(h.next) {
+		h.next = next // from the fetch's end too: the host sees the requests that far apart
+	}
+	if s.store != 0 && s.interval == 0 && !g.closed {
 		s.idle = time.Now()
 		h.idle = append(h.idle, s)
 		if h.linger == nil {
@@ -624,7 +628,7 @@ func (g *gate) releaseStore(s hostSlot) {
 	ctx, cancel := storeCtx()
 	defer cancel()
 	began := time.Now()
-	err := g.store.ReleaseHost(ctx, batchdriver.ReleaseHostParams{Key: s.key, Slot: s.store})
+	err := g.store.ReleaseHost(ctx, batchdriver.ReleaseHostParams{Key: s.key, Slot: s.store, Interval: s.interval, Now: g.r.now()})
 	g.r.recordStoreCall("release host", began, err)
 	if err != nil {
 		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: release failed; its lease frees the slot", storeErrAttrs(err)...)

@@ -41,8 +41,11 @@ type HostGate interface {
 	// slot that is gone, or whose lease ended, reports false.
 	RenewHost(ctx context.Context, p RenewHostParams) (bool, error)
 
-	// ReleaseHost frees a slot that AcquireHost took. Freeing a slot that
-	// is gone (its lease ended, its runner was reaped) is not an error.
+	// ReleaseHost frees a slot that AcquireHost took and, with a
+	// p.Interval, keeps the key's next slot from being taken before
+	// p.Interval from Now: a host's interval then counts from the end of
+	// a fetch too, not only from its start. Freeing a slot that is gone
+	// (its lease ended, its runner was reaped) is not an error.
 	ReleaseHost(ctx context.Context, p ReleaseHostParams) error
 
 	// BackOffHost keeps every runner from taking a slot of p.Key for
@@ -76,8 +79,12 @@ type (
 
 	// ReleaseHostParams names a slot for [HostGate.ReleaseHost].
 	ReleaseHostParams struct {
-		Key  string
-		Slot int64
+		Key      string
+		Slot     int64
+		Interval time.Duration
+		// Now is the instant of the call (see the clock note on
+		// [CreateParams]).
+		Now *time.Time
 	}
 
 	// BackOffHostParams is a back-off for [HostGate.BackOffHost].

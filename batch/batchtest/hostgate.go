@@ -90,9 +90,15 @@ func (s *Store) RenewHost(ctx context.Context, p batchdriver.RenewHostParams) (k
 
 // ReleaseHost implements [batchdriver.HostGate.ReleaseHost].
 func (s *Store) ReleaseHost(ctx context.Context, p batchdriver.ReleaseHostParams) error {
+	now := memNow(p.Now)
 	return s.locked(ctx, func() error {
-		if h := s.hosts[p.Key]; h != nil {
-			delete(h.slots, p.Slot)
+		h := s.hosts[p.Key]
+		if h == nil {
+			return nil
+		}
+		delete(h.slots, p.Slot)
+		if next := now.Add(p.Interval); p.Interval > 0 && next.After(h.next) {
+			h.next = next
 		}
 		return nil
 	})

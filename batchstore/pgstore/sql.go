@@ -454,7 +454,9 @@ var sqlTemplates = queries{
 	// deletes the keys that hold nothing: no slot, no wait.
 	hostAcquire: `SELECT slot, wait_us FROM {s}.host_acquire($1, $2, $3, $4, $5, $6, $7::timestamptz)`,
 	hostRenew:   `SELECT {s}.host_renew($1, $2, $3, $4::timestamptz)`,
-	hostRelease: `DELETE FROM {s}.host_slot WHERE id = $1`,
+	hostRelease: `WITH gone AS (DELETE FROM {s}.host_slot WHERE id = $1)
+		UPDATE {s}.host SET next_start = greatest(next_start, ` + clock("4") + ` + $3::interval)
+		WHERE key = $2 AND $3::interval > interval '0'`,
 	hostBackOff: `INSERT INTO {s}.host AS h (key, backoff_until) VALUES ($1, ` + clock("2") + ` + $3::interval)
 		ON CONFLICT (key) DO UPDATE SET backoff_until = greatest(h.backoff_until, excluded.backoff_until)`,
 	hostSweep: `WITH gone AS (DELETE FROM {s}.host_slot WHERE lease <= ` + clock("1") + `)

@@ -112,6 +112,21 @@ func storeHostInterval(t *testing.T, s batchdriver.Store) {
 	if c := acquireAt(t, g, keyB, "r2", 0, iv, t0.Add(iv)); c.Slot <= 0 {
 		t.Fatalf("another key: %+v, want a slot", c)
 	}
+	// A release with the interval counts it from the fetch's end too.
+	long := acquireAt(t, g, keyA, "r3", 0, iv, t0.Add(2*iv))
+	if long.Slot <= 0 {
+		t.Fatalf("two intervals in: %+v, want a slot", long)
+	}
+	end := t0.Add(2*iv + 1500*time.Millisecond)
+	if err := g.ReleaseHost(t.Context(), batchdriver.ReleaseHostParams{Key: keyA, Slot: long.Slot, Interval: iv, Now: nowAt(end)}); err != nil {
+		t.Fatalf("ReleaseHost: %v", err)
+	}
+	if c := acquireAt(t, g, keyA, "r1", 0, iv, end.Add(400*time.Millisecond)); c.Slot != 0 || c.Wait != 600*time.Millisecond {
+		t.Fatalf("400ms after a fetch that took longer than the interval ended: %+v, want no slot and a wait of 600ms", c)
+	}
+	if c := acquireAt(t, g, keyA, "r1", 0, iv, end.Add(iv)); c.Slot <= 0 {
+		t.Fatalf("an interval after the fetch's end: %+v, want a slot", c)
+	}
 }
 
 // storeHostBackOff: a back-off holds every runner off the key until it
