@@ -172,15 +172,20 @@ func runnerHostCap(t *testing.T, s batchdriver.Store) {
 	}
 }
 
-// runnerHostCapCluster: two runners sharing the store, three workers each,
-// six jobs on one host, FetchesPerHost 2: the cap holds across them.
-func runnerHostCapCluster(t *testing.T, s batchdriver.Store) {
+// requireSharedGate skips a case of several runners unless s is shared
+// and keeps the host gate.
+func requireSharedGate(t *testing.T, s batchdriver.Store) {
+	t.Helper()
 	if !s.Capabilities().Shared {
 		t.Skip("the store serves one process")
 	}
-	if _, ok := s.(batchdriver.HostGate); !ok {
-		t.Skip("the store has no batchdriver.HostGate")
-	}
+	requireHostGate(t, s)
+}
+
+// runnerHostCapCluster: two runners sharing the store, three workers each,
+// six jobs on one host, FetchesPerHost 2: the cap holds across them.
+func runnerHostCapCluster(t *testing.T, s batchdriver.Store) {
+	requireSharedGate(t, s)
 	f := newHostFetcher(20 * time.Millisecond)
 	cfg := func(id string) batch.Config {
 		return batch.Config{Store: s, Fetch: f.fetch, RunnerID: id, Workers: 3, JobsPerCaller: 1, JobsTotal: 8,
@@ -209,12 +214,7 @@ func runnerHostCapCluster(t *testing.T, s batchdriver.Store) {
 // keeps its slot between its fetches, but gives it up once the other has
 // asked, so the other's job starts before the first one's ends.
 func runnerHostTurns(t *testing.T, s batchdriver.Store) {
-	if !s.Capabilities().Shared {
-		t.Skip("the store serves one process")
-	}
-	if _, ok := s.(batchdriver.HostGate); !ok {
-		t.Skip("the store has no batchdriver.HostGate")
-	}
+	requireSharedGate(t, s)
 	f := newHostFetcher(20 * time.Millisecond)
 	cfg := func(id string) batch.Config {
 		return batch.Config{Store: s, Fetch: f.fetch, RunnerID: id, Workers: 1, FetchesPerHost: 1, TargetsPerJob: 100,
