@@ -34,7 +34,8 @@ func TestManyClients(t *testing.T) {
 	}
 	cfg := childConfig{
 		DB: filepath.Join(t.TempDir(), "clients.db"), Allow: []string{up.addr()}, Callers: callers,
-		Batch: batch.Config{JobsPerCaller: 3, JobsTotal: 16, Workers: 4, TTL: batch.Duration(time.Hour)},
+		// The one upstream stands for many hosts: no per-host cap.
+		Batch: batch.Config{JobsPerCaller: 3, JobsTotal: 16, Workers: 4, FetchesPerHost: -1, TTL: batch.Duration(time.Hour)},
 	}
 	logs := &logSink{}
 	_, addr, _ := serveStoppable(t, cfg, logs)

@@ -67,6 +67,7 @@ func TestCluster_RollingRestartResume(t *testing.T) {
 	start := func(name string) *batchd {
 		d := runBatchd(t, bin, env, "-addr", "127.0.0.1:0", "-db", url, "-pg-schema", schema,
 			"-runner-id", name, "-resume", "-workers", strconv.Itoa(rollWorkers),
+			"-fetches-per-host", "-1", // the one upstream stands for many hosts: every worker fetches
 			"-heartbeat-interval", rollHeartbeat.String(), "-stale-after", rollStaleAfter.String(),
 			"-poll-interval", rollPoll.String(), "-close-grace", rollCloseGrace.String(),
 			"-jobs-per-caller", "4", "-jobs-total", "64", "-allow", up.addr(),
