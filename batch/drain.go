@@ -131,7 +131,6 @@ type jobDrain struct {
 	waitFrom   time.Time     // its first busy or Retry-After answer
 	backoff    time.Duration // the cap of its next busy back-off
 	slot       hostSlot      // the slot the gate gave it
-	interval   time.Duration // the slot's interval, from the fetch's start
 	woke       bool          // taken up after a park: look for a cancel first
 	head       bool          // woken as its host queue's head, to try for a slot
 
@@ -146,7 +145,7 @@ const minBusyBackoff = 100 * time.Millisecond
 
 // newTarget resets the per-target state for the target in hand.
 func (d *jobDrain) newTarget() {
-	d.key, d.robots, d.crawlDelay, d.waitFrom, d.backoff, d.slot, d.interval, d.woke = "", false, 0, time.Time{}, minBusyBackoff, hostSlot{}, 0, false
+	d.key, d.robots, d.crawlDelay, d.waitFrom, d.backoff, d.slot, d.woke = "", false, 0, time.Time{}, minBusyBackoff, hostSlot{}, false
 	if d.next >= 0 && d.next < len(d.c.Targets) {
 		d.key = hostKey(d.c.Targets[d.next].Target.URL)
 	}
@@ -298,9 +297,9 @@ func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Du
 			return fin, 0, false, false, nil, true
 		}
 	}
-	slot, interval := d.slot, d.interval
-	d.slot, d.interval = hostSlot{}, 0
-	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot, interval)
+	slot := d.slot
+	d.slot = hostSlot{}
+	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot)
 	if again == nil {
 		return fin, dur, closed, started, nil, false
 	}
@@ -440,7 +439,7 @@ const maxStoreBackoff = 250 * time.Millisecond
 // have reached the upstream. again is the fetcher's error when it was busy
 // or its host asked to wait ([RetryAfter]): nothing is stored, and the
 // target is tried again.
-func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot, interval time.Duration) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
+func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
 	fin = batchdriver.TargetFinish{Idx: t.Idx}
 	if r.pastDeadline(job) { // claimed, or started by the last write, after the deadline
 		r.gate.release(slot)
@@ -458,7 +457,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 	start := time.Now()
 	r.metrics.inflight.Inc()
 	defer r.metrics.inflight.Dec()
-	fr := r.callFetch(ctx, job, t, slot, interval)
+	fr := r.callFetch(ctx, job, t, slot)
 	_, retry := RetryAfterOf(fr.err)
 	switch {
 	case fr.interrupted:
@@ -518,7 +517,7 @@ type fetchReturn struct {
 // ignores its context is abandoned at the deadline. A call that returns
 // more than [FetchOverrunGrace] after its context ended is counted and
 // logged (see overran).
-func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord, host hostSlot, interval time.Duration) fetchReturn {
+func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord, host hostSlot) fetchReturn {
 	// A fetch slot first: a call abandoned at its deadline keeps its slot
 	// (and its host's) until it returns, so even a fetcher that ignores
 	// its context never has more than Workers calls running.
@@ -552,7 +551,7 @@ func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchd
 			stopEnded()
 			r.overran(job, t.Idx, ended.Load(), returned)
 		}()
-		r.gate.started(host, interval)
+		r.gate.started(host)
 		res, err := r.cfg.Fetch(ctx, job.Caller, t.Target)
 		returned = time.Now()
 		if wait, ok := RetryAfterOf(err); ok && host.key != "" {

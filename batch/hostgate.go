@@ -284,20 +284,18 @@ func (g *gate) enter(d *jobDrain) bool {
 	}
 	g.wake(d.key, h) // the next in turn, if the host has room for it too
 	g.mu.Unlock()
-	d.slot, d.interval = slot, interval
+	d.slot = slot
 	return true
 }
 
 // renew asks the store to keep s for another lease; a slot it does not
 // keep is gone.
-func (g *gate) renew(s hostSlot) bool {
-	ctx, cancel := storeCtx()
-	defer cancel()
-	began := time.Now()
-	kept, err := g.store.RenewHost(ctx, batchdriver.RenewHostParams{Key: s.key, Slot: s.store, Lease: g.lease, Now: g.r.now()})
-	g.r.recordStoreCall("renew host", began, err)
+func (g *gate) renew(s hostSlot) (kept bool) {
+	err := g.call("renew host", "taking a new slot", func(ctx context.Context) (err error) {
+		kept, err = g.store.RenewHost(ctx, batchdriver.RenewHostParams{Key: s.key, Slot: s.store, Lease: g.lease, Now: g.r.now()})
+		return err
+	})
 	if err != nil {
-		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: renew failed; taking a new slot", storeErrAttrs(err)...)
 		g.releaseStore(s)
 	}
 	return kept
@@ -521,31 +519,41 @@ func (g *gate) sleep(d *jobDrain, wait time.Duration) {
 	g.armDeadline(d)
 }
 
-// started marks the start of a fetch with a slot of key: the interval
-// counts from it.
-func (g *gate) started(s hostSlot, interval time.Duration) {
-	if s.key == "" || interval <= 0 {
+// started marks the start of a fetch with slot s: its interval counts
+// from it.
+func (g *gate) started(s hostSlot) {
+	if s.key == "" || s.interval <= 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if h := g.hosts[s.key]; h != nil {
-		h.next = time.Now().Add(interval)
+		h.next = time.Now().Add(s.interval)
 	}
 }
 
-// acquire asks the store for a slot of key.
-func (g *gate) acquire(key string, interval time.Duration) (batchdriver.HostSlot, error) {
+// call makes one store call of the gate, op, recorded as the runner's
+// store calls are; a failure is logged with what it means (then).
+func (g *gate) call(op, then string, fn func(ctx context.Context) error) error {
 	ctx, cancel := storeCtx()
 	defer cancel()
 	began := time.Now()
-	got, err := g.store.AcquireHost(ctx, batchdriver.AcquireHostParams{
-		Key: key, Runner: g.r.cfg.RunnerID, Limit: g.limit, Interval: interval, Lease: g.lease, Want: gateWant, Now: g.r.now(),
-	})
-	g.r.recordStoreCall("acquire host", began, err)
+	err := fn(ctx)
+	g.r.recordStoreCall(op, began, err)
 	if err != nil {
-		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: acquire failed; retrying", storeErrAttrs(err)...)
+		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: "+op+" failed; "+then, storeErrAttrs(err)...)
 	}
+	return err
+}
+
+// acquire asks the store for a slot of key.
+func (g *gate) acquire(key string, interval time.Duration) (got batchdriver.HostSlot, err error) {
+	err = g.call("acquire host", "retrying", func(ctx context.Context) (err error) {
+		got, err = g.store.AcquireHost(ctx, batchdriver.AcquireHostParams{
+			Key: key, Runner: g.r.cfg.RunnerID, Limit: g.limit, Interval: interval, Lease: g.lease, Want: gateWant, Now: g.r.now(),
+		})
+		return err
+	})
 	return got, err
 }
 
@@ -625,14 +633,9 @@ func (g *gate) releaseStore(s hostSlot) {
 	if s.store == 0 {
 		return
 	}
-	ctx, cancel := storeCtx()
-	defer cancel()
-	began := time.Now()
-	err := g.store.ReleaseHost(ctx, batchdriver.ReleaseHostParams{Key: s.key, Slot: s.store, Interval: s.interval, Now: g.r.now()})
-	g.r.recordStoreCall("release host", began, err)
-	if err != nil {
-		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: release failed; its lease frees the slot", storeErrAttrs(err)...)
-	}
+	g.call("release host", "its lease frees the slot", func(ctx context.Context) error {
+		return g.store.ReleaseHost(ctx, batchdriver.ReleaseHostParams{Key: s.key, Slot: s.store, Interval: s.interval, Now: g.r.now()})
+	})
 }
 
 // backOff keeps every job, on every runner sharing a store with a gate,
@@ -648,14 +651,9 @@ func (g *gate) backOff(key string, wait time.Duration) {
 	if g.store == nil {
 		return
 	}
-	ctx, cancel := storeCtx()
-	defer cancel()
-	began := time.Now()
-	err := g.store.BackOffHost(ctx, batchdriver.BackOffHostParams{Key: key, For: wait, Now: g.r.now()})
-	g.r.recordStoreCall("back off host", began, err)
-	if err != nil {
-		g.r.log.LogAttrs(context.Background(), storeErrLevel(err), "batch host gate: back-off not shared; this runner keeps it", storeErrAttrs(err)...)
-	}
+	g.call("back off host", "this runner keeps the back-off alone", func(ctx context.Context) error {
+		return g.store.BackOffHost(ctx, batchdriver.BackOffHostParams{Key: key, For: wait, Now: g.r.now()})
+	})
 }
 
 // close stops the gate once the workers have returned, frees the store
