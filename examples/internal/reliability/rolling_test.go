@@ -95,6 +95,11 @@ func TestCluster_RollingRestartResume(t *testing.T) {
 
 	led := &rollLedger{unacked: map[string]int{}}
 	counts := newCounts()
+	// A node that is stopping answers the submits that reach it (a client
+	// picked it just before it left the balancer) 503 with a Retry-After:
+	// planned while a node stops, and a moment after.
+	stopping := &outageWindow{}
+	counts.allow503, counts.planned503 = true, stopping.allows
 	ctx, stopLoad := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { // on every way out: the clients report to t
@@ -114,7 +119,9 @@ func TestCluster_RollingRestartResume(t *testing.T) {
 		nodes.set(serving(i)...) // out of the balancer first, as a deploy does
 		t0 := time.Now()
 		sigterms = append(sigterms, t0)
+		stopping.begin()
 		procs[i].stop(t)
+		stopping.end(time.Second)
 		stops = append(stops, time.Since(t0).Round(10*time.Millisecond))
 		procs[i] = start(name)
 		restarts++
@@ -324,12 +331,12 @@ func rollClient(ctx context.Context, t *testing.T, caller string, seed uint64, u
 			urls[i] = up.url(marker, i, d)
 		}
 		sr, a, err := cs.get(node(), caller).submit(ctx, urls)
-		if ctx.Err() != nil {
-			return
-		}
 		if err != nil || a.code != http.StatusAccepted {
-			if err != nil || a.code >= 500 { // it may exist, unanswered
+			if err != nil || a.code >= 500 { // it may exist, unanswered (the load's end cuts submits short too)
 				led.unack(caller)
+			}
+			if ctx.Err() != nil {
+				return
 			}
 			sleep(ctx, 50*time.Millisecond)
 			continue
