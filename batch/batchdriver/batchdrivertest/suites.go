@@ -24,9 +24,9 @@ import (
 // TestStore is the conformance suite of [batch.Store]: every implementation
 // must pass it. newStore returns a new, empty store for one subtest (and
 // registers its cleanup with t). The groups are Submit (create, reuse,
-// caps), Drain (claim, one write per target, the fence), Cancel, Reads,
-// Labels (metadata and custom ids kept, read back, searched),
-// Retention (sweep, evict, stats), Share (eviction shared per caller),
+// caps, targets skipped at create), Drain (claim, one write per target,
+// the fence), Cancel, Reads, Labels (metadata and custom ids kept, read
+// back, searched), Retention (sweep, evict, stats), Share (eviction shared per caller),
 // Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
 // (claims fair between callers, the pending cap), Clock (calls without
 // a Now, on the store's own clock; every other case gives each call the
@@ -70,6 +70,7 @@ type (
 
 var storeSuite = newSuite[storeCase]().
 	add("Submit", submitCases).
+	add("Submit", skipCases).
 	add("Drain", drainCases).
 	add("Cancel", cancelCases).
 	add("Deadline", deadlineCases).
