@@ -51,8 +51,10 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if skip {
 		opts.OnInvalid = batch.OnInvalidSkip
 		opts.Refused = Refusals(r.Context(), req.caller, targets, h.precheck, h.check)
-		if len(opts.Refused) == len(targets) {
-			return h.rejectTargets(r, req, targets) // nothing left to fetch: refused as the default refuses
+		if len(opts.Refused) == len(targets) { // nothing left to fetch: refused as the default refuses
+			if err := h.rejectTargets(r, req, targets); err != nil {
+				return err
+			}
 		}
 	} else if err := h.rejectTargets(r, req, targets); err != nil {
 		return err
