@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -46,6 +45,11 @@ type JobInfo struct {
 	// Metadata is the job's metadata (see [SubmitOptions]); nil for none.
 	// For its owner's eyes only.
 	Metadata map[string]string
+	// Skipped are the targets the submit skipped (see [OnInvalidSkip]), in
+	// idx order, each with its outcome, error and hint: in the answer of
+	// [Runner.SubmitWith], and in reads that read the targets; nil for
+	// none, and when the targets were not read.
+	Skipped []Refusal
 	// Outcomes counts the job's finished targets by outcome (a target
 	// stored without one counts as ok when done and other when failed);
 	// nil when the targets were not read ([Runner.List],
@@ -67,7 +71,8 @@ type TargetInfo struct {
 	Hint     string
 	Outcome  Outcome
 	// Attempts counts the fetches of the target that may have reached its
-	// upstream: 1, or more when Config.RepeatInterrupted put it back to
+	// upstream: 0 for a target its submit skipped (see [OnInvalidSkip]),
+	// else 1, or more when Config.RepeatInterrupted put it back to
 	// pending after its fetch may have begun, and it was fetched again. A
 	// target whose fetch never began is not counted twice.
 	Attempts int
@@ -130,6 +135,10 @@ func (r *Runner) Submit(ctx context.Context, caller Caller, targets []Target) (j
 // webhook. The labels do too: opts.Metadata (over a bound,
 // [ErrInvalidMetadata]) and the targets' custom ids (one over
 // [MaxCustomIDBytes], or two targets with the same, is a *[TargetError]).
+// With opts.OnInvalid [OnInvalidSkip], a refused target (see
+// [OnInvalid]) is finished at once instead of refusing the submit; the
+// answer's Skipped lists them. Custom ids, metadata and the webhook are
+// checked whatever OnInvalid says.
 func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target, opts SubmitOptions) (job JobInfo, reused bool, err error) {
 	given := opts.Trace.Clean()
 	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, Targets: len(targets), Webhook: opts.WebhookURL != "", Trace: given})
@@ -138,7 +147,7 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 	if err != nil {
 		return JobInfo{}, false, err
 	}
-	targets, err = r.validateSubmit(caller, targets)
+	targets, skipped, err := r.validateSubmit(caller, targets, opts.OnInvalid, opts.Refused)
 	if err != nil {
 		return JobInfo{}, false, err
 	}
@@ -152,20 +161,23 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 	if err != nil {
 		return JobInfo{}, false, err
 	}
+	key := withLabels(r.idemKey(caller.Name, targets, opts.WebhookURL), labelsKey(opts.Metadata, ids))
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
-		Caller: caller, IdemKey: withLabels(r.idemKey(caller.Name, targets, opts.WebhookURL), labelsKey(opts.Metadata, ids)),
+		Caller: caller, IdemKey: withSkipped(key, skipped),
 		Targets: targets, WebhookURL: opts.WebhookURL, Trace: given, Deadline: deadline,
-		Metadata: opts.Metadata, CustomIDs: ids,
+		Metadata: opts.Metadata, CustomIDs: ids, Skipped: skippedFinishes(skipped),
 	})
 	if err != nil {
 		return JobInfo{}, false, fmt.Errorf("batch: submit: %w", err)
 	}
+	job.Skipped = skipped // a reused job skipped the same: they are in its key
 	return job, reused, nil
 }
 
 // Retry makes a new job of the caller's finished job id: its targets that
-// did not finish done, that is the failed ones and, of a cancelled job or
-// one failed by a restart, the ones that never finished, in idx order and
+// did not finish done, that is the failed ones (but for those its submit
+// skipped, see [OnInvalidSkip]: a retry would refuse them again) and, of a
+// cancelled job or one failed by a restart, the ones that never finished, in idx order and
 // with their options and the job's webhook. The new job's RetryOf is id, and each of its targets
 // carries its idx in the old job (TargetInfo.RetryOfIdx). Caps and
 // idempotency apply as for [Runner.Submit]: a retry of the same job with
@@ -191,7 +203,7 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	var from []int
 	var ids []string
 	for _, t := range records {
-		if t.Status != TargetDone {
+		if t.Status != TargetDone && !isSkipped(old, t.Idx) {
 			targets = append(targets, Target{URL: t.Target.URL, Options: t.Target.Options})
 			from = append(from, t.Idx)
 			if old.CustomIDs != nil && t.Idx < len(old.CustomIDs) {
@@ -247,6 +259,9 @@ func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInf
 		r.metrics.job(jobReused)
 	} else {
 		r.metrics.job(jobCreated)
+		for _, f := range p.Skipped {
+			r.metrics.skipped(f.Outcome)
+		}
 		r.metrics.queueDepth.Inc() // until the next claim or collect samples the store
 		r.queued.add(j.ID, p.Deadline)
 		select {
@@ -260,6 +275,9 @@ func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInf
 		slog.Bool("webhook", p.WebhookURL != ""), slog.Bool("deadline", !p.Deadline.IsZero()),
 		slog.String("status", string(j.Status)),
 	}
+	if len(p.Skipped) > 0 {
+		attrs = append(attrs, slog.Int("skipped", len(p.Skipped)))
+	}
 	msg := "batch job submitted"
 	if p.RetryOf != "" {
 		msg = "batch job retried"
@@ -271,34 +289,19 @@ func (r *Runner) create(ctx context.Context, p batchdriver.CreateParams) (JobInf
 
 // validateSubmit checks a submit before it reaches the store and returns
 // its targets with their options in the stored form (see
-// [OptionSet.Normalize]), in a new slice.
-func (r *Runner) validateSubmit(caller Caller, targets []Target) (out []Target, err error) {
+// [OptionSet.Normalize]), in a new slice, and, with [OnInvalidSkip], the
+// targets it skips (see judgeTargets).
+func (r *Runner) validateSubmit(caller Caller, targets []Target, on OnInvalid, refused []Refusal) ([]Target, []Refusal, error) {
 	if caller.Name == "" {
-		return nil, ErrInvalidCaller
+		return nil, nil, ErrInvalidCaller
 	}
 	if len(targets) == 0 {
-		return nil, ErrNoTargets
+		return nil, nil, ErrNoTargets
 	}
 	if len(targets) > r.cfg.TargetsPerJob {
-		return nil, fmt.Errorf("%w: %d (max %d)", ErrTooManyTargets, len(targets), r.cfg.TargetsPerJob)
+		return nil, nil, fmt.Errorf("%w: %d (max %d)", ErrTooManyTargets, len(targets), r.cfg.TargetsPerJob)
 	}
-	for i, t := range targets {
-		if t.URL == "" {
-			return nil, &TargetError{Index: i, Reason: "empty url"}
-		}
-		if !utf8.ValidString(t.URL) {
-			return nil, &TargetError{Index: i, Reason: "invalid UTF-8"}
-		}
-		opts, err := r.cfg.Options.Normalize(t.Options)
-		if err != nil {
-			return nil, &TargetError{Index: i, Reason: err.Error()}
-		}
-		if out == nil {
-			out = make([]Target, len(targets))
-		}
-		out[i] = Target{URL: t.URL, Options: opts}
-	}
-	return out, nil
+	return r.judgeTargets(targets, on, refused)
 }
 
 // TargetsPerJob is the configured cap on targets per job.
@@ -322,6 +325,7 @@ func (r *Runner) Status(ctx context.Context, caller Caller, id string, opts Stat
 				info.Outcomes[o]++
 			}
 		}
+		info.Skipped = skippedOf(job, targets)
 	}
 	if now := r.cfg.Now(); opts.Touch && now.Sub(job.Lease) >= batchdriver.LeaseGrain {
 		if err := r.Touch(ctx, caller, id); err == nil {
@@ -512,6 +516,9 @@ func targetInfo(j batchdriver.Job, t batchdriver.TargetRecord) TargetInfo {
 		Idx: t.Idx, URL: t.Target.URL, Status: t.Status, Error: t.Error,
 		Hint: t.Hint, Outcome: t.Outcome, Result: t.Result,
 		Attempts: max(t.Attempts, 1), // a store that does not count: fetched once
+	}
+	if isSkipped(j, t.Idx) {
+		ti.Attempts = 0 // never fetched
 	}
 	if t.Idx >= 0 && t.Idx < len(j.CustomIDs) {
 		ti.CustomID = j.CustomIDs[t.Idx]

@@ -30,10 +30,11 @@
 //
 // A target is a URL and the options the host's fetch takes. The host
 // declares them in an [OptionSet]: names, JSON types, allowed values. The
-// runner refuses a target whose options do not fit, stores them as JSON
-// and hands them to the fetch unchanged. batch/batchsift is sift's set,
-// ready to use. The HTTP API takes them flat beside "url" and describes
-// them in its OpenAPI document.
+// runner refuses a target whose options do not fit (or, with
+// [OnInvalidSkip], skips it: it ends at once, never fetched), stores them
+// as JSON and hands them to the fetch unchanged. batch/batchsift is
+// sift's set, ready to use. The HTTP API takes them flat beside "url" and
+// describes them in its OpenAPI document.
 //
 // # Jobs and targets
 //
@@ -55,7 +56,8 @@
 //
 // Each task has a runnable Example. ExampleRunner submits a job and reads
 // it. Others cancel a job, retry its failures, deliver a webhook, handle a
-// busy fetcher, and keep a restricted caller out of the logs.
+// busy fetcher, keep a restricted caller out of the logs, and skip the
+// targets a submit refuses.
 //
 // # Design
 //

@@ -229,7 +229,7 @@ func (r *Runner) run(d *jobDrain) {
 		r.waiters.notify(d.job.ID)
 		d.next, d.final = step.Next, step.Status
 		d.newTarget()
-		if n := d.job.TargetsTotal - fin.Idx - 1; expire && d.next < 0 && d.final != JobCancelled && n > 0 {
+		if n := pendingAfter(d.job, fin.Idx); expire && d.next < 0 && d.final != JobCancelled && n > 0 {
 			r.metrics.expired(n)
 			d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch job ended at its deadline",
 				slog.String("status", string(d.final)), slog.Int("expired", n))

@@ -17,7 +17,8 @@ var (
 	ErrInvalidCaller = errors.New("batch: caller has no name")
 	// ErrLive: the job is still queued or running (retry of a live job).
 	ErrLive = errors.New("batch: job still live")
-	// ErrNothingToRetry: a retry of a job whose every target is done.
+	// ErrNothingToRetry: a retry of a job whose every target is done, or
+	// was skipped at submit.
 	ErrNothingToRetry = errors.New("batch: nothing to retry")
 	// ErrClosed: the runner is closed. It is also the cause of the context
 	// of a fetch cut short by [Runner.Close].

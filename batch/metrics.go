@@ -151,6 +151,9 @@ func (m *runnerMetrics) target(o Outcome, d time.Duration) {
 	m.targetSecs.Update(d.Seconds())
 }
 
+// skipped counts a target that its submit skipped: it took no fetch time.
+func (m *runnerMetrics) skipped(o Outcome) { m.targets[o.Fold()].Inc() }
+
 // expired counts n targets that a deadline ended before they started:
 // they took no fetch time.
 func (m *runnerMetrics) expired(n int) {

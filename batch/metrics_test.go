@@ -76,7 +76,7 @@ func wantSeries(p string) []string {
 	for _, o := range []string{"created", "reused", "done", "partial", "failed", "cancelled", "restart", "handed_on", "other"} {
 		out = append(out, fmt.Sprintf(`%s_jobs_total{outcome=%q}`, p, o))
 	}
-	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "expired", "other", "interrupted", "robots"} {
+	for _, o := range []string{"ok", "blocked", "timeout", "busy", "upstream_4xx", "upstream_5xx", "unsupported", "too_long", "cancel", "expired", "other", "interrupted", "robots", "invalid"} {
 		out = append(out, fmt.Sprintf(`%s_targets_total{outcome=%q}`, p, o))
 	}
 	for _, o := range []string{"delivered", "failed", "dropped"} {

@@ -57,6 +57,9 @@ const (
 	OutcomeOther       = batchdriver.OutcomeOther
 	OutcomeInterrupted = batchdriver.OutcomeInterrupted
 	OutcomeRobots      = batchdriver.OutcomeRobots // the host's robots rules refuse the target
+	// OutcomeInvalid: refused at submit as malformed and skipped (see
+	// [OnInvalidSkip]); never fetched, not retryable.
+	OutcomeInvalid = batchdriver.OutcomeInvalid
 )
 
 // TraceContext is a W3C trace context (traceparent and tracestate) stored

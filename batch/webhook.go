@@ -35,6 +35,18 @@ var (
 
 // SubmitOptions are the optional parts of a submit; see [Runner.SubmitWith].
 type SubmitOptions struct {
+	// OnInvalid says what the submit does with a target it refuses:
+	// [OnInvalidReject] (the default, as "") refuses the submit;
+	// [OnInvalidSkip] finishes the target at once, at its idx, and creates
+	// the job with the others. The targets it skips join the idempotency
+	// key, so a submit that skips none is the same request either way.
+	OnInvalid OnInvalid
+	// Refused are targets that the host's own checks refused (an adapter's
+	// pre-check of the URL, say), at most one per idx, each with a failure
+	// outcome ([OutcomeBlocked], [OutcomeInvalid]). The runner does not
+	// check those targets again, and treats each as one it refused itself:
+	// see OnInvalid.
+	Refused []Refusal
 	// WebhookURL, if set, receives one [EventJobFinished] event when the
 	// job finishes, through Config.Deliver. It is stored with the job,
 	// shown to its owner only, never logged, and part of the idempotency

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,36 @@ func TestCLI_SubmitDeadline(t *testing.T) {
 	}
 	if !strings.Contains(b.stdout.String(), `"deadline": "`) {
 		t.Errorf("status output has no deadline: %s", b.stdout)
+	}
+}
+
+// TestCLI_SubmitSkipInvalid: submit --skip-invalid sends on_invalid skip:
+// the refused targets are skipped and listed, the others fetched; without
+// it the server refuses the submit.
+func TestCLI_SubmitSkipInvalid(t *testing.T) {
+	t.Parallel()
+	in := `{"targets":[{"url":"https://a.test/1"},{"url":""},{"url":"https://a.test/3","mode":"fast"}]}`
+	b := setup(t, in, false)
+	err := b.run(t, "submit", "-")
+	if batchcli.ExitCode(err) != 1 || !strings.Contains(b.stderr.String(), "invalid batch: target 1: empty url") {
+		t.Fatalf("submit without the flag: %v, stderr %q", err, b.stderr)
+	}
+	b.cli = b.newCLI(t, "alice-key", in, false)
+	if err := b.run(t, "submit", "-", "--skip-invalid"); err != nil {
+		t.Fatalf("submit --skip-invalid: %v\n%s", err, b.stderr)
+	}
+	sub := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes())
+	want := []batchhttp.SkippedTarget{
+		{Idx: 1, Outcome: batch.OutcomeInvalid, Error: "invalid target: empty url"},
+		{Idx: 2, Outcome: batch.OutcomeInvalid, Error: `invalid target: unknown mode "fast"`},
+	}
+	if sub.Targets != 3 || sub.Skipped != 2 || !slices.Equal(sub.SkippedTargets, want) {
+		t.Fatalf("submit printed %s", b.stdout)
+	}
+	b.fetch.Release()
+	info := batchtest.WaitFinished(t, b.runner, batch.Caller{Name: "alice"}, sub.JobID, 10*time.Second)
+	if info.Status != batch.JobPartial || b.fetch.Calls()[0] != "https://a.test/1" || len(b.fetch.Calls()) != 1 {
+		t.Errorf("job %s, fetched %q; want partial, target 0 alone fetched", info.Status, b.fetch.Calls())
 	}
 }
 

@@ -30,6 +30,9 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 	if cmd.Deadline != "" {
 		req.Deadline = cmd.Deadline
 	}
+	if cmd.SkipInvalid {
+		req.OnInvalid = batch.OnInvalidSkip
+	}
 	resp, err := c.cfg.Client.SubmitWith(ctx, req)
 	if err != nil {
 		return fromClient(err)

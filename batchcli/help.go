@@ -70,11 +70,12 @@ func (v verb) takes(name string) string {
 // verbs are the commands. Adding one means an entry here, a line in
 // [Usage], and a case in [CLI.Run].
 var verbs = map[string]verb{
-	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true}, help: `usage: batch submit <targets.json|-> [--deadline D]
+	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true, "skip-invalid": false}, help: `usage: batch submit <targets.json|-> [--deadline D] [--skip-invalid]
 
 Submit a list of targets as one job, and print the answer: job_id, status,
-targets and reused. Submitting the same list again while the job is kept
-returns that job ("reused": true) instead of making a new one.
+targets and reused (and, with --skip-invalid, skipped and skipped_targets).
+Submitting the same list again while the job is kept returns that job
+("reused": true) instead of making a new one.
 
 The input is a file, or - for standard input, in one of three forms:
 
@@ -96,6 +97,14 @@ flags:
                 failed when none is done, with error "deadline". It
                 replaces a "deadline" in the input. The server caps it
                 (its max_deadline; over it is exit 1, deadline_too_far).
+  --skip-invalid
+                skip the targets the server refuses (a blocked URL, an
+                empty url, options it does not take) instead of refusing
+                the whole submit: each ends failed at its idx with outcome
+                blocked or invalid, never fetched, and the answer lists
+                them by idx with the reason. The others are fetched. Only
+                a submit whose every target is refused is refused (exit
+                1). It sets "on_invalid": "skip" over the input's.
 `},
 	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false, "failed": false}, help: `usage: batch status <id> [--results] [--wait] [--failed]
 

@@ -62,6 +62,10 @@ type Command struct {
 	// duration or an RFC 3339 time (see batchhttp.ParseDeadline); "" for
 	// none.
 	Deadline string
+	// SkipInvalid (submit --skip-invalid) makes the submit lenient
+	// (on_invalid "skip"): the targets the server refuses are finished at
+	// once instead of refusing the submit.
+	SkipInvalid bool
 }
 
 // UsageError is a command line the CLI cannot run. Hosts exit with status
@@ -200,6 +204,7 @@ func Parse(args []string) (Command, error) {
 	cmd.Wait = flags["wait"] == "true"
 	cmd.Follow = flags["follow"] == "true"
 	cmd.Failed = flags["failed"] == "true"
+	cmd.SkipInvalid = flags["skip-invalid"] == "true"
 	if s, ok := flags["deadline"]; ok {
 		if _, _, err := batchhttp.ParseDeadline(s); err != nil {
 			return Command{}, usagef(name, "--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)

@@ -431,3 +431,34 @@ func TestConsole_JobMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestConsole_SkippedTarget: a target a lenient submit skipped shows no
+// attempt and its outcome, never its URL.
+func TestConsole_SkippedTarget(t *testing.T) {
+	t.Parallel()
+	store := batchtest.NewStore()
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	_, _, err := store.Create(t.Context(), batchdriver.CreateParams{ID: "job-skip", Caller: batchdriver.Caller{Name: "alice"},
+		IdemKey: "k", Targets: []batchdriver.Target{{URL: "https://" + marker + ".example/a"}, {URL: "http://" + marker + ".localhost/"}},
+		Skipped: []batchdriver.TargetFinish{{Idx: 1, Status: batch.TargetFailed, Outcome: batch.OutcomeBlocked, Error: "blocked: localhost"}},
+		Limits:  batchdriver.Limits{JobsPerCaller: 4, JobsTotal: 4, TTL: time.Hour}, Now: &now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := batchconsole.New(batchconsole.Config{Store: store, Keys: []string{operatorKey}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/console/jobs/job-skip", nil)
+	operator(req)
+	h.ServeHTTP(rec, req)
+	page := strings.ReplaceAll(rec.Body.String(), "\n", "")
+	if rec.Code != http.StatusOK || strings.Contains(page, marker) || strings.Contains(page, "localhost") {
+		t.Fatalf("GET = %d (or it carries a URL or the reason)", rec.Code)
+	}
+	target1 := regexp.MustCompile(`data-idx="1">.*?</tr>`).FindString(page)
+	if !strings.Contains(target1, `<td class="num">0</td>`) || !strings.Contains(target1, "<code>blocked</code>") {
+		t.Errorf("skipped target row %q, want 0 attempts and outcome blocked", target1)
+	}
+}

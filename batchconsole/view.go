@@ -224,6 +224,9 @@ func (h *Handler) jobView(j batchdriver.Job, targets []batchdriver.TargetRecord,
 	}
 	for _, t := range targets {
 		row := targetRow{Idx: t.Idx, Status: targetStatusOf(t.Status), Attempts: max(t.Attempts, 1)}
+		if slices.Contains(j.Skipped, t.Idx) {
+			row.Attempts = 0 // skipped at submit: never fetched
+		}
 		switch {
 		case t.Outcome == "":
 		case j.Caller.Restricted:

@@ -74,7 +74,8 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 }
 
 // decodeSubmit decodes a submit body, {"targets": [{…}, …], "webhook"?:
-// {"url": "…"}}, strictly. It refuses, as 400 "invalid batch: …":
+// {"url": "…"}, "deadline"?, "metadata"?, "on_invalid"?}, strictly. It
+// refuses, as 400 "invalid batch: …":
 //
 //   - invalid UTF-8, malformed JSON (named by line and column), and
 //     anything after the object but white space;
@@ -89,7 +90,10 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 //     boolean options a boolean. null counts as absent for every target
 //     field, as it does in encoding/json;
 //   - a "webhook" that is not an object with exactly a non-empty string
-//     "url" (null counts as absent).
+//     "url" (null counts as absent);
+//   - an "on_invalid" other than "reject" or "skip" (null counts as
+//     absent). It covers what the checks after decoding refuse; a body
+//     that does not decode is refused whatever it says.
 //
 // It walks the tokens itself rather than decoding into a struct, which is
 // how it sees duplicate and case-variant keys, and why its messages name the
@@ -200,6 +204,8 @@ func (d *submitDecoder) object() (SubmitRequest, error) {
 			req.Metadata, err = d.metadata()
 		case "targets":
 			req.Targets, err = d.targets()
+		case "on_invalid":
+			req.OnInvalid, err = d.onInvalid()
 		}
 		if err != nil {
 			return req, err
@@ -218,7 +224,23 @@ func (d *submitDecoder) object() (SubmitRequest, error) {
 }
 
 // submitFields are the fields of a submit's body.
-var submitFields = []string{"targets", "webhook", "deadline", "metadata"}
+var submitFields = []string{"targets", "webhook", "deadline", "metadata", "on_invalid"}
+
+// onInvalid reads the value of "on_invalid": "" for null, else "reject"
+// or "skip".
+func (d *submitDecoder) onInvalid() (batch.OnInvalid, error) {
+	v, err := d.token()
+	if err != nil {
+		return "", err
+	}
+	switch v {
+	case nil:
+		return "", nil
+	case string(batch.OnInvalidReject), string(batch.OnInvalidSkip):
+		return batch.OnInvalid(v.(string)), nil
+	}
+	return "", d.fail(`"on_invalid" must be "reject" or "skip"`)
+}
 
 // metadata reads the value of "metadata": nil for null, else an object of
 // strings. Its bounds are the runner's (see [batch.SubmitOptions]); the

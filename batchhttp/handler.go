@@ -36,7 +36,8 @@ type Runner interface {
 type CallerFunc func(w http.ResponseWriter, r *http.Request) (batch.Caller, bool)
 
 // PrecheckFunc checks one target URL at submit, without DNS or any other
-// I/O. An error refuses the whole submit with 422
+// I/O. An error refuses the whole submit (or, with on_invalid "skip",
+// skips the target: see [Refusals]) with 422
 // "blocked: target <idx>: <reason>", where reason is the error's text
 // without a leading "blocked: ", and with the error's hint if it is a
 // [batch.HintError] (see [batch.NewFetchError]). The reason goes to the
@@ -47,7 +48,8 @@ type PrecheckFunc func(ctx context.Context, caller batch.Caller, rawURL string) 
 // CheckTargetFunc checks one target's options at submit, without I/O: the
 // host's own limits on what its fetcher serves (such as the size of a grep
 // pattern), which the runner, treating options as data, does not know. An
-// error refuses the whole submit with 422 [CodeInvalidOption]
+// error refuses the whole submit (or, with on_invalid "skip", skips the
+// target: see [Refusals]) with 422 [CodeInvalidOption]
 // "invalid option: target <idx>: <reason>", where reason is the error's
 // text, and with the error's hint if it is a [batch.HintError]. The reason
 // goes to the caller only, never to a log line.
@@ -322,6 +324,7 @@ type request struct {
 	jobStatus batch.JobStatus
 	reused    *bool
 	blocked   int // index of the target the pre-check or the option check refused, or -1
+	skipped   int // targets a lenient submit skipped
 }
 
 // route wraps fn: it authenticates, turns a returned error into its answer,
@@ -401,7 +404,7 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 	if !h.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("route", label), slog.Int("http_status", status), slog.String("request_id", req.id))
 	if req.caller.Name != "" {
 		attrs = append(attrs, slog.String("caller", req.caller.Name))
@@ -417,6 +420,9 @@ func (h *Handler) logLine(ctx context.Context, label string, status int, d time.
 	}
 	if req.reused != nil {
 		attrs = append(attrs, slog.Bool("reused", *req.reused))
+	}
+	if req.skipped > 0 {
+		attrs = append(attrs, slog.Int("skipped", req.skipped))
 	}
 	if ans != nil && !req.caller.Restricted { // no error details for a restricted caller
 		attrs = append(attrs, slog.String("error", ans.code))

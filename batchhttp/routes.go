@@ -46,13 +46,19 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 	if len(targets) > max { // a cap of 0 or less: none refused while decoding
 		return tooManyTargetsError(max)
 	}
-	if err := h.precheckAll(r, req, targets); err != nil {
-		return err
-	}
-	if err := h.checkTargets(r, req, targets); err != nil {
-		return err
-	}
 	opts := batch.SubmitOptions{Metadata: sub.Metadata}
+	skip := sub.OnInvalid == batch.OnInvalidSkip
+	if skip {
+		opts.OnInvalid = batch.OnInvalidSkip
+		opts.Refused = Refusals(r.Context(), req.caller, targets, h.precheck, h.check)
+		if len(opts.Refused) == len(targets) { // nothing left to fetch: refused as the default refuses
+			if err := h.rejectTargets(r, req, targets); err != nil {
+				return err
+			}
+		}
+	} else if err := h.rejectTargets(r, req, targets); err != nil {
+		return err
+	}
 	if err := sub.deadlineOptions(&opts); err != nil {
 		return err
 	}
@@ -63,14 +69,71 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 		opts.WebhookURL = sub.Webhook.URL
 	}
 	job, reused, err := h.runner.SubmitWith(r.Context(), req.caller, targets, opts)
+	if skip && len(opts.Refused) > 0 && errors.Is(err, batch.ErrInvalidTarget) {
+		// The runner refused the rest (or a custom id): the default's
+		// answer names the first target the host refused, as it would.
+		if rerr := h.rejectTargets(r, req, targets); rerr != nil {
+			return rerr
+		}
+	}
 	if err != nil {
 		return err
 	}
-	req.jobID, req.reused, req.jobStatus = job.ID, &reused, job.Status
+	req.jobID, req.reused, req.jobStatus, req.skipped = job.ID, &reused, job.Status, len(job.Skipped)
 	writeJSON(w, http.StatusAccepted, SubmitResponse{
 		Success: true, JobID: job.ID, Status: job.Status, Targets: len(targets), Reused: reused,
+		Skipped: len(job.Skipped), SkippedTargets: skippedTargets(job.Skipped),
 	})
 	return nil
+}
+
+// rejectTargets runs the host's checks as a submit that rejects does: the
+// pre-check on every URL, then the option check on every target, each
+// refusing the submit at its first failure.
+func (h *Handler) rejectTargets(r *http.Request, req *request, targets []batch.Target) error {
+	if err := h.precheckAll(r, req, targets); err != nil {
+		return err
+	}
+	return h.checkTargets(r, req, targets)
+}
+
+// Refusals runs the host's checks on every target as a lenient submit
+// (on_invalid "skip") does, and returns the targets they refuse, in idx
+// order, for [batch.SubmitOptions].Refused: a URL that precheck refuses
+// with outcome blocked and error "blocked: <reason>", and else a target
+// that check refuses with outcome invalid and error "invalid option:
+// <reason>", each with its error's hint (see [batch.HintError]). A target
+// with an empty URL is left to the runner, which refuses it. A nil check
+// refuses nothing. The reasons are those the 422 of a submit that
+// rejects would give: for the caller only, never for a log line.
+func Refusals(ctx context.Context, caller batch.Caller, targets []batch.Target, precheck PrecheckFunc, check CheckTargetFunc) []batch.Refusal {
+	var out []batch.Refusal
+	for i, t := range targets {
+		if t.URL == "" {
+			continue
+		}
+		var rf batch.Refusal
+		var err error
+		if precheck != nil {
+			if err = precheck(ctx, caller, t.URL); err != nil {
+				rf = batch.Refusal{Idx: i, Outcome: batch.OutcomeBlocked,
+					Error: "blocked: " + cmp.Or(strings.TrimPrefix(err.Error(), "blocked: "), "refused")}
+			}
+		}
+		if err == nil && check != nil {
+			if err = check(ctx, caller, t); err != nil {
+				rf = batch.Refusal{Idx: i, Outcome: batch.OutcomeInvalid, Error: "invalid option: " + cmp.Or(err.Error(), "refused")}
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if he, ok := errors.AsType[batch.HintError](err); ok {
+			rf.Hint = he.Hint()
+		}
+		out = append(out, rf)
+	}
+	return out
 }
 
 // precheckAll runs the host's pre-check on every target URL, in order, and

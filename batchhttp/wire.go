@@ -24,11 +24,18 @@ import (
 // Metadata, if set, is the caller's labels of the job (see
 // [batch.SubmitOptions]); a target's "custom_id" is its id (see
 // [batch.Target]). Both come back in every read and the webhook event.
+//
+// OnInvalid, if "skip", makes the submit lenient: a target the pre-check,
+// the option check or the runner refuses is finished at once at its idx
+// (outcome blocked or invalid) instead of refusing the submit, and the
+// answer lists it (see [SubmitResponse]). "reject" or absent refuses the
+// submit, as before.
 type SubmitRequest struct {
-	Targets  []batch.Target    `json:"targets"`
-	Webhook  *Webhook          `json:"webhook,omitempty"`
-	Deadline string            `json:"deadline,omitempty"`
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Targets   []batch.Target    `json:"targets"`
+	Webhook   *Webhook          `json:"webhook,omitempty"`
+	Deadline  string            `json:"deadline,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	OnInvalid batch.OnInvalid   `json:"on_invalid,omitempty"`
 }
 
 // SubmitResponse is the 202 answer to POST /v1/batch. Status is "queued"
@@ -41,6 +48,34 @@ type SubmitResponse struct {
 	Reused  bool            `json:"reused"`
 	// RetryOf is, in the answer to a retry, the id of the job retried.
 	RetryOf string `json:"retry_of,omitempty"`
+	// Skipped counts the targets a lenient submit (on_invalid "skip")
+	// finished at once, and SkippedTargets lists them in idx order; both
+	// are absent when none was skipped.
+	Skipped        int             `json:"skipped,omitempty"`
+	SkippedTargets []SkippedTarget `json:"skipped_targets,omitempty"`
+}
+
+// SkippedTarget is one target a lenient submit skipped: its idx, its
+// outcome (invalid or blocked), its error and hint, as the job's reads
+// show them. It never repeats the URL.
+type SkippedTarget struct {
+	Idx     int           `json:"idx"`
+	Outcome batch.Outcome `json:"outcome"`
+	Error   string        `json:"error"`
+	Hint    string        `json:"hint,omitempty"`
+}
+
+// skippedTargets is the wire form of a submit's skipped targets; nil for
+// none.
+func skippedTargets(rs []batch.Refusal) []SkippedTarget {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]SkippedTarget, len(rs))
+	for i, rf := range rs {
+		out[i] = SkippedTarget{Idx: rf.Idx, Outcome: rf.Outcome, Error: rf.Error, Hint: rf.Hint}
+	}
+	return out
 }
 
 // StatusResponse is the 200 answer to GET /v1/batch/{id}: the job summary.

@@ -79,7 +79,8 @@ type TargetOutput struct {
 	CustomID string             `json:"custom_id,omitempty"`
 	Status   batch.TargetStatus `json:"status"`
 	// Attempts counts the fetches of the target that may have reached its
-	// upstream: 1, more only when the host repeats interrupted fetches.
+	// upstream: 1, more only when the host repeats interrupted fetches; 0
+	// for a target its submit skipped (on_invalid "skip").
 	Attempts  int           `json:"attempts"`
 	Outcome   batch.Outcome `json:"outcome,omitempty"`
 	Retryable *bool         `json:"retryable,omitempty"`
@@ -115,7 +116,7 @@ func targetProps(extra map[string]any) map[string]any {
 		"idx":       map[string]any{"type": "integer"},
 		"url":       map[string]any{"type": "string"},
 		"status":    map[string]any{"type": "string", "enum": []string{"pending", "running", "done", "failed"}},
-		"attempts":  map[string]any{"type": "integer", "minimum": 1},
+		"attempts":  map[string]any{"type": "integer", "minimum": 0},
 		"outcome":   map[string]any{"type": "string"},
 		"retryable": map[string]any{"type": "boolean"},
 		"error":     map[string]any{"type": "string"},
@@ -248,7 +249,8 @@ type ResultOutput struct {
 	CustomID string             `json:"custom_id,omitempty"`
 	Status   batch.TargetStatus `json:"status"`
 	// Attempts counts the fetches of the target that may have reached its
-	// upstream: 1, more only when the host repeats interrupted fetches.
+	// upstream: 1, more only when the host repeats interrupted fetches; 0
+	// for a target its submit skipped (on_invalid "skip").
 	Attempts  int           `json:"attempts"`
 	Outcome   batch.Outcome `json:"outcome,omitempty"`
 	Retryable *bool         `json:"retryable,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,7 +52,7 @@ func (h *Handler) tools() []tool {
 				"for progress) and batch_result to read each target's content. Submitting the same list again returns the " +
 				"same job (reused: true).",
 			InputSchema: object(map[string]any{"targets": targets, "deadline": deadlineSchema(h.cfg.Runner.MaxDeadline()),
-				"metadata": metadataSchema}, "targets"),
+				"metadata": metadataSchema, "on_invalid": onInvalidSchema}, "targets"),
 			// A plain call answers the submit; under a task, the task's
 			// result is the job's final status.
 			OutputSchema: map[string]any{"type": "object", "anyOf": []any{submitSchema, statusSchema}},
@@ -112,6 +113,12 @@ func (h *Handler) tools() []tool {
 		handle: h.cancelTool,
 	}}
 }
+
+// onInvalidSchema is the JSON Schema of batch_submit's on_invalid.
+var onInvalidSchema = map[string]any{"type": "string", "enum": []string{string(batch.OnInvalidReject), string(batch.OnInvalidSkip)},
+	"description": "Optional: what to do with a target the server refuses (a blocked or malformed URL, options it does not take). " +
+		"reject (the default) refuses the whole call; skip fetches the others and answers with skipped_targets: " +
+		"each refused target's idx, outcome (blocked or invalid) and error, finished at once, never fetched."}
 
 // metadataSchema is the JSON Schema of batch_submit's metadata.
 var metadataSchema = map[string]any{"type": "object", "maxProperties": batch.MaxMetadataPairs,
@@ -178,12 +185,16 @@ func (h *Handler) submitTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return h.answer(out, nil)
 }
 
-// SubmitOutput is batch_submit's structured output.
+// SubmitOutput is batch_submit's structured output. Skipped and
+// SkippedTargets are set when on_invalid "skip" skipped targets, as in the
+// HTTP answer (see batchhttp.SubmitResponse).
 type SubmitOutput struct {
-	JobID   string          `json:"job_id"`
-	Status  batch.JobStatus `json:"status"`
-	Targets int             `json:"targets"`
-	Reused  bool            `json:"reused"`
+	JobID          string                    `json:"job_id"`
+	Status         batch.JobStatus           `json:"status"`
+	Targets        int                       `json:"targets"`
+	Reused         bool                      `json:"reused"`
+	Skipped        int                       `json:"skipped,omitempty"`
+	SkippedTargets []batchhttp.SkippedTarget `json:"skipped_targets,omitempty"`
 }
 
 var submitSchema = object(map[string]any{
@@ -191,6 +202,13 @@ var submitSchema = object(map[string]any{
 	"status":  map[string]any{"type": "string"},
 	"targets": map[string]any{"type": "integer"},
 	"reused":  map[string]any{"type": "boolean"},
+	"skipped": map[string]any{"type": "integer", "minimum": 1},
+	"skipped_targets": map[string]any{"type": "array", "items": object(map[string]any{
+		"idx":     map[string]any{"type": "integer"},
+		"outcome": map[string]any{"type": "string"},
+		"error":   map[string]any{"type": "string"},
+		"hint":    map[string]any{"type": "string"},
+	}, "idx", "outcome", "error")},
 }, "job_id", "status", "targets", "reused")
 
 // submit decodes, checks and submits a batch_submit's arguments, as the
@@ -200,15 +218,21 @@ func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.Raw
 		return SubmitOutput{}, batch.JobInfo{}, submitsBusy
 	}
 	var in struct {
-		Targets  json.RawMessage   `json:"targets"`
-		Deadline string            `json:"deadline"`
-		Metadata map[string]string `json:"metadata"`
+		Targets   json.RawMessage   `json:"targets"`
+		Deadline  string            `json:"deadline"`
+		Metadata  map[string]string `json:"metadata"`
+		OnInvalid batch.OnInvalid   `json:"on_invalid"`
 	}
 	if err := decodeArgs(args, &in); err != nil {
 		return SubmitOutput{}, batch.JobInfo{}, err
 	}
 	if len(in.Targets) == 0 {
 		return SubmitOutput{}, batch.JobInfo{}, invalidArgs("targets: required")
+	}
+	switch in.OnInvalid {
+	case "", batch.OnInvalidReject, batch.OnInvalidSkip:
+	default:
+		return SubmitOutput{}, batch.JobInfo{}, invalidArgs("on_invalid: want %q or %q", batch.OnInvalidReject, batch.OnInvalidSkip)
 	}
 	opts := batch.SubmitOptions{Metadata: in.Metadata}
 	if in.Deadline != "" {
@@ -233,32 +257,63 @@ func (h *Handler) submit(ctx context.Context, caller batch.Caller, args json.Raw
 	if max := h.cfg.Runner.TargetsPerJob(); max > 0 && len(sub.Targets) > max {
 		return SubmitOutput{}, batch.JobInfo{}, tooManyTargets(max)
 	}
-	if h.cfg.Precheck != nil {
-		for i, t := range sub.Targets {
-			if t.URL == "" {
-				continue // the runner refuses it
-			}
-			if err := h.cfg.Precheck(ctx, caller, t.URL); err != nil {
-				return SubmitOutput{}, batch.JobInfo{}, blocked(i, err)
-			}
-		}
-	}
-	if h.cfg.CheckTarget != nil {
-		for i, t := range sub.Targets {
-			if t.URL == "" {
-				continue
-			}
-			if err := h.cfg.CheckTarget(ctx, caller, t); err != nil {
-				return SubmitOutput{}, batch.JobInfo{}, invalidOption(i, err)
+	skip := in.OnInvalid == batch.OnInvalidSkip
+	if skip {
+		// As the HTTP API's lenient submit: the host's refusals go to the
+		// runner, and a call with nothing left gets the default's refusal.
+		opts.OnInvalid = batch.OnInvalidSkip
+		opts.Refused = batchhttp.Refusals(ctx, caller, sub.Targets, h.cfg.Precheck, h.cfg.CheckTarget)
+		if len(opts.Refused) == len(sub.Targets) {
+			if err := h.rejectTargets(ctx, caller, sub.Targets); err != nil {
+				return SubmitOutput{}, batch.JobInfo{}, err
 			}
 		}
+	} else if err := h.rejectTargets(ctx, caller, sub.Targets); err != nil {
+		return SubmitOutput{}, batch.JobInfo{}, err
 	}
 	job, reused, err := h.cfg.Runner.SubmitWith(ctx, caller, sub.Targets, opts)
+	if skip && len(opts.Refused) > 0 && errors.Is(err, batch.ErrInvalidTarget) {
+		if rerr := h.rejectTargets(ctx, caller, sub.Targets); rerr != nil {
+			return SubmitOutput{}, batch.JobInfo{}, rerr
+		}
+	}
 	if err != nil {
 		return SubmitOutput{}, batch.JobInfo{}, err
 	}
 	rec.jobID, rec.reused, rec.status = job.ID, &reused, string(job.Status)
-	return SubmitOutput{JobID: job.ID, Status: job.Status, Targets: len(sub.Targets), Reused: reused}, job, nil
+	out := SubmitOutput{JobID: job.ID, Status: job.Status, Targets: len(sub.Targets), Reused: reused, Skipped: len(job.Skipped)}
+	for _, rf := range job.Skipped {
+		out.SkippedTargets = append(out.SkippedTargets, batchhttp.SkippedTarget{Idx: rf.Idx, Outcome: rf.Outcome, Error: rf.Error, Hint: rf.Hint})
+	}
+	return out, job, nil
+}
+
+// rejectTargets runs the host's checks as a submit that rejects does: the
+// pre-check on every URL, then the option check on every target, each
+// refusing the call at its first failure. An empty URL is left to the
+// runner, which refuses it.
+func (h *Handler) rejectTargets(ctx context.Context, caller batch.Caller, targets []batch.Target) error {
+	if h.cfg.Precheck != nil {
+		for i, t := range targets {
+			if t.URL == "" {
+				continue
+			}
+			if err := h.cfg.Precheck(ctx, caller, t.URL); err != nil {
+				return blocked(i, err)
+			}
+		}
+	}
+	if h.cfg.CheckTarget != nil {
+		for i, t := range targets {
+			if t.URL == "" {
+				continue
+			}
+			if err := h.cfg.CheckTarget(ctx, caller, t); err != nil {
+				return invalidOption(i, err)
+			}
+		}
+	}
+	return nil
 }
 
 // statusArgs are batch_status's arguments.

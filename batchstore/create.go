@@ -18,9 +18,13 @@ import (
 // and the insert, in this process or any other.
 func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
 	p.Now = callNow(p.Now)
+	skipped, err := skippedByIdx(p)
+	if err != nil {
+		return batchdriver.Job{}, false, err
+	}
 	err = s.writeSized(ctx, "create job", 256*len(p.Targets), func(conn *sqlite.Conn) error {
 		var err error
-		job, reused, err = create(conn, p)
+		job, reused, err = create(conn, p, skipped)
 		return err
 	})
 	if err != nil {
@@ -29,7 +33,7 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 	return job, reused, nil
 }
 
-func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bool, error) {
+func create(conn *sqlite.Conn, nj batchdriver.CreateParams, skipped map[int]batchdriver.TargetFinish) (batchdriver.Job, bool, error) {
 	now, lim := nj.Now.UnixNano(), nj.Limits
 
 	// 1. Idempotent reuse, before the caps: the newest job of this caller
@@ -91,22 +95,37 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 	if nj.WebhookURL != "" {
 		webhook = nj.WebhookURL
 	}
+	// A skipped target is stored finished, and the queued job's row holds
+	// its progress, as a job handed back does (see schema/012).
+	var idx []int
+	var bytes int64
+	for _, f := range nj.Skipped {
+		idx = append(idx, f.Idx)
+		bytes += int64(len(f.Error))
+	}
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
 		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-		 retry_of, retry_idx, webhook, trace_parent, trace_state, deadline, metadata, custom_ids)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
+		 retry_of, retry_idx, webhook, trace_parent, trace_state, deadline, metadata, custom_ids,
+		 targets_done, bytes, skipped)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
 			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State,
-			nanosOrNull(nj.Deadline), encodeMetadata(nj.Metadata), encodeCustomIDs(nj.CustomIDs)},
+			nanosOrNull(nj.Deadline), encodeMetadata(nj.Metadata), encodeCustomIDs(nj.CustomIDs),
+			len(idx), bytes, encodeSkipped(idx)},
 	})
 	if err != nil {
 		return batchdriver.Job{}, false, fmt.Errorf("insert job: %w", err)
 	}
 	seq = conn.LastInsertRowID()
 	for i, t := range nj.Targets {
-		err = sqlitex.Execute(conn, `INSERT INTO batch_target (job_seq, idx, url, options, status)
-			VALUES (?, ?, ?, ?, 'pending')`, &sqlitex.ExecOptions{Args: []any{seq, i, t.URL, string(t.Options)}})
-		if err != nil {
+		q, args := `INSERT INTO batch_target (job_seq, idx, url, options, status)
+			VALUES (?, ?, ?, ?, 'pending')`, []any{seq, i, t.URL, string(t.Options)}
+		if f, ok := skipped[i]; ok {
+			q = `INSERT INTO batch_target (job_seq, idx, url, options, status, error, hint, outcome, bytes)
+				VALUES (?, ?, ?, ?, 'failed', ?, ?, ?, ?)`
+			args = append(args, f.Error, f.Hint, string(f.Outcome), len(f.Error))
+		}
+		if err := sqlitex.Execute(conn, q, &sqlitex.ExecOptions{Args: args}); err != nil {
 			return batchdriver.Job{}, false, fmt.Errorf("insert target %d: %w", i, err)
 		}
 	}
@@ -125,7 +144,30 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams) (batchdriver.Job, bo
 		Deadline:     utcOrZero(nj.Deadline),
 		Metadata:     maps.Clone(nj.Metadata),
 		CustomIDs:    slices.Clone(nj.CustomIDs),
+		TargetsDone:  len(idx),
+		Bytes:        bytes,
+		Skipped:      idx,
 	}, false, nil
+}
+
+// skippedByIdx returns the skipped targets of a create by idx, or an error
+// for a create that skips every target ([batch.ErrNoTargets]) or whose
+// skipped targets are not the job's, in idx order, each once.
+func skippedByIdx(p batchdriver.CreateParams) (map[int]batchdriver.TargetFinish, error) {
+	if len(p.Skipped) >= len(p.Targets) {
+		return nil, batchdriver.ErrNoTargets // nothing to drain
+	}
+	if len(p.Skipped) == 0 {
+		return nil, nil
+	}
+	m := make(map[int]batchdriver.TargetFinish, len(p.Skipped))
+	for i, f := range p.Skipped {
+		if f.Idx < 0 || f.Idx >= len(p.Targets) || i > 0 && f.Idx <= p.Skipped[i-1].Idx {
+			return nil, fmt.Errorf("batchstore: create: skipped targets must be the job's, in idx order, each once")
+		}
+		m[f.Idx] = f
+	}
+	return m, nil
 }
 
 // webhookRoom returns [batch.ErrWebhooksBusy] if the caller has max

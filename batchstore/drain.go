@@ -36,15 +36,23 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 	err = s.write(ctx, "claim job", func(conn *sqlite.Conn) error {
 		// A queued job's first pending target is its targets_done: targets
 		// finish in idx order, and a job handed back has its progress in
-		// its row (see handBack); a new one has 0.
+		// its row (see handBack); a new one has 0. A job with skipped
+		// targets (see schema/012) has finished targets between pending
+		// ones: its first pending target is read from its targets.
 		var seq, next int64
-		err := sqlitex.Execute(conn, `SELECT seq, targets_done FROM batch_job WHERE status = 'queued'
+		var skips bool
+		err := sqlitex.Execute(conn, `SELECT seq, targets_done, skipped IS NOT NULL FROM batch_job WHERE status = 'queued'
 			ORDER BY created_at, seq LIMIT 1`, &sqlitex.ExecOptions{ResultFunc: func(stmt *sqlite.Stmt) error {
-			seq, next = stmt.ColumnInt64(0), stmt.ColumnInt64(1)
+			seq, next, skips = stmt.ColumnInt64(0), stmt.ColumnInt64(1), stmt.ColumnBool(2)
 			return nil
 		}})
 		if err != nil || seq == 0 { // seq starts at 1: no row
 			return err
+		}
+		if skips {
+			if next, err = countInt(conn, qFirstPending, seq); err != nil {
+				return err
+			}
 		}
 		for _, q := range []struct {
 			sql  string
@@ -75,25 +83,31 @@ func (s *Store) Claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 	return c, true, nil
 }
 
+// qFirstPending is the idx of a job's first pending target: a queued job
+// has one (a create skips fewer targets than it has, and a hand-back
+// releases a job that has none).
+const qFirstPending = `SELECT t.idx FROM batch_target t WHERE t.job_seq = +? AND t.status = 'pending' ORDER BY t.idx LIMIT 1`
+
 // qHeartbeat records a runner's heartbeat; it never moves one back.
 const qHeartbeat = `INSERT INTO batch_runner (id, heartbeat) VALUES (?1, ?2)
 	ON CONFLICT (id) DO UPDATE SET heartbeat = max(heartbeat, excluded.heartbeat)`
 
 // heldJob is what a drain write reads of its job before it writes.
 type heldJob struct {
-	seq    int64
-	status batchdriver.JobStatus
-	runner string
-	total  int64
-	lease  int64
+	seq     int64
+	status  batchdriver.JobStatus
+	runner  string
+	total   int64
+	lease   int64
+	skipped []int // the targets skipped at create (see schema/012)
 }
 
 func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error) {
 	err = sqlitex.Execute(conn, qHeld, &sqlitex.ExecOptions{
 		Args: []any{jobID},
 		ResultFunc: func(stmt *sqlite.Stmt) error {
-			h = heldJob{stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
-				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
+			h = heldJob{seq: stmt.ColumnInt64(0), status: batchdriver.JobStatus(stmt.ColumnText(1)), runner: stmt.ColumnText(2),
+				total: stmt.ColumnInt64(3), lease: stmt.ColumnInt64(4), skipped: decodeIdx(stmt.ColumnText(5))}
 			found = true
 			return nil
 		},
@@ -101,7 +115,19 @@ func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error
 	return h, found, err
 }
 
-const qHeld = `SELECT seq, status, runner, targets_total, lease FROM batch_job WHERE id = ?`
+const qHeld = `SELECT seq, status, runner, targets_total, lease, skipped FROM batch_job WHERE id = ?`
+
+// nextAfter is the idx of the target that follows idx in the drain: the
+// next one that was not skipped at create, or total when none is left.
+func (h heldJob) nextAfter(idx int) int {
+	next := idx + 1
+	for _, s := range h.skipped { // in idx order
+		if s == next {
+			next++
+		}
+	}
+	return next
+}
 
 // qFinishTarget stores the outcome of target ?1, which must be running,
 // and starts target ?9 (-1: none), which must be pending. It changes two
@@ -153,12 +179,12 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 			}
 			resultID, n = conn.LastInsertRowID(), n+int64(len(fin.Result))
 		}
-		next := fin.Idx + 1
+		next := h.nextAfter(fin.Idx)
 		if h.status != batchdriver.JobRunning || int64(next) >= h.total || p.Expire {
 			next = -1 // cancelled, the last target, or past the deadline: the job ends with this write
 		}
-		// One statement stores target i and starts target i+1: the two rows
-		// sit side by side in the primary key.
+		// One statement stores target i and starts the next, target i+1
+		// unless skipped: the two rows sit side by side in the primary key.
 		err = sqlitex.Execute(conn, qFinishTarget, &sqlitex.ExecOptions{
 			Args: []any{fin.Idx, h.seq, string(fin.Status), fin.Error, fin.Hint, string(fin.Outcome), resultID, n, next},
 		})

@@ -203,8 +203,8 @@ func handBack(conn *sqlite.Conn, seq int64, p batchdriver.ReapParams, now int64)
 		FROM batch_job j WHERE seq = ?`, &sqlitex.ExecOptions{
 		Args: []any{seq},
 		ResultFunc: func(stmt *sqlite.Stmt) error {
-			h = heldJob{stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
-				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
+			h = heldJob{seq: stmt.ColumnInt64(0), status: batchdriver.JobStatus(stmt.ColumnText(1)), runner: stmt.ColumnText(2),
+				total: stmt.ColumnInt64(3), lease: stmt.ColumnInt64(4)}
 			pending = stmt.ColumnBool(5)
 			return nil
 		},

@@ -34,7 +34,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
 	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state,
-	j.deadline, j.handed_on, j.metadata, j.custom_ids`
+	j.deadline, j.handed_on, j.metadata, j.custom_ids, j.skipped`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -93,6 +93,7 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batchdriver.Job) {
 		HandedOn:     stmt.ColumnInt(21),
 		Metadata:     decodeMetadata(stmt.ColumnText(22)),
 		CustomIDs:    decodeCustomIDs(stmt.ColumnText(23)),
+		Skipped:      decodeIdx(stmt.ColumnText(24)),
 	}
 	return seq, j
 }
@@ -150,7 +151,16 @@ func encodeIdx(idx []int) string {
 	return b.String()
 }
 
-// decodeIdx reads the retry_idx form; "" (no retry) is nil. The column is
+// encodeSkipped is the skipped column's form of idx: encodeIdx's, or NULL
+// for none.
+func encodeSkipped(idx []int) any {
+	if len(idx) == 0 {
+		return nil
+	}
+	return encodeIdx(idx)
+}
+
+// decodeIdx reads the retry_idx (and skipped) form; "" (no retry) is nil. The column is
 // written by encodeIdx only, so a number that does not parse cannot occur;
 // it would read as -1.
 func decodeIdx(s string) []int {

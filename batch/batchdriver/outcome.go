@@ -27,6 +27,10 @@ const (
 	// OutcomeRobots: the host's robots rules do not let the target be
 	// fetched; no request was made to it.
 	OutcomeRobots Outcome = "robots"
+	// OutcomeInvalid: the target was refused at submit and skipped (see
+	// CreateParams.Skipped): an empty or malformed URL, or options the
+	// host does not take. It was never fetched.
+	OutcomeInvalid Outcome = "invalid"
 )
 
 // Outcomes is the fixed set of outcomes, the label values of the
@@ -34,7 +38,7 @@ const (
 var Outcomes = []Outcome{
 	OutcomeOK, OutcomeBlocked, OutcomeTimeout, OutcomeBusy, OutcomeUpstream4xx,
 	OutcomeUpstream5xx, OutcomeUnsupported, OutcomeTooLong, OutcomeCancel, OutcomeExpired, OutcomeOther,
-	OutcomeInterrupted, OutcomeRobots,
+	OutcomeInterrupted, OutcomeRobots, OutcomeInvalid,
 }
 
 // Known reports whether o is one of the outcomes above.
@@ -55,7 +59,8 @@ func (o Outcome) Known() bool {
 // [OutcomeOther] (the cause is not known, e.g. a target failed by a
 // restart), false for [OutcomeOK] and the failures that a retry would
 // repeat: [OutcomeBlocked], [OutcomeUpstream4xx], [OutcomeUnsupported],
-// [OutcomeTooLong] and [OutcomeRobots]. An unknown outcome is judged as [OutcomeOther].
+// [OutcomeTooLong], [OutcomeRobots] and [OutcomeInvalid]. An unknown outcome
+// is judged as [OutcomeOther].
 func (o Outcome) Retryable() bool {
 	switch o.Fold() {
 	case OutcomeTimeout, OutcomeBusy, OutcomeUpstream5xx, OutcomeCancel, OutcomeExpired, OutcomeInterrupted, OutcomeOther:

@@ -48,6 +48,9 @@ type Job struct {
 	// order ("" for a target without one), as given to Create; nil when no
 	// target has one.
 	CustomIDs []string
+	// Skipped are the idx of the targets that Create stored finished
+	// (CreateParams.Skipped), in order; nil for none.
+	Skipped []int
 }
 
 // TargetRecord is one stored target.
@@ -174,6 +177,14 @@ type (
 		// A reused job keeps its own (the runner puts them in the IdemKey).
 		Metadata  map[string]string
 		CustomIDs []string
+		// Skipped are targets refused at submit, each stored finished as
+		// given (failed, with its error, hint and outcome), counted done
+		// and its error bytes counted, and never started: the drain takes
+		// the other targets in idx order (see [Store.Claim] and
+		// [Store.FinishTarget]). They are in idx order, one per idx at most,
+		// and fewer than the targets, or nil for none; the job's
+		// Job.Skipped lists their idx.
+		Skipped []TargetFinish
 	}
 	// ClaimParams name the claiming runner for [Store.Claim].
 	ClaimParams struct {
@@ -464,7 +475,8 @@ type Store interface {
 	// Capabilities says what the store supports.
 	Capabilities() Capabilities
 
-	// Create inserts a new queued job with pending targets, unless the caller
+	// Create inserts a new queued job with pending targets (but for
+	// p.Skipped's, stored finished), unless the caller
 	// already has a job with the same IdemKey whose lease is unexpired
 	// (Lease+TTL after Now) and whose status is not cancelled or failed: then
 	// it bumps that job's lease to Now and returns it with reused true.
@@ -475,12 +487,15 @@ type Store interface {
 	// with a webhook that will get one (live, or cancelled with a target in
 	// flight); then all live jobs ([ErrBusy]). Reuse, caps and insert are
 	// one atomic step, so concurrent creates never exceed a cap nor make
-	// two jobs for one key, whichever runners they come through.
+	// two jobs for one key, whichever runners they come through. A create
+	// whose every target is skipped is [ErrNoTargets]: there would be
+	// nothing to drain.
 	Create(ctx context.Context, p CreateParams) (j Job, reused bool, err error)
 
 	// Claim makes the oldest queued job running, held by p.Runner, and
-	// starts its first pending target (target 0, unless the job was handed
-	// back: see ReapParams.HandBack), in one atomic step; it records a heartbeat
+	// starts its first pending target (target 0, unless it was skipped at
+	// create or the job was handed back: see ReapParams.HandBack), in one
+	// atomic step; it records a heartbeat
 	// of p.Runner too. ok is false when no job is queued. Concurrent claims
 	// never return the same job.
 	Claim(ctx context.Context, p ClaimParams) (c Claimed, ok bool, err error)
@@ -490,8 +505,9 @@ type Store interface {
 	// TargetsDone, adds the target's bytes to the job and to the store total
 	// and bumps the lease to Now (while the job goes on, a store may skip a
 	// bump of less than [LeaseGrain]). It does so even if the job was cancelled
-	// meanwhile. In the same atomic step it starts the next target if the job
-	// is still running and has one, and otherwise gives the job its final
+	// meanwhile. In the same atomic step it starts the next pending target
+	// (the next in idx order that was not skipped at create) if the job is
+	// still running and has one, and otherwise gives the job its final
 	// status (see [AggregateStatus]; a cancelled job stays cancelled), sets
 	// FinishedAt if it was not set, and releases it.
 	//

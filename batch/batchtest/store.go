@@ -150,6 +150,14 @@ func (s *Store) Capabilities() batchdriver.Capabilities {
 // Create implements [batch.Store].
 func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
 	now := memNow(p.Now)
+	if len(p.Skipped) >= len(p.Targets) {
+		return batchdriver.Job{}, false, batch.ErrNoTargets // nothing to drain
+	}
+	for i, f := range p.Skipped {
+		if f.Idx < 0 || f.Idx >= len(p.Targets) || i > 0 && f.Idx <= p.Skipped[i-1].Idx {
+			return batchdriver.Job{}, false, fmt.Errorf("batchtest: create: skipped targets must be the job's, in idx order, each once")
+		}
+	}
 	err = s.locked(ctx, func() error {
 		var reuse *memJob
 		callerLive, totalLive := 0, 0
@@ -206,6 +214,13 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending, Attempts: 1})
+		}
+		for _, f := range p.Skipped {
+			t := &j.targets[f.Idx]
+			t.Status, t.Error, t.Hint, t.Outcome = batch.TargetFailed, f.Error, f.Hint, f.Outcome
+			j.job.Skipped = append(j.job.Skipped, f.Idx)
+			j.job.TargetsDone++
+			s.addBytes(j, t.Bytes())
 		}
 		s.jobs[p.ID] = j
 		job = j.job
@@ -282,7 +297,7 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		if p.Expire && j.job.Status == batch.JobRunning {
 			s.expire(j)
 		}
-		if next := fin.Idx + 1; j.job.Status == batch.JobRunning && next < len(j.targets) && !p.Expire {
+		if next := j.pendingAfter(fin.Idx); j.job.Status == batch.JobRunning && next >= 0 && !p.Expire {
 			j.cursor = next
 			j.targets[next].Status = batch.TargetRunning
 			step = batchdriver.Step{Status: batch.JobRunning, Next: next}
@@ -296,6 +311,17 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		s.emit(p.JobID)
 	}
 	return step, err
+}
+
+// pendingAfter returns the idx of j's first pending target after idx, or
+// -1 for none: the targets skipped at create are never started.
+func (j *memJob) pendingAfter(idx int) int {
+	for i := idx + 1; i < len(j.targets); i++ {
+		if j.targets[i].Status == batch.TargetPending {
+			return i
+		}
+	}
+	return -1
 }
 
 // expire ends j's pending targets as expired and, if there were any, gives

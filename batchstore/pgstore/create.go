@@ -35,8 +35,12 @@ import (
 // is slower under contention: BenchmarkCreateCaps compares the two, and
 // docs/design/postgres-store.md in the repository says why.
 func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job batchdriver.Job, reused bool, err error) {
-	if len(p.Targets) == 0 {
-		return batchdriver.Job{}, false, batchdriver.ErrNoTargets // a job without a target could never be drained
+	if len(p.Skipped) >= len(p.Targets) {
+		return batchdriver.Job{}, false, batchdriver.ErrNoTargets // a job without a target to drain could never end
+	}
+	skip, err := encodeSkipped(p)
+	if err != nil {
+		return batchdriver.Job{}, false, fmt.Errorf("pgstore: create job: %w", err)
 	}
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
@@ -53,7 +57,7 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 	}
 	defer conn.Release()
 	defer rollback(conn) // a no-op after the commit
-	job, reused, err = s.create(ctx, conn, p, urls, opts)
+	job, reused, err = s.create(ctx, conn, p, urls, opts, skip)
 	if err != nil {
 		return batchdriver.Job{}, false, s.wrap(ctx, "create job", err)
 	}
@@ -63,7 +67,7 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 	return job, reused, nil
 }
 
-func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.CreateParams, urls [][]byte, opts []string) (batchdriver.Job, bool, error) {
+func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.CreateParams, urls [][]byte, opts []string, skip skippedArgs) (batchdriver.Job, bool, error) {
 	now := s.now(p.Now)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
@@ -139,7 +143,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
 		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, timeOrNull(p.Deadline),
-		encodeMetadata(p.Metadata), p.CustomIDs)
+		encodeMetadata(p.Metadata), p.CustomIDs, skip.idx, skip.errors, skip.hints, skip.outcomes, skip.bytes)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -173,7 +177,36 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		Deadline:     utcOrZero(p.Deadline),
 		Metadata:     maps.Clone(p.Metadata),
 		CustomIDs:    slices.Clone(p.CustomIDs),
+		TargetsDone:  len(skip.idx),
+		Bytes:        skip.bytes,
+		Skipped:      ints(skip.idx),
 	}, false, nil
+}
+
+// skippedArgs are the insert's parameters of the skipped targets (see
+// migrations/015): their idx, errors, hints and outcomes, NULL for none,
+// and the bytes of their errors.
+type skippedArgs struct {
+	idx           []int32
+	errors, hints [][]byte
+	outcomes      []string
+	bytes         int64
+}
+
+// encodeSkipped returns the parameters of p's skipped targets, or an error
+// for skipped targets that are not the job's, in idx order, each once.
+func encodeSkipped(p batchdriver.CreateParams) (a skippedArgs, err error) {
+	for i, f := range p.Skipped {
+		if f.Idx < 0 || f.Idx >= len(p.Targets) || i > 0 && f.Idx <= p.Skipped[i-1].Idx {
+			return skippedArgs{}, errors.New("skipped targets must be the job's, in idx order, each once")
+		}
+		a.idx = append(a.idx, int32(f.Idx))
+		a.errors = append(a.errors, []byte(f.Error))
+		a.hints = append(a.hints, []byte(f.Hint))
+		a.outcomes = append(a.outcomes, string(f.Outcome))
+		a.bytes += int64(len(f.Error))
+	}
+	return a, nil
 }
 
 // retryIdx is the retry_idx of p: NULL for a job that is no retry.

@@ -73,7 +73,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	}{
 		{"reuse", q.reuse, []any{now, "c7", "k", time.Hour}, []string{"job_reuse"}},
 		{"caller cap", q.callerLive, []any{"c7", 1}, []string{"job_live"}},
-		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil)}, []string{"job_live"}},
+		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil), []int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0)}, []string{"job_live"}},
 		{"claim", q.claim, []any{"runner-9", now}, []string{"job_queue", "target_pkey"}},
 		{"any queued", q.anyQueued, nil, []string{"job_queue"}},
 		{"expire", q.expire, []any{now}, []string{"job_deadline", "target_pkey"}},

@@ -26,12 +26,13 @@ type jobRow struct {
 	handedOn                                         int
 	metadata                                         *string
 	customIDs                                        []string
+	skipped                                          []int32
 }
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
 		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook,
-		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn, &r.metadata, &r.customIDs}
+		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn, &r.metadata, &r.customIDs, &r.skipped}
 }
 
 func (r *jobRow) job() batchdriver.Job {
@@ -54,12 +55,7 @@ func (r *jobRow) job() batchdriver.Job {
 		Metadata:     decodeMetadata(r.metadata),
 		CustomIDs:    r.customIDs,
 	}
-	if r.retryIdx != nil {
-		j.RetryIdx = make([]int, len(r.retryIdx))
-		for i, n := range r.retryIdx {
-			j.RetryIdx[i] = int(n)
-		}
-	}
+	j.RetryIdx, j.Skipped = ints(r.retryIdx), ints(r.skipped)
 	if r.finished != nil {
 		j.FinishedAt = r.finished.UTC()
 	}
@@ -67,6 +63,18 @@ func (r *jobRow) job() batchdriver.Job {
 		j.Deadline = r.deadline.UTC()
 	}
 	return j
+}
+
+// ints converts an integer[] column; NULL is nil.
+func ints(a []int32) []int {
+	if a == nil {
+		return nil
+	}
+	out := make([]int, len(a))
+	for i, n := range a {
+		out[i] = int(n)
+	}
+	return out
 }
 
 // encodeMetadata is the metadata parameter of m: its JSON text, or NULL

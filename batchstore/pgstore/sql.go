@@ -32,7 +32,7 @@ const (
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
 	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''),
-	j.trace_parent, j.trace_state, j.deadline, j.handed_on, j.metadata::text, j.custom_ids`
+	j.trace_parent, j.trace_state, j.deadline, j.handed_on, j.metadata::text, j.custom_ids, j.skipped`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -43,6 +43,17 @@ const targetCols = `t.idx, t.url, t.options, CASE WHEN t.idx = j.in_flight THEN 
 
 // clock is the SQL of the clock parameter $n: see {now}.
 func clock(n string) string { return `coalesce($` + n + `::timestamptz, now())` }
+
+// nextTarget is the SQL of the target that follows target after in the
+// drain of the job whose columns are named with prefix p ("" or "j."):
+// after + 1, unless targets were skipped at create (see migrations/015),
+// then the next one not skipped; targets_total when none is left. A job
+// without skipped targets never evaluates the subquery.
+func nextTarget(p, after string) string {
+	return `CASE WHEN ` + p + `skipped IS NULL THEN ` + after + ` + 1
+		ELSE coalesce((SELECT min(i) FROM generate_series(` + after + ` + 1, ` + p + `targets_total - 1) AS i
+			WHERE i <> ALL (` + p + `skipped)), ` + p + `targets_total) END`
+}
 
 // sqlTemplates are the statements with placeholders; render fills them in
 // for one schema.
@@ -60,31 +71,45 @@ var sqlTemplates = queries{
 		  AND j.status NOT IN ('cancelled', 'failed') AND j.lease > ` + clock("1") + ` - $4::interval
 		RETURNING ` + jobCols,
 	callerLive: `SELECT count(*) FROM (SELECT 1 FROM {s}.job WHERE caller = $1 AND ` + whereLive + ` LIMIT $2) live`,
+	// The skipped targets ($19 their idx, $20 errors, $21 hints, $22
+	// outcomes; NULL for none) are stored failed, counted in the job's
+	// row ($23 their bytes) and, as the job is released, in the counter
+	// (see migrations/015).
 	insert: `WITH live AS (
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
 			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
-				webhook, retry_of, retry_idx, trace_parent, trace_state, deadline, metadata, custom_ids)
+				webhook, retry_of, retry_idx, trace_parent, trace_state, deadline, metadata, custom_ids,
+				skipped, targets_failed, bytes)
 			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15, $16::timestamptz,
-				$17::jsonb, $18::text[]
+				$17::jsonb, $18::text[], $19::integer[], coalesce(cardinality($19::integer[]), 0), $23::bigint
 			FROM live WHERE live.n < $1
-			RETURNING seq, created_at, lease
+			RETURNING seq, created_at, lease, bytes
 		), t AS (
-			INSERT INTO {s}.target (job_seq, idx, url, options)
-			SELECT j.seq, u.i - 1, u.url, u.options FROM j, unnest($9::bytea[], $10::text[]) WITH ORDINALITY AS u (url, options, i)
+			INSERT INTO {s}.target (job_seq, idx, url, options, status, error, hint, outcome)
+			SELECT j.seq, u.i - 1, u.url, u.options, CASE WHEN k.idx IS NULL THEN 'pending' ELSE 'failed' END,
+				coalesce(k.error, ''), coalesce(k.hint, ''), coalesce(k.outcome, '')
+			FROM j, unnest($9::bytea[], $10::text[]) WITH ORDINALITY AS u (url, options, i)
+				LEFT JOIN unnest($19::integer[], $20::bytea[], $21::bytea[], $22::text[]) AS k (idx, error, hint, outcome)
+				ON k.idx = u.i - 1
+		), c AS (
+			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 + j.seq % 16 AND j.bytes <> 0
 		)
 		SELECT created_at, lease FROM j`,
 
 	// Claim: the oldest queued job, held with its first pending target in
 	// flight (target 0, unless the job was handed back: targets finish in
 	// idx order, so the finished ones are the first targets_ok +
-	// targets_failed), and the runner's heartbeat, in one statement. A
+	// targets_failed; a job with skipped targets reads it from its
+	// targets), and the runner's heartbeat, in one statement. A
 	// handed-back job's bytes leave the counter again (held: see stats). The queued count is read in the
 	// statement's snapshot, which still has the claimed job queued.
 	claim: `WITH next AS (
 			SELECT seq FROM {s}.job WHERE status = 'queued' ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED
 		), j AS (
-			UPDATE {s}.job SET status = 'running', runner = $1, in_flight = targets_ok + targets_failed
+			UPDATE {s}.job SET status = 'running', runner = $1, in_flight = CASE WHEN skipped IS NULL
+				THEN targets_ok + targets_failed
+				ELSE (SELECT min(t.idx) FROM {s}.target t WHERE t.job_seq = job.seq AND t.status = 'pending') END
 			FROM next WHERE job.seq = next.seq
 			RETURNING job.*
 		), held AS (
@@ -120,11 +145,11 @@ var sqlTemplates = queries{
 				targets_ok = targets_ok + $4,
 				targets_failed = targets_failed + $5,
 				bytes = bytes + $6,
-				in_flight = $3 + 1,
+				in_flight = ` + nextTarget("", "$3") + `,
 				lease = CASE WHEN lease > ` + clock("11") + ` - $12::interval THEN lease
 					ELSE greatest(lease, ` + clock("11") + `) END
 			WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
-				AND status = 'running' AND $3 + 1 < targets_total AND NOT $14::boolean
+				AND status = 'running' AND ` + nextTarget("", "$3") + ` < targets_total AND NOT $14::boolean
 			RETURNING seq, in_flight
 		)
 		UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
@@ -136,11 +161,15 @@ var sqlTemplates = queries{
 	// 16 its seq names, see 009).
 	//
 	// $14 is the deadline (FinishParams.Expire): a running job starts no
-	// next target, its pending targets (every one after $3) fail expired in
-	// x, and it ends with the deadline as its error. pre locks the job's
-	// row first, so that it reads the row the update changes.
+	// next target, its pending targets (every one after $3 that was not
+	// skipped) fail expired in x, and it ends with the deadline as its
+	// error. pre locks the job's row first, so that it reads the row the
+	// update changes, and reads the next target there (nx).
 	finish: `WITH pre AS (
-			SELECT seq, CASE WHEN $14::boolean AND status = 'running' THEN targets_total - $3 - 1 ELSE 0 END AS n
+			SELECT seq, CASE WHEN $14::boolean AND status = 'running'
+					THEN targets_total - $3 - 1 - (SELECT count(*) FROM unnest(skipped) AS k WHERE k > $3)::integer
+					ELSE 0 END AS n,
+				` + nextTarget("", "$3") + ` AS nx
 			FROM {s}.job WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0 FOR UPDATE
 		), j AS (
 			UPDATE {s}.job SET
@@ -148,16 +177,16 @@ var sqlTemplates = queries{
 				targets_failed = targets_failed + $5 + pre.n,
 				bytes = bytes + $6 + pre.n * ` + deadlineBytes + `,
 				error = CASE WHEN pre.n > 0 THEN '` + batchdriver.DeadlineReason + `' ELSE error END,
-				in_flight = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14 THEN $3 + 1 ELSE -1 END,
-				runner = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14 THEN runner ELSE '' END,
+				in_flight = CASE WHEN status = 'running' AND pre.nx < targets_total AND NOT $14 THEN pre.nx ELSE -1 END,
+				runner = CASE WHEN status = 'running' AND pre.nx < targets_total AND NOT $14 THEN runner ELSE '' END,
 				status = CASE
-					WHEN status <> 'running' OR ($3 + 1 < targets_total AND NOT $14) THEN status
+					WHEN status <> 'running' OR (pre.nx < targets_total AND NOT $14) THEN status
 					WHEN targets_failed + $5 + pre.n = 0 AND targets_ok + $4 > 0 THEN 'done'
 					WHEN targets_ok + $4 = 0 THEN 'failed'
 					ELSE 'partial' END,
-				finished_at = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14 THEN finished_at
+				finished_at = CASE WHEN status = 'running' AND pre.nx < targets_total AND NOT $14 THEN finished_at
 					ELSE coalesce(finished_at, ` + clock("11") + `) END,
-				lease = CASE WHEN status = 'running' AND $3 + 1 < targets_total AND NOT $14
+				lease = CASE WHEN status = 'running' AND pre.nx < targets_total AND NOT $14
 					AND lease > ` + clock("11") + ` - $12::interval THEN lease
 					ELSE greatest(lease, ` + clock("11") + `) END
 			FROM pre WHERE job.seq = pre.seq AND id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
@@ -298,15 +327,15 @@ var sqlTemplates = queries{
 		), r AS (
 			UPDATE {s}.job j SET
 				status = CASE WHEN j.status <> 'running' THEN j.status
-					WHEN {repeat} OR j.in_flight + 1 < j.targets_total THEN 'queued'
+					WHEN {repeat} OR ` + nextTarget("j.", "j.in_flight") + ` < j.targets_total THEN 'queued'
 					WHEN j.targets_ok = 0 THEN 'failed'
 					ELSE 'partial' END,
-				finished_at = CASE WHEN j.status = 'running' AND ({repeat} OR j.in_flight + 1 < j.targets_total)
+				finished_at = CASE WHEN j.status = 'running' AND ({repeat} OR ` + nextTarget("j.", "j.in_flight") + ` < j.targets_total)
 					THEN j.finished_at ELSE coalesce(j.finished_at, ` + clock("1") + `) END,
 				lease = greatest(j.lease, ` + clock("1") + `),
 				targets_failed = j.targets_failed + (NOT {repeat})::integer,
 				bytes = j.bytes + CASE WHEN {repeat} THEN 0 ELSE $3 END,
-				handed_on = j.handed_on + (j.status = 'running' AND ({repeat} OR j.in_flight + 1 < j.targets_total))::integer,
+				handed_on = j.handed_on + (j.status = 'running' AND ({repeat} OR ` + nextTarget("j.", "j.in_flight") + ` < j.targets_total))::integer,
 				runner = '', in_flight = -1
 			FROM l WHERE j.seq = l.seq AND j.` + whereHeld + `
 			RETURNING j.seq, j.id, l.status IN ('queued', 'running') AS live, j.bytes, l.in_flight

@@ -24,9 +24,9 @@ import (
 // TestStore is the conformance suite of [batch.Store]: every implementation
 // must pass it. newStore returns a new, empty store for one subtest (and
 // registers its cleanup with t). The groups are Submit (create, reuse,
-// caps), Drain (claim, one write per target, the fence), Cancel, Reads,
-// Labels (metadata and custom ids kept, read back, searched),
-// Retention (sweep, evict, stats), Share (eviction shared per caller),
+// caps, targets skipped at create), Drain (claim, one write per target,
+// the fence), Cancel, Reads, Labels (metadata and custom ids kept, read
+// back, searched), Retention (sweep, evict, stats), Share (eviction shared per caller),
 // Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
 // (claims fair between callers, the pending cap), Clock (calls without
 // a Now, on the store's own clock; every other case gives each call the
@@ -42,11 +42,12 @@ func TestStore(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 // TestRunner runs the runner's behaviour tests against a store: the same
 // tests pass whatever [batch.Store] drains the jobs. newStore returns a new,
 // empty store for one subtest. The groups are Drain (one job's drain, its
-// outcomes, cancel, caps, the lease, Close and restart), Liveness (the
-// cluster cases), Retry, Outage, Webhook and WebhookFair. Call it from a
-// test that is not parallel: Drain/CloseMidDrainLeaksNothing counts the
-// runner goroutines of the whole process, so it must run while no other
-// test's runner is alive (it runs before the other cases start).
+// outcomes, cancel, caps, the lease, Close and restart), Submit (a lenient
+// submit's skipped targets), Liveness (the cluster cases), Retry, Outage,
+// Webhook and WebhookFair. Call it from a test that is not parallel:
+// Drain/CloseMidDrainLeaksNothing counts the runner goroutines of the
+// whole process, so it must run while no other test's runner is alive (it
+// runs before the other cases start).
 func TestRunner(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 	t.Helper()
 	runnerSuite.run(t, func(t *testing.T, c storeCase) { c(t, newStore(t)) })
@@ -70,6 +71,7 @@ type (
 
 var storeSuite = newSuite[storeCase]().
 	add("Submit", submitCases).
+	add("Submit", skipCases).
 	add("Drain", drainCases).
 	add("Cancel", cancelCases).
 	add("Deadline", deadlineCases).
@@ -88,6 +90,7 @@ var storeSuite = newSuite[storeCase]().
 var runnerSuite = newSuite[storeCase]().
 	add("Drain", runnerDrainCases).
 	add("Deadline", runnerDeadlineCases).
+	add("Submit", runnerSkipCases).
 	add("Host", runnerHostCases).
 	// Not parallel: it counts the runner goroutines of the whole process.
 	addAlone("Drain", "CloseMidDrainLeaksNothing", runnerCloseMidDrain).

@@ -92,10 +92,10 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 86,
-		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs")
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 92,
+		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs", "Submit/SkippedFinishedAtCreate")
 	f("TestRunner", runnerSuite.names(),
-		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Webhook", "WebhookFair"}, 73,
+		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Submit", "Webhook", "WebhookFair"}, 75,
 		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver")
 	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 1, "Webhook/WebhookSurvivesReopen")
 	if c := runnerSuite.cases["Drain"]["CloseMidDrainLeaksNothing"]; !c.alone {
