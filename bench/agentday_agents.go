@@ -37,6 +37,9 @@ type adLoad struct {
 	hosts    int
 	probes   int // status readers, and as many result readers
 	pace     time.Duration
+	// statusPoll, if set, makes the agents poll their jobs' status this
+	// often instead of long-polling them (an ablation, by hand).
+	statusPoll time.Duration
 
 	seq atomic.Int64
 	reg registry
@@ -54,9 +57,10 @@ type clientRecorder struct {
 
 // pollRecord is a long-poll that saw its job finished.
 type pollRecord struct {
-	Job        string
-	Node       int
-	Sent, Recv int64 // Unix ns
+	Job  string
+	Node int
+	Sent int64 // Unix ns: when the client began to wait (its first request)
+	Recv int64 // when the answer that saw the job finished arrived
 }
 
 func newClientRecorder() *clientRecorder {
@@ -248,10 +252,17 @@ func (l *adLoad) await(ctx context.Context, client *http.Client, j regJob) error
 const longPoll = "30s"
 
 func (l *adLoad) poll(ctx context.Context, client *http.Client, j regJob, node int) error {
-	for ctx.Err() == nil {
+	url := l.nodes[node] + "/v1/batch/" + j.ID + "?wait=" + longPoll
+	if l.statusPoll > 0 {
+		url = l.nodes[node] + "/v1/batch/" + j.ID
+	}
+	sent := time.Now()
+	for i := 0; ctx.Err() == nil; i++ {
+		if i > 0 && l.statusPoll > 0 && !sleepCtx(ctx, l.statusPoll) {
+			break
+		}
 		var st batchhttp.StatusResponse
-		sent := time.Now()
-		if err := l.do(ctx, client, http.MethodGet, l.nodes[node]+"/v1/batch/"+j.ID+"?wait="+longPoll, j.Agent, nil, http.StatusOK, &st); err != nil {
+		if err := l.do(ctx, client, http.MethodGet, url, j.Agent, nil, http.StatusOK, &st); err != nil {
 			return err
 		}
 		if st.Status.Finished() {
@@ -308,8 +319,11 @@ func (l *adLoad) resultProbe(ctx context.Context, client *http.Client) error {
 }
 
 // pause waits the probes' pace; false once ctx ended.
-func (l *adLoad) pause(ctx context.Context) bool {
-	t := time.NewTimer(l.pace)
+func (l *adLoad) pause(ctx context.Context) bool { return sleepCtx(ctx, l.pace) }
+
+// sleepCtx waits d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

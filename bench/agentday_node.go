@@ -113,10 +113,14 @@ type nodeResult struct {
 	// fetches in flight, each sampled every 100 ms.
 	RunningMean, FetchingMean float64
 	Targets                   int // targets stored
-	Slots                     slotTimes
-	Readable                  durSummary // fetch end → result stored, on the node that fetched
-	Write                     durSummary // the store write of one target
-	Claim                     durSummary // the claim of one job
+	// The nodes' PostgreSQL round trips, and the batches they sent (the
+	// drain writes' groups of several) with the statements in them,
+	// counted by a pgx tracer on their pools; 0 for other stores.
+	PGRoundTrips, PGBatches, PGBatchStatements int64
+	Slots                                      slotTimes
+	Readable                                   durSummary // fetch end → result stored, on the node that fetched
+	Write                                      durSummary // the store write of one target
+	Claim                                      durSummary // the claim of one job
 	// JobEnds maps every job finished since the start to the node that
 	// finished it and when (Unix ns), for the long-polls' wake times.
 	JobEnds map[string]jobEnd
@@ -192,13 +196,14 @@ func childAgentDay(args []string) int {
 func runNodes(cfg nodeConfig, in io.Reader, out io.Writer) (err error) {
 	ctx := context.Background()
 	rec := newRecorder()
+	rec.pg = &costMeter{app: cfg.App}
 	var closers []func()
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}()
-	stores, err := openNodeStores(ctx, cfg, &closers)
+	stores, err := openNodeStores(ctx, cfg, rec.pg, &closers)
 	if err != nil {
 		return err
 	}
@@ -279,7 +284,7 @@ func startProfile(path string) (func(), error) {
 // openNodeStores opens one store per node: a store each on one
 // PostgreSQL schema, or one shared in-memory store, or the SQLite file
 // (one node).
-func openNodeStores(ctx context.Context, cfg nodeConfig, closers *[]func()) ([]batchdriver.Store, error) {
+func openNodeStores(ctx context.Context, cfg nodeConfig, tracer *costMeter, closers *[]func()) ([]batchdriver.Store, error) {
 	n := len(cfg.Workers)
 	stores := make([]batchdriver.Store, n)
 	switch cfg.Store {
@@ -310,7 +315,7 @@ func openNodeStores(ctx context.Context, cfg nodeConfig, closers *[]func()) ([]b
 				return nil, err
 			}
 			pcfg.MaxConns = cfg.MaxConns
-			pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.App
+			tracer.configure(pcfg) // its application_name, for the backends' CPU
 			pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 			if err != nil {
 				return nil, err

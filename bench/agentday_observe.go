@@ -23,6 +23,7 @@ type recorder struct {
 
 	fetch, beforeFetch, afterFetch, write, claim atomic.Int64 // ns, inside the window
 	targets                                      atomic.Int64
+	pg                                           *costMeter // the PostgreSQL pools' tracer
 
 	mu       sync.Mutex
 	readable []time.Duration
@@ -47,7 +48,7 @@ type sampleSums struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{ends: map[string]jobEnd{}, rssSample: rss}
+	return &recorder{ends: map[string]jobEnd{}, rssSample: rss, pg: &costMeter{}}
 }
 
 // start opens the window.
@@ -55,6 +56,7 @@ func (r *recorder) start() {
 	r.t0, r.cpu0, r.disk0 = time.Now(), selfCPU(), diskWritten()
 	r.stopSamp, r.sampled = make(chan struct{}), make(chan sampleSums, 1)
 	go r.sample(r.stopSamp, r.sampled)
+	r.pg.countingOn.Store(true)
 	r.on.Store(true)
 }
 
@@ -85,6 +87,7 @@ func (r *recorder) sample(stop <-chan struct{}, out chan<- sampleSums) {
 // end closes the window and returns its figures (without the job ends).
 func (r *recorder) end() nodeResult {
 	r.on.Store(false)
+	r.pg.countingOn.Store(false)
 	res := nodeResult{Window: time.Since(r.t0), CPU: selfCPU() - r.cpu0, DiskBytes: diskWritten() - r.disk0, RSSIdle: r.rssIdle}
 	close(r.stopSamp)
 	s := <-r.sampled
@@ -94,6 +97,7 @@ func (r *recorder) end() nodeResult {
 		res.RunningMean, res.FetchingMean = s.running/float64(s.n), s.fetching/float64(s.n)
 	}
 	res.Targets = int(r.targets.Load())
+	res.PGRoundTrips, res.PGBatches, res.PGBatchStatements = r.pg.rts.Load(), r.pg.batches.Load(), r.pg.batchStmts.Load()
 	res.Slots = slotTimes{
 		Fetch: time.Duration(r.fetch.Load()), BeforeFetch: time.Duration(r.beforeFetch.Load()),
 		AfterFetch: time.Duration(r.afterFetch.Load()), Write: time.Duration(r.write.Load()), Claim: time.Duration(r.claim.Load()),
