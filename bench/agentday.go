@@ -244,6 +244,9 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgU
 	if dir := os.Getenv("BKAGENT_PPROF"); dir != "" { // profiling by hand
 		cfg.Profile = filepath.Join(dir, fmt.Sprintf("agentday-%s-%s.pprof", sc.key(), c.Key))
 	}
+	if dir := os.Getenv("BKAGENT_TRACE"); dir != "" { // tracing by hand
+		cfg.Trace = filepath.Join(dir, fmt.Sprintf("agentday-%s-%s.trace", sc.key(), c.Key))
+	}
 	var probe *costProbe
 	if c.Store == storePostgres {
 		schema, drop, err := newPGSchema(ctx, pgURL)
@@ -277,18 +280,19 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgU
 		}
 	}
 	lctx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	loadErr := make(chan error, 1)
-	go func() { loadErr <- load.run(lctx) }()
+	var loadErr error
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		loadErr = load.run(lctx)
+	}()
+	defer func() { stopLoad(); <-loadDone }()
 	wait := func(d time.Duration) error {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
-		case err := <-loadErr:
-			if err == nil {
-				err = errors.New("the load stopped")
-			}
-			return err
+		case <-loadDone:
+			return cmp.Or(loadErr, errors.New("the load stopped"))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
@@ -303,6 +307,7 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgU
 	if err := meter.begin(ctx); err != nil {
 		return nil, err
 	}
+	defer meter.stopPerf() // on a failure before the window's end
 	cpu0 := selfCPU()
 	now := time.Now()
 	up.meter.open(now)
@@ -329,8 +334,9 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgU
 		return nil, err
 	}
 	stopLoad()
-	if err := <-loadErr; err != nil {
-		return nil, err
+	<-loadDone
+	if loadErr != nil {
+		return nil, loadErr
 	}
 	if err := child.command("report", &run.Node); err != nil {
 		return nil, err

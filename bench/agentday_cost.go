@@ -115,6 +115,7 @@ func (m *adMeter) startPerf() {
 	time.Sleep(50 * time.Millisecond) // let it attach
 }
 
+// stopPerf ends perf, if it runs, and reads its counts.
 func (m *adMeter) stopPerf() {
 	if m.perf == nil {
 		return
@@ -122,6 +123,7 @@ func (m *adMeter) stopPerf() {
 	defer os.RemoveAll(filepath.Dir(m.perfTo))
 	_ = m.perf.Process.Signal(syscall.SIGINT)
 	_ = m.perf.Wait()
+	m.perf = nil
 	b, err := os.ReadFile(m.perfTo)
 	if err != nil {
 		m.cost.Why = "perf: " + err.Error()

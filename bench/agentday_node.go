@@ -13,9 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,7 +62,11 @@ type nodeConfig struct {
 	JobsTotal     int
 	Agents        int    // callers, each with a key (agentKey)
 	Profile       string // a CPU profile of the window goes here, if set
+	Trace         string // an execution trace of the window's first traceFor goes here, if set
 }
+
+// traceFor bounds an execution trace: a few seconds make tens of MB.
+const traceFor = 3 * time.Second
 
 const (
 	storeMemory   = "memory"
@@ -247,6 +253,14 @@ func runNodes(cfg nodeConfig, in io.Reader, out io.Writer) (err error) {
 					return err
 				}
 			}
+			if cfg.Trace != "" {
+				stop, err := startTrace(cfg.Trace)
+				if err != nil {
+					return err
+				}
+				t := time.AfterFunc(traceFor, stop)
+				closers = append(closers, func() { t.Stop(); stop() })
+			}
 			rec.start()
 		case "end":
 			res = rec.end()
@@ -267,6 +281,21 @@ func runNodes(cfg nodeConfig, in io.Reader, out io.Writer) (err error) {
 		}
 	}
 	return sc.Err()
+}
+
+// startTrace starts an execution trace to path; the function it returns
+// stops it, once.
+func startTrace(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { trace.Stop(); f.Close() }) }, nil
 }
 
 func startProfile(path string) (func(), error) {

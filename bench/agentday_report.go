@@ -171,6 +171,9 @@ func (a *agentDayReport) scaleTable(b *md, sc adScale) {
 	})
 	row("most fetches at once (slots)", func(r *adRun) string { return fmt.Sprintf("%d (%d)", r.Busy.Peak, adSlots) })
 	row("live jobs, of them queued (mean)", func(r *adRun) string { return fmt.Sprintf("%.0f, %.0f", r.Node.LiveMean, r.Node.QueueMean) })
+	row("fetches in flight, as the runner sees them (mean)", func(r *adRun) string {
+		return fmt.Sprintf("%.1f of %d", r.Node.FetchingMean, adSlots)
+	})
 	row("submit", func(r *adRun) string { return fmtP(r.Submit) })
 	row("status (another node)", func(r *adRun) string { return fmtP(r.Status) })
 	row("one result", func(r *adRun) string { return fmtP(r.Result) })
@@ -194,6 +197,16 @@ func (a *agentDayReport) scaleTable(b *md, sc adScale) {
 			return "–"
 		}
 		return fmtDur(r.perTarget(r.Cost.PGCPU))
+	})
+	row("PostgreSQL round trips per target; writes per group of several", func(r *adRun) string {
+		if r.Case.Store != storePostgres || r.Node.Targets == 0 {
+			return "–"
+		}
+		per := "–"
+		if r.Node.PGBatches > 0 {
+			per = fmt.Sprintf("%.1f", float64(r.Node.PGBatchStatements)/float64(r.Node.PGBatches))
+		}
+		return fmt.Sprintf("%.2f; %s", float64(r.Node.PGRoundTrips)/float64(r.Node.Targets), per)
 	})
 	row("upstream and clients' CPU per target", func(r *adRun) string { return fmtDur(r.perTarget(r.LoadCPU)) })
 	row("cores used, all three", func(r *adRun) string { return fmt.Sprintf("%.2f of %d", r.cores(), a.Cores) })
