@@ -26,6 +26,7 @@ type recorder struct {
 	pg                                           *costMeter // the PostgreSQL pools' tracer
 
 	mu       sync.Mutex
+	inflight map[*fetchState]bool // the fetches running, for the window's end
 	readable []time.Duration
 	writes   []time.Duration
 	claims   []time.Duration
@@ -48,7 +49,7 @@ type sampleSums struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{ends: map[string]jobEnd{}, rssSample: rss, pg: &costMeter{}}
+	return &recorder{ends: map[string]jobEnd{}, inflight: map[*fetchState]bool{}, rssSample: rss, pg: &costMeter{}}
 }
 
 // start opens the window.
@@ -57,7 +58,9 @@ func (r *recorder) start() {
 	r.stopSamp, r.sampled = make(chan struct{}), make(chan sampleSums, 1)
 	go r.sample(r.stopSamp, r.sampled)
 	r.pg.countingOn.Store(true)
+	r.mu.Lock()
 	r.on.Store(true)
+	r.mu.Unlock()
 }
 
 // sample reads the RSS and the live and queued jobs every 100 ms.
@@ -86,7 +89,13 @@ func (r *recorder) sample(stop <-chan struct{}, out chan<- sampleSums) {
 
 // end closes the window and returns its figures (without the job ends).
 func (r *recorder) end() nodeResult {
+	r.mu.Lock()
 	r.on.Store(false)
+	w1 := time.Now()
+	for f := range r.inflight { // their part inside the window
+		r.fetch.Add(int64(w1.Sub(later(f.began, r.t0))))
+	}
+	r.mu.Unlock()
 	r.pg.countingOn.Store(false)
 	res := nodeResult{Window: time.Since(r.t0), CPU: selfCPU() - r.cpu0, DiskBytes: diskWritten() - r.disk0, RSSIdle: r.rssIdle}
 	close(r.stopSamp)
@@ -118,9 +127,11 @@ func (r *recorder) jobEnds() map[string]jobEnd {
 	return out
 }
 
-func (r *recorder) add(sum *atomic.Int64, d time.Duration) {
+// add adds the part of the span from..to inside the window to sum, if to
+// is inside it.
+func (r *recorder) add(sum *atomic.Int64, from, to time.Time) {
 	if r.on.Load() {
-		sum.Add(int64(d))
+		sum.Add(int64(to.Sub(later(from, r.t0))))
 	}
 }
 
@@ -197,7 +208,7 @@ func (o *nodeObserver) TraceContext(context.Context) batchdriver.TraceContext {
 func (o *nodeObserver) Job(ctx context.Context, ev batchobserve.JobEvent) (context.Context, func(batchobserve.JobEnd)) {
 	o.rec.running.Add(1)
 	d := ev.ClaimEnd.Sub(ev.ClaimStart)
-	o.rec.add(&o.rec.claim, d)
+	o.rec.add(&o.rec.claim, ev.ClaimStart, ev.ClaimEnd)
 	o.rec.sampleOf(&o.rec.claims, d)
 	js := &jobState{last: ev.ClaimEnd}
 	return context.WithValue(ctx, jobKey{}, js), func(batchobserve.JobEnd) { o.rec.running.Add(-1) }
@@ -207,14 +218,20 @@ func (o *nodeObserver) Fetch(ctx context.Context, _ batchobserve.TargetEvent) (c
 	js, _ := ctx.Value(jobKey{}).(*jobState)
 	f := &fetchState{began: time.Now()}
 	o.rec.fetching.Add(1)
+	o.rec.mu.Lock()
+	o.rec.inflight[f] = true
+	o.rec.mu.Unlock()
 	if js != nil {
-		o.rec.add(&o.rec.beforeFetch, f.began.Sub(js.last))
+		o.rec.add(&o.rec.beforeFetch, js.last, f.began)
 		js.fetch = f
 	}
 	return context.WithValue(ctx, fetchKey{}, f), func(batchobserve.FetchEnd) {
 		o.rec.fetching.Add(-1)
 		f.ended.Store(time.Now().UnixNano())
-		o.rec.add(&o.rec.fetch, time.Unix(0, f.end()).Sub(f.began))
+		o.rec.mu.Lock() // with the window's end, which counts the fetches running
+		delete(o.rec.inflight, f)
+		o.rec.add(&o.rec.fetch, f.began, time.Unix(0, f.end()))
+		o.rec.mu.Unlock()
 	}
 }
 
@@ -225,7 +242,7 @@ func (o *nodeObserver) Store(ctx context.Context, ev batchobserve.TargetEvent) (
 	if js != nil && js.fetch != nil {
 		if e := js.fetch.end(); e != 0 {
 			returned = time.Unix(0, e)
-			o.rec.add(&o.rec.afterFetch, began.Sub(returned))
+			o.rec.add(&o.rec.afterFetch, returned, began)
 		}
 	}
 	return ctx, func(e batchobserve.StoreEnd) {
@@ -236,7 +253,7 @@ func (o *nodeObserver) Store(ctx context.Context, ev batchobserve.TargetEvent) (
 		if e.Err != nil {
 			return
 		}
-		o.rec.add(&o.rec.write, now.Sub(began))
+		o.rec.add(&o.rec.write, began, now)
 		o.rec.sampleOf(&o.rec.writes, now.Sub(began))
 		if !returned.IsZero() {
 			o.rec.sampleOf(&o.rec.readable, now.Sub(returned))
