@@ -21,9 +21,10 @@ import (
 // The agent day's clients, over HTTP on loopback, in the parent process:
 //
 //   - agents: each caller keeps jobsEach jobs live. A job's loop submits
-//     a job of 1 to 32 targets (on the nodes in turn), long-polls it on
-//     every node until it is finished, reads one of its results on
-//     another node, and submits the next at once;
+//     a job of 1 to 32 targets (on the nodes in turn), long-polls it on a
+//     node picked at random (which may or may not be the one that drains
+//     it) until it is finished, reads one of its results on another node
+//     than the one it was submitted to, and submits the next at once;
 //   - probes, running beside them: status readers, each reading the
 //     summary of a random live job on a node other than the one it was
 //     submitted to, and result readers, each reading one result of a
@@ -207,7 +208,7 @@ func (l *adLoad) jobLoop(ctx context.Context, client *http.Client, a, k int) err
 			return err
 		}
 		l.reg.added(j)
-		if err := l.await(ctx, client, j); err != nil {
+		if err := l.poll(ctx, client, j, rand.IntN(n)); err != nil {
 			return err
 		}
 		l.reg.done(j)
@@ -235,17 +236,6 @@ func (l *adLoad) submit(ctx context.Context, client *http.Client, a, node int) (
 	}
 	l.rec.add(&l.rec.submit, began, time.Since(began))
 	return regJob{ID: resp.JobID, Agent: a, Node: node, Targets: len(ts)}, nil
-}
-
-// await long-polls j on every node at once until each sees it finished.
-func (l *adLoad) await(ctx context.Context, client *http.Client, j regJob) error {
-	errs := make([]error, len(l.nodes))
-	var wg sync.WaitGroup
-	for n := range l.nodes {
-		wg.Go(func() { errs[n] = l.poll(ctx, client, j, n) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // longPoll is the wait each long-poll asks for.

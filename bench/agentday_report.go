@@ -73,8 +73,9 @@ func (r *report) agentDaySection(b *md) {
 	sz := a.Sizes
 	b.p("## Agent day")
 	b.p("What an agent sees, and what the fetch slots do, while %d callers keep the runner busy. Each caller (a bearer key of its own) "+
-		"keeps %d jobs live: a job of 1 to 32 targets (uniform) is submitted over HTTP, long-polled (`?wait=%s`) on every node until it "+
-		"is finished, one of its results is read on another node, and the next job is submitted at once. Beside them, %d status "+
+		"keeps %d jobs live: a job of 1 to 32 targets (uniform) is submitted over HTTP (on the nodes in turn), long-polled "+
+		"(`?wait=%s`) on a node picked at random until it is finished, one of its results is read on another node, and the next job "+
+		"is submitted at once. Beside them, %d status "+
 		"readers each read the summary of a random live job on a node other than the one it was submitted to, and %d result readers "+
 		"each read one result of a recently finished job, each waiting %s between requests. The targets spread over %d host names, "+
 		"which the runner's fetcher (a plain `net/http` client whose dialer stands in for DNS) sends to an upstream on %d loopback "+
