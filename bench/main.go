@@ -1,5 +1,7 @@
-// Command bench measures batchkit beside River and goqite and a raw-engine
-// twin of each store, in one run on one machine, and writes BENCHMARKS.md.
+// Command bench measures batchkit under an agent's day of load against an
+// upstream of realistic latency (the agent day), and beside River and
+// goqite and a raw-engine twin of each store in a zero-latency drain, in
+// one run on one machine, and writes BENCHMARKS.md.
 // A raw twin is the least work that stores the same results on the same
 // engine: no validation, caps, idempotency, lease, budget or fencing. Its
 // figure is the ceiling batchkit is measured against.
