@@ -50,9 +50,8 @@ const (
 	adJobsTotal = 256     // live jobs cap: above what the callers keep live
 	adBodyBytes = 4 << 10 // a 200 answer's body
 	adHosts     = 128     // virtual hosts the targets spread over
-	adNodesMax  = 3
-	adPoolOne   = 16 // PostgreSQL pool of a single node
-	adPoolEach  = 8  // of each of 3 nodes
+	adPoolOne   = 16      // PostgreSQL pool of a single node
+	adPoolEach  = 8       // of each of 3 nodes
 )
 
 // adScale is one latency scale.
