@@ -83,7 +83,7 @@ func (r *report) agentDaySection(b *md) {
 		"latency, whose median and 0.99 quantile at scale 1 are %s and %s; %.0f %% of the requests never answer (the fetch times "+
 		"out at `TargetTimeout`, %s at scale 1), %.0f %% answer 404 and %.0f %% answer 500, and the rest answer 200 with a %s page. "+
 		"A scale multiplies the latency and the timeout, so that a short run sees many jobs.",
-		sz.Agents, sz.JobsEach, longPoll, sz.Probes, sz.Probes, sz.Pace, adHosts, upstreamListeners, fmtDur(adMedian), fmtDur(adP99),
+		sz.Agents, sz.JobsEach, longPoll, sz.Probes, sz.Probes, fmtDur(sz.Pace), adHosts, upstreamListeners, fmtDur(adMedian), fmtDur(adP99),
 		100*adTimeoutShare, fmtDur(adTimeout), 100*adShare4xx, 100*adShare5xx, fmtBytes(adBodyBytes))
 	b.p("The runner has %d fetch slots in all (`Workers`; over 3 nodes, %s), `JobsTotal` %d and `JobsPerCaller` %d, so that the "+
 		"callers' %d live jobs keep a queue and no submit is refused; the byte budget is raised so that nothing is evicted. "+
@@ -97,7 +97,8 @@ func (r *report) agentDaySection(b *md) {
 		fmtDur(adScale{2.0 / 3}.warmup(r.Short)), fmtDur(adScale{1.0 / 15}.warmup(r.Short)), fmtDur(sz.Window))
 	b.p("**Fetch-slot utilization** is the time requests spent at the upstream inside the window, over the fetch slots × the " +
 		"window: the targets answered per second ÷ (fetch slots ÷ mean upstream latency), without the error at the window's edges. " +
-		"1.0 is the physical limit: every slot at the upstream all the time. **Fetch end → result readable** is, on the node that " +
+		"1.0 is the physical limit: every slot at the upstream all the time. (The upstream sees a request that timed out until it " +
+		"notices its client left, so it may count a fetch or two more than the slots at once.) **Fetch end → result readable** is, on the node that " +
 		"fetched, the time from the fetch function's return to the return of the store write that makes the result readable. " +
 		"**Long-poll wake** is the time from a job's last write (on the node that ended it) to its long-poll's answer at the " +
 		"client, on that node and on the others. Latencies are p50 / p99. The **slot time** rows split the slots' time as the " +
