@@ -144,7 +144,8 @@ func TestReport(t *testing.T) {
 		}},
 		Memory: &memoryReport{Live: liveMemory{Jobs: 10, Targets: 32, HeapLive: 1000, RSSLive: 10 * 40_000},
 			Peak: peakMemory{Jobs: 8, Targets: 32, ResultBytes: 256 << 10, HeapPeak: 4 << 20}},
-		Growth: &growthReport{Sizes: []int{10, 1000}, Stores: []growthStoreResult{{Name: "SQLite", Lat: lat, Seeded: map[int]time.Duration{}}}},
+		Growth:   &growthReport{Sizes: []int{10, 1000}, Stores: []growthStoreResult{{Name: "SQLite", Lat: lat, Seeded: map[int]time.Duration{}}}},
+		AgentDay: agentDayOf(t),
 	}
 	text := r.markdown()
 	for _, want := range []string{
@@ -153,6 +154,10 @@ func TestReport(t *testing.T) {
 		"## Growth", "## Goals", "## Closing note", "0.95× (0.90×–1.00×)", // batchkit ÷ raw, per round
 		"per-operation cost at 1,000 stored jobs ≤ 2× at 10 | SQLite submit 3.00×", "| **missed** |",
 		"RSS 39.1 KiB per live job", "test CPU",
+		"## Agent day", "### Agent day, median 200 ms", "### Agent day, median 20 ms", "| **fetch-slot utilization** | **0.995** | **0.980** |",
+		"| ÷ the in-memory store's | – | 0.985× |", "Agent day: fetch-slot utilization ≥ 0.99 of the physical limit, at a median of 200 ms",
+		"missed by SQLite FULL 0.980 (slots:", "Agent day: submit p99 ≤ 10 ms, at a median of 20 ms | in-memory 12 ms",
+		"twin at 4 workers, ≥ 0.9× at 2 | 2 workers 0.83× (0.83×–0.83×) | retired | The twin does less per item",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q", want)
@@ -161,4 +166,34 @@ func TestReport(t *testing.T) {
 	if strings.Contains(text, "NaN") {
 		t.Error("report shows NaN")
 	}
+}
+
+// agentDayOf is a made-up agent day: the in-memory store and SQLite FULL
+// at both scales.
+func agentDayOf(t *testing.T) *agentDayReport {
+	t.Helper()
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	a := &agentDayReport{Sizes: adSizes{Scales: []adScale{{2.0 / 3}, {1.0 / 15}}, Window: time.Minute, Agents: 50, JobsEach: 3, Probes: 2, Pace: 20 * time.Millisecond}, Cores: 2}
+	for _, sc := range a.Sizes.Scales {
+		for _, c := range []adCase{adCases[0], adCases[2]} {
+			util := 0.995
+			if c.Ref != "" {
+				util = 0.98
+			}
+			a.Runs = append(a.Runs, &adRun{
+				Case: c, Scale: sc, Submit: ms(1, 1, 12), Status: ms(1), Result: ms(1, 2),
+				WakeSame: ms(3), Busy: busyFigures{Window: time.Minute, Busy: time.Duration(util * 64 * float64(time.Minute)), Ended: 6000, LatSum: 6000 * 300 * time.Millisecond, Peak: 64},
+				Node: nodeResult{Window: time.Minute, CPU: 6 * time.Second, Targets: 6000, RSSIdle: 10 << 20, RSSMean: 20 << 20, LiveMean: 150,
+					Slots: slotTimes{Fetch: time.Duration(0.99 * 64 * float64(time.Minute))}, Readable: durSummary{N: 1, P99: 3 * time.Millisecond}},
+				Cost: adCost{Fsyncs: 3000, WALSyncs: -1},
+			})
+		}
+	}
+	return a
 }

@@ -15,6 +15,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/siftfetch/batchkit v0.0.0-00010101000000-000000000000
 	github.com/siftfetch/batchkit/batchstore/pgstore v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	maragu.dev/goqite v0.4.0
 	modernc.org/sqlite v1.62.0
 	zombiezen.com/go/sqlite v1.4.2

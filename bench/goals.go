@@ -15,9 +15,9 @@ const (
 	// under FULL, and no loss for it under NORMAL.
 	goalGroupFull   = 2.0
 	goalGroupNormal = 1.0
-	goalRawPG4      = 1.0  // batchkit PostgreSQL, 4 workers ÷ raw pgx twin, 4 connections
+	goalRawPG4      = 1.0  // retired: batchkit PostgreSQL, 4 workers ÷ raw pgx twin, 4 connections
 	goalRiverPG4    = 1.25 // batchkit PostgreSQL, 4 workers ÷ River-pgx's best tuned model
-	goalRawPG2      = 0.9  // batchkit PostgreSQL, 2 workers ÷ raw pgx twin, 2 connections
+	goalRawPG2      = 0.9  // retired: batchkit PostgreSQL, 2 workers ÷ raw pgx twin, 2 connections
 	goalWALPG       = 1.1  // batchkit's WAL bytes per target ÷ the twin's, at most
 	goalNodesPG     = 0.10 // 3 nodes' per-target cost within this of 1 node's
 	goalGrowth      = 2.0  // per-operation cost at the largest size ÷ at the smallest
@@ -39,7 +39,7 @@ func verdict(ok bool) string {
 }
 
 func (r *report) goals() []goal {
-	var gs []goal
+	gs := r.agentDayGoals()
 	d := r.Drain
 	notMeasured := func(text, why string) { gs = append(gs, goal{Goal: text, State: "not measured", Why: why}) }
 	for _, g := range []string{sqliteNormal, sqliteFull} {
@@ -193,10 +193,8 @@ func (r *report) goalsSection(b *md) {
 	b.head("goal", "figure", "verdict", "why, where missed")
 	for _, g := range r.goals() {
 		state := g.State
-		if state == "met" {
-			state = "**met**"
-		} else if state == "missed" {
-			state = "**missed**"
+		if state == "met" || state == "missed" {
+			state = "**" + state + "**"
 		}
 		b.row(g.Goal, orDash(g.Figure), state, orDash(g.Why))
 	}

@@ -1,5 +1,7 @@
-// Command bench measures batchkit beside River and goqite and a raw-engine
-// twin of each store, in one run on one machine, and writes BENCHMARKS.md.
+// Command bench measures batchkit under an agent's day of load against an
+// upstream of realistic latency (the agent day), and beside River and
+// goqite and a raw-engine twin of each store in a zero-latency drain, in
+// one run on one machine, and writes BENCHMARKS.md.
 // A raw twin is the least work that stores the same results on the same
 // engine: no validation, caps, idempotency, lease, budget or fencing. Its
 // figure is the ceiling batchkit is measured against.
@@ -39,6 +41,9 @@ type options struct {
 	rounds int
 	only   *regexp.Regexp
 	pgOnly bool
+
+	adWindow time.Duration  // the agent day's measured window per case
+	adOnly   *regexp.Regexp // the agent day's cases to run ("<scale>/<case>")
 }
 
 func run() int {
@@ -46,18 +51,26 @@ func run() int {
 	var phases string
 	flag.BoolVar(&o.short, "short", false, "a smoke run: every contender and table, on tiny sizes, in seconds")
 	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
-	flag.StringVar(&phases, "phases", "drain,pgcost,http,memory,growth", "the phases to run, comma-separated")
+	flag.StringVar(&phases, "phases", "agentday,drain,pgcost,http,memory,growth", "the phases to run, comma-separated")
 	flag.BoolVar(&o.pgOnly, "pg-only", false, "run the PostgreSQL contenders of the drain alone (their rows of the report)")
 	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
 	only := flag.String("only", "", "a regexp: the drain runs only the contenders whose key matches (e.g. 'sqlite-.*/(batchkit|raw)'), without the sweeps")
+	flag.DurationVar(&o.adWindow, "agentday-window", 0, "the agent day's measured window per case (default 60s, 1s with -short)")
+	adOnly := flag.String("agentday-only", "", "a regexp: the agent day runs only the cases whose '<scale>/<case>' matches (e.g. '20ms/(memory|sqlite-full)')")
 	flag.Parse()
-	if *only != "" {
-		re, err := regexp.Compile(*only)
+	for _, re := range []struct {
+		flag, expr string
+		to         **regexp.Regexp
+	}{{"only", *only, &o.only}, {"agentday-only", *adOnly, &o.adOnly}} {
+		if re.expr == "" {
+			continue
+		}
+		c, err := regexp.Compile(re.expr)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: -only:", err)
+			fmt.Fprintf(os.Stderr, "bench: -%s: %v\n", re.flag, err)
 			return 2
 		}
-		o.only = re
+		*re.to = c
 	}
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(phases, ",") {
@@ -97,6 +110,11 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 	sz := sizesFor(o)
+	if o.phases["agentday"] {
+		if rep.AgentDay, err = agentDayPhase(ctx, o, tmp, pgURL, why); err != nil {
+			return err
+		}
+	}
 	if o.phases["drain"] {
 		if rep.Drain, err = drainPhase(ctx, sz, tmp, pgURL); err != nil {
 			return err

@@ -107,6 +107,9 @@ func runChild(args []string) int {
 		x, _ := strconv.Atoi(args[min(i, len(args)-1)])
 		return x
 	}
+	if len(args) >= 1 && args[0] == "agentday" {
+		return childAgentDay(args[1:])
+	}
 	switch {
 	case len(args) >= 3 && args[0] == "live":
 		v, err = childLive(ctx, args[1], n(2))
@@ -271,8 +274,12 @@ func liveHeap() int64 {
 func rss() int64     { return procStatus("VmRSS:") }
 func rssPeak() int64 { return procStatus("VmHWM:") }
 
-func procStatus(key string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func procStatus(key string) int64 { return procField("/proc/self/status", key, 1<<10) }
+
+// procField reads the number after key in a /proc file of "key value"
+// lines, times unit; 0 where it cannot.
+func procField(path, key string, unit int64) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -280,8 +287,8 @@ func procStatus(key string) int64 {
 		if rest, ok := strings.CutPrefix(line, key); ok {
 			f := strings.Fields(rest)
 			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n * unit
 			}
 		}
 	}

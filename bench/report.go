@@ -15,6 +15,7 @@ type report struct {
 	Elapsed   time.Duration
 	PGMissing string // why the PostgreSQL contenders did not run, or ""
 	Machine   machine
+	AgentDay  *agentDayReport
 	Drain     *drainReport
 	PGCost    *pgCostReport
 	HTTP      *httpReport
@@ -46,8 +47,11 @@ func (b *md) head(cells ...string) {
 func (r *report) markdown() string {
 	var b md
 	b.p("# Benchmarks")
-	b.p("batchkit beside the job queues a Go user would otherwise pick — [River](https://github.com/riverqueue/river) " +
-		"and [goqite](https://github.com/maragudk/goqite) — and beside a raw-engine twin of each store, measured in one run on one machine. " +
+	b.p("First the agent day: what an agent sees of batchkit while many callers keep it busy against an upstream of realistic " +
+		"latency, and how close its fetch slots come to their physical limit, on each store. Then batchkit beside the job queues a Go " +
+		"user would otherwise pick — [River](https://github.com/riverqueue/river) and [goqite](https://github.com/maragudk/goqite) — " +
+		"and beside a raw-engine twin of each store, in a drain whose fetcher answers at once: the ceiling of what a store can take, " +
+		"which an upstream's latency keeps a real day far below. Everything is measured in one run on one machine. " +
 		"This file is written by `bench/run` (`cd bench && go run . -out ../BENCHMARKS.md`): every figure in it comes from the run that wrote it, " +
 		"and nothing in it is typed in by hand. The [`bench/`](bench/) module holds the code; peers enter only its `go.mod`, never the library's.")
 	if r.Short {
@@ -56,6 +60,9 @@ func (r *report) markdown() string {
 	b.p("Run on %s; the whole command took %s. The machine was shared with other work while it ran (load average %s at the start), "+
 		"so absolute figures are noisy: compare the ratios, which are taken within each round, and re-run the command on a quiet machine "+
 		"for figures to quote.", r.Machine.Date.Format("2006-01-02 15:04 MST"), r.Elapsed.Round(time.Second), orDash(r.Machine.Load))
+	if r.AgentDay != nil {
+		r.agentDaySection(&b)
+	}
 	r.machineSection(&b)
 	if r.Drain != nil {
 		r.drainSection(&b)

@@ -12,6 +12,8 @@ func (r *report) drainSection(b *md) {
 	d := r.Drain
 	w := d.Work
 	b.p("## Drain throughput against peers")
+	b.p("The fetcher here answers at once, so a target costs only its write and the runner's own steps: this is the ceiling of " +
+		"the drain, not a day's work, and the agent day above shows how far below it an upstream's latency keeps the runner.")
 	b.p("One job is %d items handled one at a time, in order, by a zero-latency handler whose result, a %s envelope of English-like words, "+
 		"is stored; %d jobs (%d items) are submitted in a burst to workers that are already running (every library's workers run for %s "+
 		"before the burst). A round's time runs from the first submit to the commit of the last item's result, and after each round every "+
