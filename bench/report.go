@@ -20,6 +20,7 @@ type report struct {
 	HTTP      *httpReport
 	Memory    *memoryReport
 	Growth    *growthReport
+	Nodes     *nodesReport
 }
 
 // md collects markdown.
@@ -61,6 +62,7 @@ func (r *report) markdown() string {
 		r.drainSection(&b)
 	}
 	r.pgCostSection(&b)
+	r.nodesSection(&b)
 	if r.HTTP != nil {
 		r.httpSection(&b)
 	}
