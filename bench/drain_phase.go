@@ -35,6 +35,8 @@ type sizes struct {
 	growth    []int         // stored jobs
 	growthOps int           // operations of each kind per size, at most
 	growthFor time.Duration // time of each kind per size, at most
+
+	nodes nodesWork // the many-nodes model
 }
 
 func sizesFor(o options) sizes {
@@ -50,6 +52,8 @@ func sizesOf(o options) sizes {
 			httpPhase: 150 * time.Millisecond, httpMax: 2000, httpAgents: []int{1, 10, 50},
 			memJobs: 50, memPeakJobs: 2, memPeakItem: 4, memPeakSize: 256 << 10,
 			growth: []int{10, 100, 1000}, growthOps: 20, growthFor: 200 * time.Millisecond,
+			nodes: nodesWork{Runners: []int{1, 4}, Slots: 4, Rate: 60, Median: 5 * time.Millisecond, Sigma: 0.8, Hosts: 16,
+				Warm: 300 * time.Millisecond, Window: time.Second, Rounds: 1},
 		}
 	}
 	s := sizes{
@@ -57,6 +61,8 @@ func sizesOf(o options) sizes {
 		httpPhase: 3 * time.Second, httpMax: 100_000, httpAgents: []int{1, 10, 50},
 		memJobs: 1000, memPeakJobs: 8, memPeakItem: 32, memPeakSize: 256 << 10,
 		growth: []int{1_000, 10_000, 100_000}, growthOps: 2000, growthFor: 2 * time.Second,
+		nodes: nodesWork{Runners: []int{1, 8, 32}, Slots: 32, Rate: 300, Median: 20 * time.Millisecond, Sigma: 0.8, Hosts: 256,
+			Warm: 5 * time.Second, Window: 20 * time.Second, Rounds: 2},
 	}
 	if o.only != nil {
 		s.only, s.sweep = o.only, false

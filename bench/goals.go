@@ -96,6 +96,7 @@ func (r *report) goals() []goal {
 		gs = append(gs, r.pgGoals()...)
 	}
 	gs = append(gs, r.growthGoal(), r.memoryGoal())
+	gs = append(gs, r.nodesGoal())
 	return gs
 }
 

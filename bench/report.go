@@ -21,6 +21,7 @@ type report struct {
 	HTTP      *httpReport
 	Memory    *memoryReport
 	Growth    *growthReport
+	Nodes     *nodesReport
 }
 
 // md collects markdown.
@@ -68,6 +69,7 @@ func (r *report) markdown() string {
 		r.drainSection(&b)
 	}
 	r.pgCostSection(&b)
+	r.nodesSection(&b)
 	if r.HTTP != nil {
 		r.httpSection(&b)
 	}
