@@ -227,6 +227,9 @@ func (r *Runner) run(d *jobDrain) {
 		}
 		d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
 		r.waiters.notify(d.job.ID)
+		if d.job.WebhookEvents.Has(batchdriver.HookTargets) {
+			r.wakeWebhooks() // the write made the job's per-target event due
+		}
 		d.next, d.final = step.Next, step.Status
 		d.newTarget()
 		if n := d.job.TargetsTotal - fin.Idx - 1; expire && d.next < 0 && d.final != JobCancelled && n > 0 {
