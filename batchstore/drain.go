@@ -86,6 +86,7 @@ type heldJob struct {
 	runner string
 	total  int64
 	lease  int64
+	events batchdriver.HookEvents // its webhook's; 0 for the default or none
 }
 
 func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error) {
@@ -93,7 +94,7 @@ func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error
 		Args: []any{jobID},
 		ResultFunc: func(stmt *sqlite.Stmt) error {
 			h = heldJob{stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
-				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
+				stmt.ColumnInt64(3), stmt.ColumnInt64(4), batchdriver.HookEvents(stmt.ColumnInt(5))}
 			found = true
 			return nil
 		},
@@ -101,7 +102,7 @@ func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error
 	return h, found, err
 }
 
-const qHeld = `SELECT seq, status, runner, targets_total, lease FROM batch_job WHERE id = ?`
+const qHeld = `SELECT seq, status, runner, targets_total, lease, coalesce(webhook_events, 0) FROM batch_job WHERE id = ?`
 
 // qFinishTarget stores the outcome of target ?1, which must be running,
 // and starts target ?9 (-1: none), which must be pending. It changes two
@@ -167,6 +168,12 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		}
 		if want := 1 + min(next+1, 1); conn.Changes() != want {
 			return errNotInFlight // rolls back the body too
+		}
+		if h.events.Has(batchdriver.HookTargets) {
+			err := sqlitex.Execute(conn, qHookReady, &sqlitex.ExecOptions{Args: []any{p.JobID, fin.Idx + 1, now}})
+			if err != nil {
+				return err
+			}
 		}
 		if next >= 0 {
 			step = batchdriver.Step{Status: batchdriver.JobRunning, Next: next}

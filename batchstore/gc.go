@@ -204,7 +204,7 @@ func handBack(conn *sqlite.Conn, seq int64, p batchdriver.ReapParams, now int64)
 		Args: []any{seq},
 		ResultFunc: func(stmt *sqlite.Stmt) error {
 			h = heldJob{stmt.ColumnInt64(0), batchdriver.JobStatus(stmt.ColumnText(1)), stmt.ColumnText(2),
-				stmt.ColumnInt64(3), stmt.ColumnInt64(4)}
+				stmt.ColumnInt64(3), stmt.ColumnInt64(4), 0}
 			pending = stmt.ColumnBool(5)
 			return nil
 		},
