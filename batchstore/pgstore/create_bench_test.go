@@ -53,7 +53,7 @@ func (s *Store) createSerializable(ctx context.Context, p batchdriver.CreatePara
 			}
 			var created, lease time.Time
 			err = tx.QueryRow(ctx, s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
-				p.IdemKey, len(p.Targets), now, urls, opts, nil, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, nil, nil, []string(nil)).Scan(&created, &lease) // nil: no webhook, no deadline, no labels
+				p.IdemKey, len(p.Targets), now, urls, opts, nil, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, nil, nil, []string(nil), nil).Scan(&created, &lease) // nil: no webhook, no deadline, no labels, no events
 			if errors.Is(err, pgx.ErrNoRows) {
 				return batchdriver.ErrBusy
 			}
