@@ -70,7 +70,7 @@ func (v verb) takes(name string) string {
 // verbs are the commands. Adding one means an entry here, a line in
 // [Usage], and a case in [CLI.Run].
 var verbs = map[string]verb{
-	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true}, help: `usage: batch submit <targets.json|-> [--deadline D]
+	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true, "events": true}, help: `usage: batch submit <targets.json|-> [--deadline D] [--events E[,E]]
 
 Submit a list of targets as one job, and print the answer: job_id, status,
 targets and reused. Submitting the same list again while the job is kept
@@ -96,6 +96,12 @@ flags:
                 failed when none is done, with error "deadline". It
                 replaces a "deadline" in the input. The server caps it
                 (its max_deadline; over it is exit 1, deadline_too_far).
+  --events E    the event types the input's webhook receives, joined by
+                commas, as its "events" field names them: the per-target
+                event (each target as it finishes, in idx order) and the
+                job's end (the default, alone). It replaces the webhook's
+                "events" in the input, which must have a webhook
+                ({"url": "…"}).
 `},
 	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false, "failed": false}, help: `usage: batch status <id> [--results] [--wait] [--failed]
 
