@@ -12,14 +12,15 @@ import (
 // hookReady is the drain statements' CTE that makes the webhook row of a
 // job with per-target events ($1; j its updated row) know target $3 is
 // finished, and due at the clock ($11) if it was idle (see
-// migrations/015). A job without them changes no row here.
+// migrations/015). For a job without them the key is NULL: it reads no
+// row, not even an index page.
 var hookReady = `w AS (
 			UPDATE {s}.webhook SET ready = greatest(webhook.ready, $3 + 1),
 				due_since = CASE WHEN webhook.runner = '' AND webhook.due_at = 'infinity' THEN ` + clock("11") + `
 					ELSE webhook.due_since END,
 				due_at = CASE WHEN webhook.runner = '' AND webhook.due_at = 'infinity' THEN ` + clock("11") + `
 					ELSE webhook.due_at END
-			FROM j WHERE webhook.job_id = $1 AND j.webhook_events & 2 <> 0
+			WHERE webhook.job_id = (SELECT $1::text FROM j WHERE j.webhook_events & 2 <> 0)
 		)`
 
 // deadlineBytes is what an expired target's error adds to its job's bytes.
