@@ -17,6 +17,7 @@ import (
 var webhookTargetCases = map[string]func(*testing.T, batchdriver.Store){
 	"TargetEventsCancelAndReap":    storeTargetEventsCancelAndReap,
 	"TargetEventsDropEndsThem":     storeTargetEventsDrop,
+	"TargetEventsExpired":          storeTargetEventsExpired,
 	"TargetEventsFixedAtFirstTry":  storeTargetEventsFixed,
 	"TargetEventsInIdxOrder":       storeTargetEventsInOrder,
 	"TargetEventsMaxPerEvent":      storeTargetEventsMax,
@@ -223,6 +224,28 @@ func storeTargetEventsCancelAndReap(t *testing.T, s batchdriver.Store) {
 	deliverHook(t, s, d, runnerB, t3)
 	d = oneHook(t, s, runnerB, q.ID, t3)
 	wantHook(t, d, q, batch.JobFailed, "restart", 1, 1, t3)
+}
+
+// storeTargetEventsExpired: the targets a deadline ends while the job is
+// queued go in its events too, then the completion.
+func storeTargetEventsExpired(t *testing.T, s batchdriver.Store) {
+	p := targetHookSpec("alice", "expired", 3, t0, bothEvents)
+	p.Deadline = t0.Add(time.Minute)
+	mustCreate(t, s, p)
+	t1 := t0.Add(time.Minute)
+	if ended := expire(t, s, t1); len(ended) != 1 || ended[0].JobID != p.ID {
+		t.Fatalf("expired %+v, want the job", ended)
+	}
+	d := oneHook(t, s, runnerA, p.ID, t1)
+	wantTargetEvent(t, d, p, 0, []int{0, 1, 2}, 0, 1, 2)
+	for _, wt := range d.Targets {
+		if wt.Outcome != batch.OutcomeExpired {
+			t.Errorf("an expired target's outcome: %+v", wt)
+		}
+	}
+	deliverHook(t, s, d, runnerA, t1)
+	d = oneHook(t, s, runnerA, p.ID, t1)
+	wantHook(t, d, p, batch.JobFailed, batchdriver.DeadlineReason, 0, 3, t1)
 }
 
 // storeTargetEventsDrop: a dropped event takes the job's later events
