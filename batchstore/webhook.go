@@ -111,23 +111,23 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksPa
 		}
 		ids := pick.ids()
 		for _, id := range ids {
+			var d batchdriver.WebhookDelivery
 			upto := 0
 			err := sqlitex.Execute(conn, qHookClaim, &sqlitex.ExecOptions{
 				Args: []any{p.Runner, now + int64(p.Lease), id, batchdriver.MaxEventTargets},
 				ResultFunc: func(stmt *sqlite.Stmt) error {
-					var d batchdriver.WebhookDelivery
 					d, upto = scanHook(stmt, now)
-					ds = append(ds, d)
 					return nil
 				},
 			})
+			if err == nil && d.Event == batchdriver.HookTargets {
+				d.Targets, err = hookTargets(conn, d.JobID, d.Cursor, upto)
+			}
 			if err != nil {
 				return err
 			}
-			if d := &ds[len(ds)-1]; d.Event == batchdriver.HookTargets {
-				if d.Targets, err = hookTargets(conn, d.JobID, d.Cursor, upto); err != nil {
-					return err
-				}
+			if d.JobID != "" {
+				ds = append(ds, d)
 			}
 		}
 		return nil
