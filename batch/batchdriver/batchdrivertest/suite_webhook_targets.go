@@ -19,6 +19,7 @@ var webhookTargetCases = map[string]func(*testing.T, batchdriver.Store){
 	"TargetEventsDropEndsThem":     storeTargetEventsDrop,
 	"TargetEventsExpired":          storeTargetEventsExpired,
 	"TargetEventsFixedAtFirstTry":  storeTargetEventsFixed,
+	"TargetEventsHandedOn":         storeTargetEventsHandedOn,
 	"TargetEventsInIdxOrder":       storeTargetEventsInOrder,
 	"TargetEventsMaxPerEvent":      storeTargetEventsMax,
 	"TargetEventsOnly":             storeTargetEventsOnly,
@@ -246,6 +247,35 @@ func storeTargetEventsExpired(t *testing.T, s batchdriver.Store) {
 	deliverHook(t, s, d, runnerA, t1)
 	d = oneHook(t, s, runnerA, p.ID, t1)
 	wantHook(t, d, p, batch.JobFailed, batchdriver.DeadlineReason, 0, 3, t1)
+}
+
+// storeTargetEventsHandedOn: a job handed on to another runner goes on
+// with its events where they stood: its interrupted target and the ones
+// the next runner stores follow in idx order.
+func storeTargetEventsHandedOn(t *testing.T, s batchdriver.Store) {
+	p := targetHookSpec("alice", "handed", 3, t0, bothEvents)
+	mustCreate(t, s, p)
+	claimJob(t, s, runnerA, p.ID, t0)
+	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0)
+	d := oneHook(t, s, runnerC, p.ID, t0)
+	wantTargetEvent(t, d, p, 0, nil, 0)
+	deliverHook(t, s, d, runnerC, t0)
+	t1 := t0.Add(time.Minute)
+	if n := reap(t, s, batchdriver.ReapParams{Runner: runnerA, HandBack: true, Reason: reasonInterrupted, Now: nowAt(t1)}); n != 1 {
+		t.Fatalf("handed back %d jobs, want 1", n)
+	}
+	if c := claimJob(t, s, runnerB, p.ID, t1); c.Next != 2 {
+		t.Fatalf("the next runner starts at target %d, want 2", c.Next)
+	}
+	finish(t, s, runnerB, p.ID, okFinish(2, "c"), t1)
+	d = oneHook(t, s, runnerC, p.ID, t1)
+	wantTargetEvent(t, d, p, 1, []int{1}, 1, 2)
+	if d.Targets[0].Outcome != batch.OutcomeInterrupted {
+		t.Errorf("the interrupted target: %+v", d.Targets[0])
+	}
+	deliverHook(t, s, d, runnerC, t1)
+	d = oneHook(t, s, runnerC, p.ID, t1)
+	wantHook(t, d, p, batch.JobPartial, "", 2, 1, t1)
 }
 
 // storeTargetEventsDrop: a dropped event takes the job's later events
