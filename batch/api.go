@@ -35,6 +35,9 @@ type JobInfo struct {
 	// WebhookURL is the job's webhook (see [SubmitOptions]), "" for none:
 	// for its owner's eyes only.
 	WebhookURL string
+	// WebhookEvents are the event types its webhook receives, as
+	// submitted; nil for the default, [EventJobFinished] alone.
+	WebhookEvents []string
 	// Deadline is when the job ends with what it has (see
 	// [SubmitOptions]); the zero time for none. A job its deadline ended
 	// has Error "deadline".
@@ -157,14 +160,18 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 	if err := r.validateWebhook(opts.WebhookURL); err != nil {
 		return JobInfo{}, false, err
 	}
+	events, err := parseWebhookEvents(opts.WebhookURL, opts.WebhookEvents)
+	if err != nil {
+		return JobInfo{}, false, err
+	}
 	deadline, err := r.deadline(opts)
 	if err != nil {
 		return JobInfo{}, false, err
 	}
-	key := withLabels(r.idemKey(caller.Name, targets, opts.WebhookURL), labelsKey(opts.Metadata, ids))
+	key := withEvents(withLabels(r.idemKey(caller.Name, targets, opts.WebhookURL), labelsKey(opts.Metadata, ids)), events)
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: withSkipped(key, skipped),
-		Targets: targets, WebhookURL: opts.WebhookURL, Trace: given, Deadline: deadline,
+		Targets: targets, WebhookURL: opts.WebhookURL, WebhookEvents: events, Trace: given, Deadline: deadline,
 		Metadata: opts.Metadata, CustomIDs: ids, Skipped: skippedFinishes(skipped),
 	})
 	if err != nil {
@@ -178,7 +185,7 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 // did not finish done, that is the failed ones (but for those its submit
 // skipped, see [OnInvalidSkip]: a retry would refuse them again) and, of a
 // cancelled job or one failed by a restart, the ones that never finished, in idx order and
-// with their options and the job's webhook. The new job's RetryOf is id, and each of its targets
+// with their options and the job's webhook and its events. The new job's RetryOf is id, and each of its targets
 // carries its idx in the old job (TargetInfo.RetryOfIdx). Caps and
 // idempotency apply as for [Runner.Submit]: a retry of the same job with
 // the same targets while the first retry's lease is unexpired (and it was
@@ -225,7 +232,7 @@ func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobIn
 	deadline, _ := r.deadline(SubmitOptions{}) // Config.MaxDeadline's, if any: the old job's has passed or will
 	job, reused, err = r.create(ctx, batchdriver.CreateParams{
 		Caller: caller, IdemKey: r.retryKey(caller.Name, id, targets), Targets: targets,
-		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL, Deadline: deadline,
+		RetryOf: id, RetryIdx: from, WebhookURL: old.WebhookURL, WebhookEvents: old.WebhookEvents, Deadline: deadline,
 		Metadata: old.Metadata, CustomIDs: ids,
 	})
 	if err != nil {
@@ -472,20 +479,21 @@ func (r *Runner) expiresAt(j batchdriver.Job) time.Time {
 
 func (r *Runner) jobInfo(j batchdriver.Job) JobInfo {
 	return JobInfo{
-		ID:           j.ID,
-		Status:       j.Status,
-		Error:        j.Error,
-		TargetsTotal: j.TargetsTotal,
-		TargetsDone:  j.TargetsDone,
-		CreatedAt:    j.CreatedAt.UTC(),
-		FinishedAt:   finishedAt(j),
-		ExpiresAt:    r.expiresAt(j),
-		Bytes:        j.Bytes,
-		RetryOf:      j.RetryOf,
-		WebhookURL:   j.WebhookURL,
-		Deadline:     utcOrZero(j.Deadline),
-		HandedOn:     j.HandedOn,
-		Metadata:     j.Metadata,
+		ID:            j.ID,
+		Status:        j.Status,
+		Error:         j.Error,
+		TargetsTotal:  j.TargetsTotal,
+		TargetsDone:   j.TargetsDone,
+		CreatedAt:     j.CreatedAt.UTC(),
+		FinishedAt:    finishedAt(j),
+		ExpiresAt:     r.expiresAt(j),
+		Bytes:         j.Bytes,
+		RetryOf:       j.RetryOf,
+		WebhookURL:    j.WebhookURL,
+		WebhookEvents: webhookEventNames(j.WebhookEvents),
+		Deadline:      utcOrZero(j.Deadline),
+		HandedOn:      j.HandedOn,
+		Metadata:      j.Metadata,
 	}
 }
 

@@ -227,6 +227,9 @@ func (r *Runner) run(d *jobDrain) {
 		}
 		d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
 		r.waiters.notify(d.job.ID)
+		if d.job.WebhookEvents.Has(batchdriver.HookTargets) {
+			r.wakeWebhooks() // the write made the job's per-target event due
+		}
 		d.next, d.final = step.Next, step.Status
 		d.newTarget()
 		if n := pendingAfter(d.job, fin.Idx); expire && d.next < 0 && d.final != JobCancelled && n > 0 {

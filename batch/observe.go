@@ -68,7 +68,10 @@ func (r *Runner) observeWebhook(ctx context.Context, d batchdriver.WebhookDelive
 	if r.obs == nil {
 		return ctx, endWebhookNop
 	}
-	ev := batchobserve.WebhookAttempt{JobID: d.JobID, Attempt: d.Attempt, Status: d.Status}
+	ev := batchobserve.WebhookAttempt{JobID: d.JobID, Attempt: d.Attempt, Event: EventJobFinished, Status: d.Status}
+	if d.Event == batchdriver.HookTargets {
+		ev.Event = EventTargetFinished
+	}
 	// The outbox does not keep the trace; the job does, until it is swept.
 	sctx, cancel := storeCtx()
 	j, _, err := r.store.Get(sctx, batchdriver.GetParams{Caller: d.Caller, JobID: d.JobID, JobOnly: true})

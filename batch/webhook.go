@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -17,8 +18,12 @@ import (
 
 // EventJobFinished is the type of the event a job's webhook receives once
 // the job has finished: done, partial, failed (a restart included) or
-// cancelled.
+// cancelled. It is a webhook's default event.
 const EventJobFinished = "batch.finished"
+
+// EventTargetFinished is the type of a per-target event: one or more of
+// the job's targets finished (see [SubmitOptions].WebhookEvents).
+const EventTargetFinished = "batch.target.finished"
 
 // MaxWebhookURLBytes is the longest webhook URL a submit may carry.
 const MaxWebhookURLBytes = 2048
@@ -50,8 +55,19 @@ type SubmitOptions struct {
 	// WebhookURL, if set, receives one [EventJobFinished] event when the
 	// job finishes, through Config.Deliver. It is stored with the job,
 	// shown to its owner only, never logged, and part of the idempotency
-	// key (see [IdemKeyWith]).
+	// key.
 	WebhookURL string
+	// WebhookEvents, if set, are the event types WebhookURL receives, of
+	// [EventJobFinished] and [EventTargetFinished]; without it, the first
+	// alone. Per-target events go out as the targets finish, in idx order,
+	// several targets in one event when they finish faster than the
+	// receiver takes them, and before the job's completion event. A job
+	// with them counts as one pending event against
+	// Config.WebhookPendingPerCaller, as any job with a webhook does,
+	// until its last event is delivered or dropped. An unknown type, or
+	// events without a WebhookURL, is [ErrInvalidWebhook]. Events other
+	// than the default join the idempotency key.
+	WebhookEvents []string
 	// Trace is the trace context of the request that submits the job, to
 	// be stored with it so that its drain continues that trace. A host
 	// that sets Config.Observer need not set it: the observer reads the
@@ -84,16 +100,19 @@ type SubmitOptions struct {
 }
 
 // WebhookEvent is one delivery attempt of a job's webhook event, as
-// Config.Deliver receives it. It carries the job's id, final status and
-// counts, never a target URL.
+// Config.Deliver receives it. An [EventJobFinished] event carries the
+// job's id, final status and counts; an [EventTargetFinished] one the
+// job's id and Targets. Neither ever carries a target URL or result.
 type WebhookEvent struct {
 	// ID identifies the event, the same on every attempt: "msg_" and the
-	// job id. A sender sends it as Standard Webhooks' webhook-id
-	// (batchhttp.WebhookSender does, as every build of it has, so the id
-	// of an event does not change when a node of another build retries
-	// it); a receiver that has seen it already ignores the repeat.
+	// job id for [EventJobFinished]; for [EventTargetFinished], that and
+	// "_t" and the idx of its first target. A sender sends it as Standard
+	// Webhooks' webhook-id (batchhttp.WebhookSender does, as every build
+	// of it has, so the id of an event does not change when a node of
+	// another build retries it); a receiver that has seen it already
+	// ignores the repeat.
 	ID string
-	// Type is [EventJobFinished].
+	// Type is [EventJobFinished] or [EventTargetFinished].
 	Type string
 	// Caller is the name of the job's caller. A sender signs the event
 	// with that caller's secret (batchhttp.WebhookSender does), so that
@@ -105,7 +124,18 @@ type WebhookEvent struct {
 	// attempt cut short by a crash counts too).
 	Attempt int
 
-	JobID         string
+	// At is when the event happened, the same on every attempt: the
+	// job's FinishedAt for [EventJobFinished]; for [EventTargetFinished],
+	// when the first of its targets was stored, or when the event before
+	// it was delivered, if that was later.
+	At time.Time
+
+	JobID string
+	// Targets are, in an [EventTargetFinished] event, the targets it
+	// carries, in idx order; nil in an [EventJobFinished] one. The fields
+	// after it, but TargetsTotal, CreatedAt and Metadata, are set in an
+	// [EventJobFinished] event only.
+	Targets       []WebhookTarget
 	Status        JobStatus // done, partial, failed or cancelled
 	Error         string    // why the job failed as a whole, e.g. "restart"
 	TargetsTotal  int
@@ -277,9 +307,21 @@ func (r *Runner) claimWebhooks(pool *hookPool) {
 
 // event is what Config.Deliver gets for a claimed delivery.
 func (r *Runner) event(d batchdriver.WebhookDelivery) WebhookEvent {
+	if d.Event == batchdriver.HookTargets {
+		ts := make([]WebhookTarget, len(d.Targets))
+		for i, t := range d.Targets {
+			ts[i] = t
+			ts[i].Outcome, _ = finishedOutcome(batchdriver.TargetRecord{Status: t.Status, Outcome: t.Outcome})
+		}
+		return WebhookEvent{
+			ID: "msg_" + d.JobID + "_t" + strconv.Itoa(d.Cursor), Type: EventTargetFinished, Caller: d.Caller, URL: d.URL,
+			Attempt: d.Attempt, At: d.Since.UTC(), JobID: d.JobID, Targets: ts,
+			TargetsTotal: d.TargetsTotal, CreatedAt: d.CreatedAt.UTC(), Metadata: d.Metadata,
+		}
+	}
 	return WebhookEvent{
 		ID: "msg_" + d.JobID, Type: EventJobFinished, Caller: d.Caller, URL: d.URL, Attempt: d.Attempt,
-		JobID: d.JobID, Status: d.Status, Error: d.Error,
+		At: d.FinishedAt.UTC(), JobID: d.JobID, Status: d.Status, Error: d.Error,
 		TargetsTotal: d.TargetsTotal, TargetsDone: d.TargetsOK + d.TargetsFailed,
 		TargetsOK: d.TargetsOK, TargetsFailed: d.TargetsFailed,
 		CreatedAt: d.CreatedAt.UTC(), FinishedAt: d.FinishedAt.UTC(), ExpiresAt: d.Lease.Add(time.Duration(r.cfg.TTL)).UTC(),
@@ -288,33 +330,46 @@ func (r *Runner) event(d batchdriver.WebhookDelivery) WebhookEvent {
 }
 
 // deliver makes one attempt and records its outcome in the store: the
-// event is deleted once delivered, retried after a back-off while
-// Config.WebhookRetryFor allows, and dropped after that. It returns the
+// event is done once delivered (the job's next event, if any, is due),
+// retried after a back-off while Config.WebhookRetryFor allows, and
+// dropped after that, with the job's later events. It returns the
 // back-off of a retry it scheduled, else 0. An attempt cut short by Close
-// records nothing: Close releases the claim.
+// records nothing: Close releases the claim. A per-target event whose
+// targets are all gone with their job is passed over unsent.
 func (r *Runner) deliver(d batchdriver.WebhookDelivery) (retryIn time.Duration) {
 	ctx, end := r.observeWebhook(r.fetchCtx, d)
 	res := batchobserve.WebhookEnd{}
 	defer func() { end(res) }()
-	log := r.log.With(slog.String("job_id", d.JobID), slog.Int("attempt", d.Attempt))
-	start := time.Now()
-	err := r.callDeliver(ctx, r.event(d))
-	if err != nil && errors.Is(context.Cause(r.fetchCtx), ErrClosed) {
-		res.Outcome = "closed"
-		return 0 // cut short: not an attempt's outcome
+	ev := r.event(d)
+	log := r.log.With(slog.String("job_id", d.JobID), slog.Int("attempt", d.Attempt), slog.String("event", ev.Type))
+	if ev.Type == EventTargetFinished {
+		log = log.With(slog.Int("targets", len(ev.Targets)))
 	}
-	r.metrics.webhookSecs.Update(time.Since(start).Seconds())
-	fin := batchdriver.FinishWebhookParams{JobID: d.JobID, Runner: r.cfg.RunnerID, Attempt: d.Attempt}
+	var err error
+	skip := ev.Type == EventTargetFinished && len(ev.Targets) == 0
+	if !skip {
+		start := time.Now()
+		err = r.callDeliver(ctx, ev)
+		if err != nil && errors.Is(context.Cause(r.fetchCtx), ErrClosed) {
+			res.Outcome = "closed"
+			return 0 // cut short: not an attempt's outcome
+		}
+		r.metrics.webhookSecs.Update(time.Since(start).Seconds())
+	}
+	fin := batchdriver.FinishWebhookParams{JobID: d.JobID, Runner: r.cfg.RunnerID, Attempt: d.Attempt, Cursor: d.Cursor}
 	outcome, msg, level := webhookDelivered, "batch webhook delivered", slog.LevelInfo
+	if skip {
+		outcome, msg = "", "batch webhook passed over: its targets are gone with their job"
+	}
 	if err != nil {
 		r.metrics.webhook(webhookFailed)
 		outcome, level = "", slog.LevelWarn
 		retryIn = r.webhookBackoff(d.Attempt)
 		if oe, ok := errors.AsType[OutcomeError](err); ok && oe.Outcome() == OutcomeBlocked {
 			// The guard refused the address: it would refuse every retry.
-			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: its address is blocked", 0
+			outcome, msg, retryIn, fin.Drop = webhookDropped, "batch webhook dropped: its address is blocked", 0, true
 		} else if d.Age+retryIn > time.Duration(r.cfg.WebhookRetryFor) {
-			outcome, msg, retryIn = webhookDropped, "batch webhook dropped: still not delivered after the retry bound", 0
+			outcome, msg, retryIn, fin.Drop = webhookDropped, "batch webhook dropped: still not delivered after the retry bound", 0, true
 		} else {
 			fin.Retry, fin.RetryIn = true, retryIn
 			msg = "batch webhook attempt failed; will retry"

@@ -195,6 +195,38 @@ func TestCLI_SubmitSkipInvalid(t *testing.T) {
 	}
 }
 
+// TestCLI_SubmitEvents: submit --events sets the events of the input's
+// webhook, and the status prints them; without a webhook in the input it
+// is a usage error, and nothing is sent.
+func TestCLI_SubmitEvents(t *testing.T) {
+	t.Parallel()
+	r := batchtest.NewRunner(t, batch.Config{Options: batchsift.Options,
+		Deliver: func(context.Context, batch.WebhookEvent) error { return nil }})
+	b := &testBundle{runner: r, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{},
+		url: apitest.Serve(t, r, batchserver.Key{Name: "alice", Secret: "alice-key"})}
+	b.cli = b.newCLI(t, "alice-key", `{"targets":[{"url":"https://a.test/1"}],"webhook":{"url":"https://hooks.example/in"}}`, false)
+	if err := b.run(t, "submit", "-", "--events", "batch.target.finished,batch.finished"); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b.stderr)
+	}
+	sub := decode[batchhttp.SubmitResponse](t, b.stdout.Bytes())
+	if err := b.run(t, "status", sub.JobID); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	st := decode[batchhttp.StatusResponse](t, b.stdout.Bytes())
+	if want := []string{"batch.target.finished", "batch.finished"}; st.Webhook == nil || !slices.Equal(st.Webhook.Events, want) {
+		t.Errorf("status printed webhook %+v, want the events %v", st.Webhook, want)
+	}
+
+	b.cli = b.newCLI(t, "alice-key", "https://a.test/2\n", false)
+	err := b.run(t, "submit", "-", "--events", "batch.target.finished")
+	if batchcli.ExitCode(err) != batchcli.ExitUsage || !strings.Contains(err.Error(), "--events needs a webhook in the input") {
+		t.Errorf("--events without a webhook: %v (exit %d)", err, batchcli.ExitCode(err))
+	}
+	if jobs, _ := r.List(t.Context(), batch.Caller{Name: "alice"}, 10); len(jobs) != 1 {
+		t.Errorf("%d jobs, want the first alone", len(jobs))
+	}
+}
+
 func TestCLI_CancelAndList(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "", false)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batchhttp"
@@ -32,6 +33,12 @@ func (c *CLI) submit(ctx context.Context, cmd Command) error {
 	}
 	if cmd.SkipInvalid {
 		req.OnInvalid = batch.OnInvalidSkip
+	}
+	if cmd.Events != "" {
+		if req.Webhook == nil {
+			return usagef(VerbSubmit, `--events needs a webhook in the input: {"targets": […], "webhook": {"url": "…"}}`)
+		}
+		req.Webhook.Events = strings.Split(cmd.Events, ",")
 	}
 	resp, err := c.cfg.Client.SubmitWith(ctx, req)
 	if err != nil {

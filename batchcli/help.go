@@ -70,7 +70,7 @@ func (v verb) takes(name string) string {
 // verbs are the commands. Adding one means an entry here, a line in
 // [Usage], and a case in [CLI.Run].
 var verbs = map[string]verb{
-	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true, "skip-invalid": false}, help: `usage: batch submit <targets.json|-> [--deadline D] [--skip-invalid]
+	VerbSubmit: {args: []string{"<targets.json|->"}, flags: map[string]bool{"deadline": true, "skip-invalid": false, "events": true}, help: `usage: batch submit <targets.json|-> [--deadline D] [--skip-invalid] [--events E[,E]]
 
 Submit a list of targets as one job, and print the answer: job_id, status,
 targets and reused (and, with --skip-invalid, skipped and skipped_targets).
@@ -105,6 +105,12 @@ flags:
                 them by idx with the reason. The others are fetched. Only
                 a submit whose every target is refused is refused (exit
                 1). It sets "on_invalid": "skip" over the input's.
+  --events E    the event types the input's webhook receives, joined by
+                commas, as its "events" field names them: the per-target
+                event (each target as it finishes, in idx order) and the
+                job's end (the default, alone). It replaces the webhook's
+                "events" in the input, which must have a webhook
+                ({"url": "…"}).
 `},
 	VerbStatus: {args: []string{"<id>"}, flags: map[string]bool{"results": false, "wait": false, "failed": false}, help: `usage: batch status <id> [--results] [--wait] [--failed]
 

@@ -2,6 +2,7 @@ package batchcli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,6 +67,10 @@ type Command struct {
 	// (on_invalid "skip"): the targets the server refuses are finished at
 	// once instead of refusing the submit.
 	SkipInvalid bool
+	// Events (submit --events E[,E…]) are the event types of the input's
+	// webhook, as given: joined by commas, none empty (the server knows
+	// the types); "" for those of the input.
+	Events string
 }
 
 // UsageError is a command line the CLI cannot run. Hosts exit with status
@@ -210,6 +215,12 @@ func Parse(args []string) (Command, error) {
 			return Command{}, usagef(name, "--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", s)
 		}
 		cmd.Deadline = s
+	}
+	if s, ok := flags["events"]; ok {
+		if slices.Contains(strings.Split(s, ","), "") {
+			return Command{}, usagef(name, "--events must be event types joined by commas, got %q", s)
+		}
+		cmd.Events = s
 	}
 	if s, ok := flags["after"]; ok {
 		n, err := strconv.Atoi(s)

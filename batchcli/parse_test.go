@@ -26,6 +26,8 @@ func TestParse(t *testing.T) {
 	ok("submit -deadline=2026-01-02T15:04:05Z t.json", batchcli.Command{Verb: "submit", File: "t.json", Deadline: "2026-01-02T15:04:05Z"})
 	ok("submit - --skip-invalid", batchcli.Command{Verb: "submit", File: "-", SkipInvalid: true})
 	ok("submit --skip-invalid=false t.json", batchcli.Command{Verb: "submit", File: "t.json"})
+	ok("submit - --events batch.target.finished,batch.finished", batchcli.Command{Verb: "submit", File: "-",
+		Events: "batch.target.finished,batch.finished"})
 	ok("status abc", batchcli.Command{Verb: "status", ID: "abc"})
 	ok("status abc --results", batchcli.Command{Verb: "status", ID: "abc", Results: true})
 	ok("status --wait abc -results", batchcli.Command{Verb: "status", ID: "abc", Results: true, Wait: true})
@@ -70,6 +72,9 @@ func TestParse(t *testing.T) {
 	bad("submit - --deadline PT3S", `--deadline must be a duration such as 90s or an RFC 3339 time such as 2026-01-02T15:04:05Z, got "PT3S"`)
 	bad("submit - --deadline -3s", `--deadline must be a duration`)
 	bad("submit - --deadline", "flag --deadline needs a value")
+	bad("submit - --events batch.finished,", `--events must be event types joined by commas, got "batch.finished,"`)
+	bad("submit - --events=", `--events must be event types joined by commas, got ""`)
+	bad("status x --events batch.finished", `unknown flag "--events"`)
 	bad("status abc --deadline 3s", "status takes --failed, --results, --wait")
 	bad("status abc --skip-invalid", "status takes --failed, --results, --wait")
 	bad("submit - --skip-invalid=maybe", "flag --skip-invalid takes no value")

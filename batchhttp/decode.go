@@ -284,8 +284,12 @@ func (d *submitDecoder) metadata() (map[string]string, error) {
 	return m, nil
 }
 
-// webhook reads the value of "webhook": nil for null, else {"url": "…"}
-// with a non-empty url.
+// webhookFields are the fields of a submit's "webhook".
+var webhookFields = []string{"url", "events"}
+
+// webhook reads the value of "webhook": nil for null, else {"url": "…",
+// "events"?: ["…"]} with a non-empty url and, if given, a non-empty list
+// of strings (the runner knows the event types).
 func (d *submitDecoder) webhook() (*Webhook, error) {
 	tok, err := d.token()
 	switch {
@@ -297,19 +301,26 @@ func (d *submitDecoder) webhook() (*Webhook, error) {
 		return nil, d.fail(`"webhook" must be an object`)
 	}
 	var w Webhook
-	seen := false
+	seen := map[string]bool{}
 	for d.dec.More() {
 		key, err := d.token()
 		if err != nil {
 			return nil, err
 		}
-		switch k := key.(string); {
-		case k != "url":
-			return nil, d.fail("webhook: unknown field %s%s", quoteField(k), didYouMean(k, "url"))
-		case seen:
-			return nil, d.fail(`webhook: duplicate field "url"`)
+		k := key.(string)
+		switch {
+		case !slices.Contains(webhookFields, k):
+			return nil, d.fail("webhook: unknown field %s%s", quoteField(k), didYouMean(k, webhookFields...))
+		case seen[k]:
+			return nil, d.fail("webhook: duplicate field %q", k)
 		}
-		seen = true
+		seen[k] = true
+		if k == "events" {
+			if w.Events, err = d.webhookEvents(); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		v, err := d.token()
 		if err != nil {
 			return nil, err
@@ -329,6 +340,45 @@ func (d *submitDecoder) webhook() (*Webhook, error) {
 		return nil, d.fail("webhook: empty url")
 	}
 	return &w, nil
+}
+
+// maxWebhookEvents bounds the list of a webhook's events: there are two
+// types, and a list may name one twice.
+const maxWebhookEvents = 8
+
+// webhookEvents reads the value of a webhook's "events": nil for null,
+// else a non-empty list of strings.
+func (d *submitDecoder) webhookEvents() ([]string, error) {
+	tok, err := d.token()
+	switch {
+	case err != nil:
+		return nil, err
+	case tok == nil:
+		return nil, nil
+	case tok != json.Delim('['):
+		return nil, d.fail(`webhook: "events" must be a list of event types`)
+	}
+	events := []string{}
+	for d.dec.More() {
+		v, err := d.token()
+		if err != nil {
+			return nil, err
+		}
+		s, ok := v.(string)
+		if !ok {
+			return nil, d.fail(`webhook: "events" must be a list of event types`)
+		}
+		if events = append(events, s); len(events) > maxWebhookEvents {
+			return nil, d.fail(`webhook: more than %d "events"`, maxWebhookEvents)
+		}
+	}
+	if _, err := d.token(); err != nil { // the closing bracket
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, d.fail(`webhook: "events" is empty`)
+	}
+	return events, nil
 }
 
 // deadline reads the value of "deadline": "" for null, else a string that

@@ -26,11 +26,12 @@ func TestDecodeSubmit(t *testing.T) {
 			t.Errorf("decodeSubmit(%s, batchsift.Options) = %+v, want %+v", body, got, want)
 		}
 	}
-	hook := func(body, wantURL string) {
+	hook := func(body, wantURL string, wantEvents ...string) {
 		t.Helper()
 		got, err := decodeSubmit([]byte(body), batchsift.Options, 0)
-		if err != nil || got.Webhook == nil || got.Webhook.URL != wantURL || len(got.Targets) != 1 {
-			t.Errorf("decodeSubmit(%s, batchsift.Options) = %+v, %v; want one target and webhook %q", body, got, err, wantURL)
+		if err != nil || got.Webhook == nil || got.Webhook.URL != wantURL || len(got.Targets) != 1 ||
+			!reflect.DeepEqual(got.Webhook.Events, wantEvents) {
+			t.Errorf("decodeSubmit(%s, batchsift.Options) = %+v, %v; want one target and webhook %q with events %q", body, got, err, wantURL, wantEvents)
 		}
 	}
 	bad := func(body, wantMsg string) {
@@ -66,6 +67,17 @@ func TestDecodeSubmit(t *testing.T) {
 	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"a","secret":"s"}}`, `invalid batch: webhook: unknown field "secret"`)
 	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"a","url":"b"}}`, `invalid batch: webhook: duplicate field "url"`)
 	bad(`{"targets":[{"url":"u"}],"webhook":null,"webhook":{"url":"a"}}`, `invalid batch: duplicate field "webhook"`)
+	// A webhook's events: a non-empty list of strings (the runner knows
+	// the types).
+	hook(`{"targets":[{"url":"u"}],"webhook":{"events":["batch.target.finished","batch.finished"],"url":"w"}}`, "w",
+		"batch.target.finished", "batch.finished")
+	hook(`{"targets":[{"url":"u"}],"webhook":{"url":"w","events":null}}`, "w")
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"w","events":[]}}`, `invalid batch: webhook: "events" is empty`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"w","events":"batch.finished"}}`, `invalid batch: webhook: "events" must be a list of event types`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"w","events":[1]}}`, `invalid batch: webhook: "events" must be a list of event types`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"w","events":["a","b","c","d","e","f","g","h","i"]}}`, `invalid batch: webhook: more than 8 "events"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"w","events":["a"],"events":["b"]}}`, `invalid batch: webhook: duplicate field "events"`)
+	bad(`{"targets":[{"url":"u"}],"webhook":{"url":"w","event":["a"]}}`, `invalid batch: webhook: unknown field "event"`)
 	bad(`{"targets":[{"url":"u"}],"Webhook":{"url":"a"}}`, `invalid batch: unknown field "Webhook" (field names are case-sensitive: did you mean "webhook"?)`)
 
 	// Syntax, trailing data, encoding.

@@ -86,4 +86,8 @@ func TestWebhookFields(t *testing.T) {
 	}
 	f(reflect.TypeFor[WebhookPayload](), "WebhookPayload")
 	f(reflect.TypeFor[WebhookData](), "WebhookData")
+	f(reflect.TypeFor[WebhookTargetPayload](), "WebhookTargetPayload")
+	f(reflect.TypeFor[WebhookTargetData](), "WebhookTargetData")
+	f(reflect.TypeFor[WebhookTarget](), "WebhookTarget")
+	f(reflect.TypeFor[Webhook](), "Webhook")
 }

@@ -66,7 +66,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, req *request) e
 		if err := h.precheckWebhook(r, req, sub.Webhook.URL); err != nil {
 			return err
 		}
-		opts.WebhookURL = sub.Webhook.URL
+		opts.WebhookURL, opts.WebhookEvents = sub.Webhook.URL, sub.Webhook.Events
 	}
 	job, reused, err := h.runner.SubmitWith(r.Context(), req.caller, targets, opts)
 	if skip && len(opts.Refused) > 0 && errors.Is(err, batch.ErrInvalidTarget) {

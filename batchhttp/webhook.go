@@ -20,15 +20,19 @@ import (
 	"github.com/siftfetch/batchkit/batchnet"
 )
 
-// Completion webhooks, as the Standard Webhooks specification
-// (standardwebhooks.com) has them: a submit names a webhook, and when the
-// job finishes the runner's Config.Deliver, a [WebhookSender], POSTs it a
-// signed [WebhookPayload].
+// Webhooks, as the Standard Webhooks specification (standardwebhooks.com)
+// has them: a submit names a webhook, and when the job finishes the
+// runner's Config.Deliver, a [WebhookSender], POSTs it a signed
+// [WebhookPayload]; with per-target events, a [WebhookTargetPayload] as
+// its targets finish, before that.
 
 // Webhook is a job's webhook on the wire: {"url": "https://…"} in a submit
-// and, for the job's owner, in its status.
+// and, for the job's owner, in its status. Events, if given, are the event
+// types it receives (see batch.SubmitOptions): batch.target.finished and
+// batch.finished; without it, batch.finished alone.
 type Webhook struct {
-	URL string `json:"url"`
+	URL    string   `json:"url"`
+	Events []string `json:"events,omitempty"`
 }
 
 // WebhookPayload is the body a webhook receives, the event envelope of the
@@ -61,10 +65,42 @@ type WebhookData struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
+// WebhookTargetPayload is the body of a batch.target.finished event: its
+// type, a timestamp (when its first target was stored) and the data. It is
+// the same on every attempt.
+type WebhookTargetPayload struct {
+	Type      string            `json:"type"` // batch.EventTargetFinished
+	Timestamp time.Time         `json:"timestamp"`
+	Data      WebhookTargetData `json:"data"`
+}
+
+// WebhookTargetData is the data of a batch.target.finished event: the job
+// and one or more of its targets that finished, in idx order. It never
+// carries a target URL or result: a receiver reads a result with GET
+// /v1/batch/{id}/{idx}.
+type WebhookTargetData struct {
+	JobID        string          `json:"job_id"`
+	TargetsTotal int             `json:"targets_total"`
+	Targets      []WebhookTarget `json:"targets"`
+	CreatedAt    time.Time       `json:"created_at"`
+	// Metadata is the job's metadata, if it has any.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// WebhookTarget is one finished target in a [WebhookTargetData].
+type WebhookTarget struct {
+	Idx int `json:"idx"`
+	// CustomID is the caller's id of the target, if it has one.
+	CustomID string             `json:"custom_id,omitempty"`
+	Status   batch.TargetStatus `json:"status"`  // done or failed
+	Outcome  batch.Outcome      `json:"outcome"` // as in [TargetStatus]
+}
+
 // The Standard Webhooks headers of a delivery.
 const (
-	// HeaderWebhookID is the event's id, "msg_" and the job id: the same
-	// on every attempt, node and build.
+	// HeaderWebhookID is the event's id, "msg_" and the job id (and, for
+	// a batch.target.finished event, "_t" and its first target's idx):
+	// the same on every attempt, node and build.
 	HeaderWebhookID = "webhook-id"
 	// HeaderWebhookTimestamp is the attempt's time, in Unix seconds.
 	HeaderWebhookTimestamp = "webhook-timestamp"
@@ -302,8 +338,20 @@ func (s *WebhookSender) CallerSecret(caller string) string {
 }
 
 // Payload returns the body the sender POSTs for ev: the same bytes on
-// every attempt.
+// every attempt. A batch.target.finished event's is a
+// [WebhookTargetPayload], any other's a [WebhookPayload].
 func Payload(ev batch.WebhookEvent) ([]byte, error) {
+	if ev.Type == batch.EventTargetFinished {
+		ts := make([]WebhookTarget, len(ev.Targets))
+		for i, t := range ev.Targets {
+			ts[i] = WebhookTarget{Idx: t.Idx, CustomID: t.CustomID, Status: t.Status, Outcome: t.Outcome}
+		}
+		return marshal(WebhookTargetPayload{
+			Type: ev.Type, Timestamp: wireTime(ev.At),
+			Data: WebhookTargetData{JobID: ev.JobID, TargetsTotal: ev.TargetsTotal, Targets: ts,
+				CreatedAt: wireTime(ev.CreatedAt), Metadata: ev.Metadata},
+		})
+	}
 	return marshal(WebhookPayload{
 		Type:      ev.Type,
 		Timestamp: wireTime(ev.FinishedAt),
@@ -318,9 +366,10 @@ func Payload(ev batch.WebhookEvent) ([]byte, error) {
 
 // Deliver POSTs ev to ev.URL, signed with the secret of ev.Caller (and,
 // under [WebhookLegacySignature], with the legacy secret too); it is a
-// batch.DeliverFunc. Its webhook-id is ev.ID, "msg_" and the job id: the
-// same on every attempt, from every node and every build since webhooks
-// began, so a receiver ignores a repeat. It returns nil for a 2xx answer,
+// batch.DeliverFunc. Its webhook-id is ev.ID, "msg_" and the job id (and
+// a per-target event's first idx): the same on every attempt, from every
+// node and every build since webhooks began, so a receiver ignores a
+// repeat. It returns nil for a 2xx answer,
 // a *[WebhookStatusError] for any other, and a *[WebhookSendError] when no
 // answer came.
 func (s *WebhookSender) Deliver(ctx context.Context, ev batch.WebhookEvent) error {

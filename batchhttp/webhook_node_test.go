@@ -20,7 +20,8 @@ import (
 // the receiver fails twice). A tampered body and another deployment's
 // secret are refused, so the check is not vacuous. Under the transition
 // setting (WebhookLegacySignature) a delivery verifies with the caller's
-// secret and with the master secret alike. It needs node and npm
+// secret and with the master secret alike. A job's per-target events
+// verify as its completion does. It needs node and npm
 // (and the npm registry, for the pinned package-lock in
 // testdata/standardwebhooks); without them it skips, but fails under
 // CI=true.
@@ -66,6 +67,22 @@ func TestWebhookSender_StandardWebhooksJS(t *testing.T) {
 	}
 	if r := verify(testSecret, ds[:1]); r[0] == "ok" {
 		t.Error("standardwebhooks accepts a delivery under the master secret")
+	}
+
+	// Per-target events, then the completion.
+	rcTargets := newReceiver(t)
+	rec = b.do(t, http.MethodPost, "/v1/batch", keyAlice, submitEventsBody(t, batchtest.Targets("js-targets", 10), rcTargets.srv.URL, bothEvents...))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("submit with per-target events: %d %s", rec.Code, rec.Body)
+	}
+	events := jsDeliveries(rcTargets.waitCompletion(t))
+	if len(events) < 2 {
+		t.Fatalf("%d deliveries of a job with per-target events, want its targets' and its completion", len(events))
+	}
+	for i, r := range verify(aliceSecret, events) {
+		if r != "ok" {
+			t.Errorf("per-target job's delivery %d: standardwebhooks says %s", i+1, r)
+		}
 	}
 
 	// The transition setting: two signatures, either secret verifies.

@@ -13,8 +13,8 @@ import (
 
 // SubmitRequest is the body of POST /v1/batch. Each target is flat:
 // {"url", "mode", "question", "pages", "grep", "jq", "context", "recover"}.
-// Webhook, if set, receives the job's batch.finished event (see
-// [NewWebhookSender]).
+// Webhook, if set, receives the job's batch.finished event, and with its
+// Events per-target events (see [NewWebhookSender]).
 //
 // Deadline, if set, is when the job ends with what it has (see
 // [batch.SubmitOptions]): an RFC 3339 time ("2026-01-02T15:04:05Z") or a
@@ -224,7 +224,7 @@ func statusResponse(info batch.JobInfo) StatusResponse {
 		Targets:      make([]TargetStatus, len(info.Targets)),
 	}
 	if info.WebhookURL != "" {
-		resp.Webhook = &Webhook{URL: info.WebhookURL}
+		resp.Webhook = &Webhook{URL: info.WebhookURL, Events: info.WebhookEvents}
 	}
 	resp.Deadline = wireDeadline(info.Deadline)
 	for i, t := range info.Targets {

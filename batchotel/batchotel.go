@@ -123,6 +123,7 @@ const (
 	keyResultBytes   = attribute.Key("batch.target.result_bytes")
 	keyStoreAttempts = attribute.Key("batch.store.attempts")
 	keyHookAttempt   = attribute.Key("batch.webhook.attempt")
+	keyHookEvent     = attribute.Key("batch.webhook.event")
 	keyHookOutcome   = attribute.Key("batch.webhook.outcome")
 	keyHookRetryIn   = attribute.Key("batch.webhook.retry_in_ms")
 	keyReapReason    = attribute.Key("batch.reap.reason")
@@ -283,9 +284,11 @@ func (o *Observer) Store(ctx context.Context, ev batchobserve.TargetEvent) (cont
 // trace while the job is stored.
 func (o *Observer) Webhook(ctx context.Context, ev batchobserve.WebhookAttempt) (context.Context, func(batchobserve.WebhookEnd)) {
 	ctx = FromTraceContext(ctx, ev.Trace)
-	ctx, span := o.tracer.Start(ctx, "batch webhook",
-		trace.WithAttributes(keyJobID.String(ev.JobID), keyHookAttempt.Int(ev.Attempt),
-			keyJobStatus.String(string(ev.Status))))
+	attrs := []attribute.KeyValue{keyJobID.String(ev.JobID), keyHookAttempt.Int(ev.Attempt), keyHookEvent.String(ev.Event)}
+	if ev.Status != "" {
+		attrs = append(attrs, keyJobStatus.String(string(ev.Status)))
+	}
+	ctx, span := o.tracer.Start(ctx, "batch webhook", trace.WithAttributes(attrs...))
 	return ctx, func(res batchobserve.WebhookEnd) {
 		span.SetAttributes(keyHookOutcome.String(res.Outcome))
 		switch res.Outcome {

@@ -91,9 +91,12 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams, skipped map[int]batc
 	}
 
 	// 3. The insert.
-	var webhook any // NULL for none
+	var webhook, events any // NULL for none, and for the default events
 	if nj.WebhookURL != "" {
 		webhook = nj.WebhookURL
+		if nj.WebhookEvents != 0 {
+			events = int64(nj.WebhookEvents)
+		}
 	}
 	// A skipped target is stored finished, and the queued job's row holds
 	// its progress, as a job handed back does (see schema/012).
@@ -106,15 +109,26 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams, skipped map[int]batc
 	err = sqlitex.Execute(conn, `INSERT INTO batch_job
 		(id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
 		 retry_of, retry_idx, webhook, trace_parent, trace_state, deadline, metadata, custom_ids,
-		 targets_done, bytes, skipped)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
+		 targets_done, bytes, skipped, webhook_events)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, &sqlitex.ExecOptions{
 		Args: []any{nj.ID, nj.Caller.Name, nj.Caller.Class, nj.Caller.Restricted, nj.IdemKey,
 			len(nj.Targets), now, now, nj.RetryOf, encodeIdx(nj.RetryIdx), webhook, nj.Trace.Parent, nj.Trace.State,
 			nanosOrNull(nj.Deadline), encodeMetadata(nj.Metadata), encodeCustomIDs(nj.CustomIDs),
-			len(idx), bytes, encodeSkipped(idx)},
+			len(idx), bytes, encodeSkipped(idx), events},
 	})
 	if err != nil {
 		return batchdriver.Job{}, false, fmt.Errorf("insert job: %w", err)
+	}
+	if nj.WebhookURL != "" && nj.WebhookEvents.Has(batchdriver.HookTargets) {
+		// The job's events' row, idle until a target finishes (see
+		// schema/012).
+		err = sqlitex.Execute(conn, qHookStream, &sqlitex.ExecOptions{
+			Args: []any{nj.ID, nj.Caller.Name, nj.WebhookURL, len(nj.Targets), now,
+				nanosOrNull(nj.Deadline), encodeMetadata(nj.Metadata), int64(nj.WebhookEvents)},
+		})
+		if err != nil {
+			return batchdriver.Job{}, false, fmt.Errorf("insert webhook events: %w", err)
+		}
 	}
 	seq = conn.LastInsertRowID()
 	for i, t := range nj.Targets {
@@ -130,23 +144,24 @@ func create(conn *sqlite.Conn, nj batchdriver.CreateParams, skipped map[int]batc
 		}
 	}
 	return batchdriver.Job{
-		ID:           nj.ID,
-		Caller:       nj.Caller,
-		IdemKey:      nj.IdemKey,
-		Status:       batchdriver.JobQueued,
-		TargetsTotal: len(nj.Targets),
-		CreatedAt:    nj.Now.UTC(),
-		Lease:        nj.Now.UTC(),
-		RetryOf:      nj.RetryOf,
-		RetryIdx:     slices.Clone(nj.RetryIdx),
-		WebhookURL:   nj.WebhookURL,
-		Trace:        nj.Trace,
-		Deadline:     utcOrZero(nj.Deadline),
-		Metadata:     maps.Clone(nj.Metadata),
-		CustomIDs:    slices.Clone(nj.CustomIDs),
-		TargetsDone:  len(idx),
-		Bytes:        bytes,
-		Skipped:      idx,
+		ID:            nj.ID,
+		Caller:        nj.Caller,
+		IdemKey:       nj.IdemKey,
+		Status:        batchdriver.JobQueued,
+		TargetsTotal:  len(nj.Targets),
+		CreatedAt:     nj.Now.UTC(),
+		Lease:         nj.Now.UTC(),
+		RetryOf:       nj.RetryOf,
+		RetryIdx:      slices.Clone(nj.RetryIdx),
+		WebhookURL:    nj.WebhookURL,
+		WebhookEvents: nj.WebhookEvents,
+		Trace:         nj.Trace,
+		Deadline:      utcOrZero(nj.Deadline),
+		Metadata:      maps.Clone(nj.Metadata),
+		CustomIDs:     slices.Clone(nj.CustomIDs),
+		TargetsDone:   len(idx),
+		Bytes:         bytes,
+		Skipped:       idx,
 	}, false, nil
 }
 
@@ -184,8 +199,10 @@ func webhookRoom(conn *sqlite.Conn, caller string, max int) error {
 	return nil
 }
 
-// qHookPending counts a caller's pending webhook events for webhookRoom.
-const qHookPending = `SELECT (SELECT count(*) FROM batch_webhook WHERE caller = ?1)
+// qHookPending counts a caller's pending webhook events for webhookRoom:
+// its jobs with a webhook that are live or held, and the rows of its
+// other jobs (a row whose status is ” is a live job's: see schema/013).
+const qHookPending = `SELECT (SELECT count(*) FROM batch_webhook WHERE caller = ?1 AND status <> '')
 	+ (SELECT count(*) FROM batch_job WHERE caller = ?1
 		AND webhook IS NOT NULL AND (status IN ('queued', 'running') OR runner <> ''))`
 

@@ -99,7 +99,8 @@ type heldJob struct {
 	runner  string
 	total   int64
 	lease   int64
-	skipped []int // the targets skipped at create (see schema/012)
+	skipped []int                  // the targets skipped at create (see schema/012)
+	events  batchdriver.HookEvents // its webhook's; 0 for the default or none
 }
 
 func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error) {
@@ -107,7 +108,8 @@ func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error
 		Args: []any{jobID},
 		ResultFunc: func(stmt *sqlite.Stmt) error {
 			h = heldJob{seq: stmt.ColumnInt64(0), status: batchdriver.JobStatus(stmt.ColumnText(1)), runner: stmt.ColumnText(2),
-				total: stmt.ColumnInt64(3), lease: stmt.ColumnInt64(4), skipped: decodeIdx(stmt.ColumnText(5))}
+				total: stmt.ColumnInt64(3), lease: stmt.ColumnInt64(4), skipped: decodeIdx(stmt.ColumnText(5)),
+				events: batchdriver.HookEvents(stmt.ColumnInt(6))}
 			found = true
 			return nil
 		},
@@ -115,7 +117,7 @@ func loadHeld(conn *sqlite.Conn, jobID string) (h heldJob, found bool, err error
 	return h, found, err
 }
 
-const qHeld = `SELECT seq, status, runner, targets_total, lease, skipped FROM batch_job WHERE id = ?`
+const qHeld = `SELECT seq, status, runner, targets_total, lease, skipped, coalesce(webhook_events, 0) FROM batch_job WHERE id = ?`
 
 // nextAfter is the idx of the target that follows idx in the drain: the
 // next one that was not skipped at create, or total when none is left.
@@ -193,6 +195,12 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		}
 		if want := 1 + min(next+1, 1); conn.Changes() != want {
 			return errNotInFlight // rolls back the body too
+		}
+		if h.events.Has(batchdriver.HookTargets) {
+			err := sqlitex.Execute(conn, qHookReady, &sqlitex.ExecOptions{Args: []any{p.JobID, fin.Idx + 1, now}})
+			if err != nil {
+				return err
+			}
 		}
 		if next >= 0 {
 			step = batchdriver.Step{Status: batchdriver.JobRunning, Next: next}

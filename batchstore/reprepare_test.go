@@ -156,6 +156,39 @@ func storeWorkload(s *Store) []namedOp {
 		{"FinishWebhook", func(ctx context.Context, r int) error {
 			return s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: id(r) + "-h", Runner: "runner", Attempt: 2, Now: nowAt(now)})
 		}},
+		{"Create with per-target events", func(ctx context.Context, r int) error {
+			j := newJob(id(r)+"-e", "alice", 2, now)
+			j.WebhookURL, j.WebhookEvents = "https://hooks.example/"+id(r), batchdriver.HookTargets|batchdriver.HookFinished
+			lim := lim
+			lim.WebhooksPerCaller = 100
+			_, _, err := s.Create(ctx, withLimits(j, lim))
+			return err
+		}},
+		{"Claim (per-target events)", func(ctx context.Context, r int) error {
+			c, ok, err := s.Claim(ctx, batchdriver.ClaimParams{Runner: "runner", Now: nowAt(now)})
+			if err == nil && (!ok || c.Job.ID != id(r)+"-e") {
+				err = fmt.Errorf("claimed %q (%v), want %s-e", c.Job.ID, ok, id(r))
+			}
+			return err
+		}},
+		{"FinishTarget (per-target events)", func(ctx context.Context, r int) error {
+			return finishStep(ctx, s, id(r)+"-e", batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Result: []byte("{}")}, 1)
+		}},
+		{"ClaimWebhooks (per-target event)", claimEvent(s, id, batchdriver.HookTargets, 0)},
+		{"FinishWebhook (per-target event)", func(ctx context.Context, r int) error {
+			return s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: id(r) + "-e", Runner: "runner", Attempt: 1, Now: nowAt(now)})
+		}},
+		{"FinishTarget last (per-target events)", func(ctx context.Context, r int) error {
+			return finishStep(ctx, s, id(r)+"-e", batchdriver.TargetFinish{Idx: 1, Status: batchdriver.TargetFailed, Error: "x"}, -1)
+		}},
+		{"ClaimWebhooks (last per-target event)", claimEvent(s, id, batchdriver.HookTargets, 1)},
+		{"FinishWebhook (last per-target event)", func(ctx context.Context, r int) error {
+			return s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: id(r) + "-e", Runner: "runner", Attempt: 1, Cursor: 1, Now: nowAt(now)})
+		}},
+		{"ClaimWebhooks (completion after per-target events)", claimEvent(s, id, batchdriver.HookFinished, 2)},
+		{"FinishWebhook (completion after per-target events)", func(ctx context.Context, r int) error {
+			return s.FinishWebhook(ctx, batchdriver.FinishWebhookParams{JobID: id(r) + "-e", Runner: "runner", Attempt: 1, Cursor: 2, Now: nowAt(now)})
+		}},
 		{"Create 3", func(ctx context.Context, r int) error {
 			_, _, err := s.Create(ctx, withLimits(newJob(id(r)+"-m", "alice", 2, now), lim))
 			return err
@@ -180,6 +213,19 @@ func storeWorkload(s *Store) []namedOp {
 			_, err := s.Sweep(ctx, batchdriver.SweepParams{Now: nowAt(now.Add(time.Duration(r+1) * time.Hour))})
 			return err
 		}},
+	}
+}
+
+// claimEvent claims the one due event, which must be job <round>-e's of
+// kind event at cursor.
+// The drain's writes have no Now: the claim takes the store's clock too.
+func claimEvent(s *Store, id func(int) string, event batchdriver.HookEvents, cursor int) func(context.Context, int) error {
+	return func(ctx context.Context, r int) error {
+		ds, err := s.ClaimWebhooks(ctx, batchdriver.ClaimWebhooksParams{Runner: "runner", Limit: 8, Lease: time.Minute})
+		if err == nil && (len(ds) != 1 || ds[0].JobID != id(r)+"-e" || ds[0].Event != event || ds[0].Cursor != cursor) {
+			err = fmt.Errorf("claimed %+v, want the event of %s-e at %d", ds, id(r), cursor)
+		}
+		return err
 	}
 }
 

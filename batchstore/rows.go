@@ -34,7 +34,7 @@ const jobCols = `j.seq, j.id, j.caller, j.caller_class, j.caller_restricted, j.i
 	j.created_at, j.lease, j.finished_at,
 	iif(j.runner = '', j.bytes, (SELECT coalesce(sum(d.bytes), 0) FROM batch_target d WHERE d.job_seq = j.seq)),
 	j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''), j.trace_parent, j.trace_state,
-	j.deadline, j.handed_on, j.metadata, j.custom_ids, j.skipped`
+	j.deadline, j.handed_on, j.metadata, j.custom_ids, j.skipped, coalesce(j.webhook_events, 0)`
 
 // targetCols are the columns scanTarget reads, in order, from batch_target
 // t; the results variants add the body as one more column.
@@ -94,6 +94,8 @@ func scanJob(stmt *sqlite.Stmt) (seq int64, j batchdriver.Job) {
 		Metadata:     decodeMetadata(stmt.ColumnText(22)),
 		CustomIDs:    decodeCustomIDs(stmt.ColumnText(23)),
 		Skipped:      decodeIdx(stmt.ColumnText(24)),
+		// A set of 1 is the default: stored as NULL, read as 0.
+		WebhookEvents: batchdriver.HookEvents(stmt.ColumnInt(25)),
 	}
 	return seq, j
 }

@@ -160,6 +160,30 @@ func TestStore_UpgradeFromSchema1(t *testing.T) {
 			break
 		}
 	}
+	// A job with per-target events (schema 12): its targets' events in idx
+	// order, then its completion.
+	job, _, err = r.SubmitWith(ctx, caller, batchtest.Targets("per-target", 3), batch.SubmitOptions{
+		WebhookURL: "https://hooks.example/zoe", WebhookEvents: []string{batch.EventTargetFinished, batch.EventJobFinished}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		got := slices.Clone(events[1:])
+		mu.Unlock()
+		if n := len(got); n > 0 && got[n-1].Type == batch.EventJobFinished || time.Now().After(deadline) {
+			var idxs []int
+			for _, ev := range got[:max(n-1, 0)] {
+				for _, tg := range ev.Targets {
+					idxs = append(idxs, tg.Idx)
+				}
+			}
+			if n == 0 || got[n-1].JobID != job.ID || got[n-1].TargetsOK != 3 || !slices.Equal(idxs, []int{0, 1, 2}) {
+				t.Fatalf("per-target webhook events on the upgraded file = %+v, want targets 0 to 2, then the completion", got)
+			}
+			break
+		}
+	}
 	if err := s.checkCounters(ctx); err != nil {
 		t.Error(err)
 	}

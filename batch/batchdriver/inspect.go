@@ -88,7 +88,8 @@ type RunnerBeat struct {
 
 // WebhookBacklog describes the webhook outbox.
 type WebhookBacklog struct {
-	// Pending counts the events in the outbox, claimed ones included.
+	// Pending counts the events in the outbox, claimed ones included (a
+	// job with per-target events holds one from its create on).
 	Pending int
 	// Due counts the events due now: not under a claim's lease, and past
 	// their retry's wait.

@@ -31,6 +31,9 @@ type Job struct {
 	// WebhookURL receives the job's batch.EventJobFinished event; "" for none.
 	// Like the target URLs it is the owner's only and never logged.
 	WebhookURL string
+	// WebhookEvents are the events its webhook receives; 0 for the
+	// default, [HookFinished] alone.
+	WebhookEvents HookEvents
 	// Trace is the trace context of the request that submitted the job
 	// (see [TraceContext]); the zero value for none.
 	Trace TraceContext
@@ -154,7 +157,11 @@ type (
 		Targets []Target
 		// WebhookURL is stored with the job (see [Job]); "" for none.
 		WebhookURL string
-		Limits     Limits
+		// WebhookEvents is stored with the job (see [Job]); 0 for the
+		// default. With [HookTargets], the job has a pending event from
+		// the create on (see The webhook outbox).
+		WebhookEvents HookEvents
+		Limits        Limits
 		// Now is the instant of the call; nil means the store's own clock
 		// (time.Now, or a shared store's database's). The Now of every
 		// parameter struct means the same: see the clock note on the
@@ -336,11 +343,19 @@ type (
 		// Attempt is the claim's [WebhookDelivery].Attempt: a claim that
 		// was taken over since (its lease passed) is fenced out.
 		Attempt int
+		// Cursor is the claim's [WebhookDelivery].Cursor; it fences the
+		// claim too, as the events of one job share its outbox entry.
+		Cursor int
 		// Retry keeps the event for another attempt RetryIn from Now;
-		// without it the event is deleted (delivered, or given up).
+		// without it the event is done (delivered, or given up), and the
+		// job's next event, if it has one, is due (see The webhook
+		// outbox).
 		Retry   bool
 		RetryIn time.Duration
-		Now     *time.Time
+		// Drop gives the event up, and with it every later event of its
+		// job: the job's outbox entry is deleted. Without Retry only.
+		Drop bool
+		Now  *time.Time
 	}
 )
 
@@ -374,6 +389,60 @@ type WebhookDelivery struct {
 	// Age is how long ago the event became due, at the claim's Now (see
 	// the clock note on the parameters above).
 	Age time.Duration
+	// Event is the kind of the event: [HookFinished], the job's
+	// completion (the fields above from Status to FinishedAt are its
+	// snapshot), or [HookTargets], some of its targets finished (those
+	// fields are zero but for TargetsTotal).
+	Event HookEvents
+	// Targets are, in a HookTargets event, the finished targets it
+	// carries, in idx order: those from Cursor on that had finished when
+	// its first attempt was claimed, at most [MaxEventTargets]; every
+	// attempt carries the same. A target of a job that is gone (swept or
+	// evicted) is left out, so the list may be empty.
+	Targets []WebhookTarget
+	// Cursor is, in a job with HookTargets, how many of its targets the
+	// events before this one carried: in a HookTargets event its first
+	// target's idx. 0 in a job without.
+	Cursor int
+	// Since is when the event became due: for a HookTargets event, when
+	// the first of its targets was stored (or, after an earlier event was
+	// delivered, that delivery). The same on every attempt.
+	Since time.Time
+}
+
+// HookEvents is a set of webhook events of a job (see [Job]).
+type HookEvents uint8
+
+// Webhook events.
+const (
+	// HookFinished is the job's completion event, batch.finished.
+	HookFinished HookEvents = 1 << iota
+	// HookTargets are its per-target events, batch.target.finished: each
+	// carries one or more of its targets that finished, in idx order.
+	HookTargets
+)
+
+// Has reports whether e holds every event of f. The zero set holds
+// [HookFinished] only: the default of a job with a webhook.
+func (e HookEvents) Has(f HookEvents) bool {
+	if e == 0 {
+		e = HookFinished
+	}
+	return e&f == f
+}
+
+// MaxEventTargets is the most targets one [HookTargets] event carries.
+const MaxEventTargets = 100
+
+// WebhookTarget is one finished target in a [HookTargets] event. It never
+// carries the target's URL or result.
+type WebhookTarget struct {
+	Idx int
+	// CustomID is the caller's id of the target (see [Job].CustomIDs); ""
+	// for none.
+	CustomID string
+	Status   TargetStatus // done or failed
+	Outcome  Outcome
 }
 
 // Claimed is a job that [Store.Claim] started.
@@ -437,7 +506,8 @@ type Step struct {
 //
 // # The webhook outbox
 //
-// A job created with a WebhookURL gets one pending webhook event, written
+// A job created with a WebhookURL (and without [HookTargets], see below)
+// gets one pending webhook event, written
 // in the same atomic step that makes the job finished and released (no
 // target in flight), whichever step that is: the FinishTarget that stores
 // its last target or finds it cancelled, the Cancel of a queued job, or a
@@ -452,6 +522,24 @@ type Step struct {
 // by the claim. A runner that dies mid-delivery leaves its event to be
 // claimed again once the lease has passed (or at once, when [Store.Reap]
 // releases the claims of the runner that restarts or closes).
+//
+// A job created with [HookTargets] has one outbox entry from its Create on,
+// which carries all its events in order, one at a time: a cursor (the
+// targets delivered so far) and how many targets are finished, as its
+// drain writes store them (targets finish in idx order). Every step that
+// finishes a target (a FinishTarget, or a step that ends the job) makes
+// the entry due, unless it is claimed or waits for a retry. A claim of
+// the entry is a [HookTargets] event of the finished targets past the
+// cursor (at most [MaxEventTargets]), fixed at its first attempt; a
+// FinishWebhook that ends it moves the cursor past them and makes the
+// entry due again if more targets finished meanwhile. Once every finished
+// target is delivered and the job is finished, the entry is the job's
+// completion event (with [HookFinished]; it is then a snapshot of the
+// job as it finished) or, without, deleted. So a job's events go one at
+// a time, in idx order and the completion last, and targets that finish
+// while an event is out are carried together by the next. The entry
+// counts as one pending event of its caller, as a job with a webhook
+// does, from the create until it is deleted.
 //
 // # Liveness
 //
@@ -483,9 +571,10 @@ type Store interface {
 	// Reuse is decided before the caps; the caps count live jobs: the
 	// caller's first ([ErrCallerBusy]), then, for a create with a
 	// WebhookURL and a p.Limits.WebhooksPerCaller, the caller's pending
-	// webhook events ([ErrWebhooksBusy]): its pending events plus its jobs
-	// with a webhook that will get one (live, or cancelled with a target in
-	// flight); then all live jobs ([ErrBusy]). Reuse, caps and insert are
+	// webhook events ([ErrWebhooksBusy]): its jobs with a webhook that are
+	// live or cancelled with a target in flight, plus the outbox entries
+	// of its other jobs (one per job: see The webhook outbox); then all
+	// live jobs ([ErrBusy]). Reuse, caps and insert are
 	// one atomic step, so concurrent creates never exceed a cap nor make
 	// two jobs for one key, whichever runners they come through. A create
 	// whose every target is skipped is [ErrNoTargets]: there would be
@@ -613,16 +702,19 @@ type Store interface {
 	// oldest due event first (oldest due first among them), then every
 	// caller's second, and so on, and no more of one caller than
 	// p.PerCaller allows. Each one's Attempt goes up by one, and it is not
-	// due again until p.Lease has passed (see The webhook outbox).
+	// due again until p.Lease has passed (see The webhook outbox). A
+	// [HookTargets] event carries its targets, read in the same call.
 	// Concurrent claims never return the same event while its lease
 	// holds, nor together exceed p.PerCaller for a caller. No event due is
 	// an empty answer, not an error.
 	ClaimWebhooks(ctx context.Context, p ClaimWebhooksParams) ([]WebhookDelivery, error)
 
 	// FinishWebhook ends the claim of the job's pending event: it deletes
-	// the event, or with p.Retry releases it, due again p.RetryIn after
-	// Now. It returns [ErrNotHeld], with no change, unless p.Runner still
-	// holds the claim of attempt p.Attempt, and [ErrNotHeld] too for an
-	// event that is gone.
+	// the event (or moves the job's entry on to its next event: see The
+	// webhook outbox), or with p.Retry releases it, due again p.RetryIn
+	// after Now, or with p.Drop deletes the job's entry. It returns
+	// [ErrNotHeld], with no change, unless p.Runner still holds the claim
+	// of attempt p.Attempt at p.Cursor, and [ErrNotHeld] too for an event
+	// that is gone.
 	FinishWebhook(ctx context.Context, p FinishWebhookParams) error
 }

@@ -151,7 +151,12 @@ type StoreEnd struct {
 type WebhookAttempt struct {
 	JobID   string
 	Attempt int
-	Status  batchdriver.JobStatus // the job's final status, which the event reports
+	// Event is the event's type: batch.finished, or batch.target.finished
+	// for a per-target event.
+	Event string
+	// Status is the job's final status, which a batch.finished event
+	// reports; "" for a per-target event.
+	Status batchdriver.JobStatus
 	// Trace is the trace context stored with the job, if the job is still
 	// stored; else the zero value.
 	Trace batchdriver.TraceContext

@@ -47,11 +47,34 @@ type memJob struct {
 
 // memHook is a pending webhook event: its delivery as the next claim
 // returns it, when it became due, when it is due next, and who claimed it.
+// A job with per-target events keeps one from its create on (see
+// [batchdriver.HookTargets]): events, cursor, ready, upto and finished are
+// its stream's state, and it waits idle (due at never) while nothing is
+// to be sent.
 type memHook struct {
 	d        batchdriver.WebhookDelivery
 	dueSince time.Time
 	dueAt    time.Time
 	runner   string
+
+	events   batchdriver.HookEvents
+	cursor   int  // the targets delivered
+	ready    int  // the targets finished, as the drain wrote them
+	upto     int  // the end of the targets of the event out, fixed at its first claim; cursor for none
+	finished bool // the job finished: d holds its snapshot
+}
+
+// never is the due time of an idle event.
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// stream reports whether h carries a job's per-target events.
+func (h *memHook) stream() bool { return h.events.Has(batchdriver.HookTargets) }
+
+// due makes an idle event due at now.
+func (h *memHook) due(now time.Time) {
+	if h.runner == "" && h.dueAt.Equal(never) {
+		h.dueAt, h.dueSince = now, now
+	}
 }
 
 var (
@@ -196,21 +219,29 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 			return fmt.Errorf("batchtest: create: job id %s exists", p.ID)
 		}
 		s.seq++
+		if p.WebhookURL != "" && p.WebhookEvents.Has(batchdriver.HookTargets) {
+			s.hooks[p.ID] = &memHook{
+				d: batchdriver.WebhookDelivery{JobID: p.ID, Caller: p.Caller.Name, URL: p.WebhookURL,
+					TargetsTotal: len(p.Targets), CreatedAt: now, Deadline: p.Deadline, Metadata: maps.Clone(p.Metadata)},
+				events: p.WebhookEvents, dueAt: never,
+			}
+		}
 		j := &memJob{seq: s.seq, cursor: -1, job: batchdriver.Job{
-			ID:           p.ID,
-			Caller:       p.Caller,
-			IdemKey:      p.IdemKey,
-			Status:       batch.JobQueued,
-			TargetsTotal: len(p.Targets),
-			CreatedAt:    now,
-			Lease:        now,
-			RetryOf:      p.RetryOf,
-			RetryIdx:     slices.Clone(p.RetryIdx),
-			WebhookURL:   p.WebhookURL,
-			Trace:        p.Trace,
-			Deadline:     p.Deadline,
-			Metadata:     maps.Clone(p.Metadata),
-			CustomIDs:    slices.Clone(p.CustomIDs),
+			ID:            p.ID,
+			Caller:        p.Caller,
+			IdemKey:       p.IdemKey,
+			Status:        batch.JobQueued,
+			TargetsTotal:  len(p.Targets),
+			CreatedAt:     now,
+			Lease:         now,
+			RetryOf:       p.RetryOf,
+			RetryIdx:      slices.Clone(p.RetryIdx),
+			WebhookURL:    p.WebhookURL,
+			WebhookEvents: p.WebhookEvents,
+			Trace:         p.Trace,
+			Deadline:      p.Deadline,
+			Metadata:      maps.Clone(p.Metadata),
+			CustomIDs:     slices.Clone(p.CustomIDs),
 		}}
 		for i, t := range p.Targets {
 			j.targets = append(j.targets, batchdriver.TargetRecord{Idx: i, Target: t, Status: batch.TargetPending, Attempts: 1})
@@ -294,6 +325,10 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (s
 		s.addBytes(j, t.Bytes())
 		j.job.TargetsDone++
 		j.job.Lease = now
+		if h := s.hooks[j.job.ID]; h != nil && h.stream() {
+			h.ready = max(h.ready, fin.Idx+1)
+			h.due(now)
+		}
 		if p.Expire && j.job.Status == batch.JobRunning {
 			s.expire(j)
 		}
@@ -391,6 +426,10 @@ func (s *Store) release(j *memJob, now time.Time) {
 // finished writes the webhook event of a job that has just become
 // finished and released, if it has a webhook: under the same lock as the
 // change, as a database store writes it in the same transaction.
+// A job with per-target events has its event already: it takes the
+// snapshot, and is due for the targets not yet delivered or the
+// completion, or deleted when it has neither to send (a stream whose
+// entry was dropped stays without one).
 func (s *Store) finished(j *memJob, now time.Time) {
 	if j.job.WebhookURL == "" {
 		return
@@ -408,8 +447,30 @@ func (s *Store) finished(j *memJob, now time.Time) {
 			d.TargetsFailed++
 		}
 	}
+	if j.job.WebhookEvents.Has(batchdriver.HookTargets) {
+		h := s.hooks[j.job.ID]
+		if h == nil || h.finished {
+			return
+		}
+		d.Attempt = h.d.Attempt
+		h.d, h.finished, h.ready = d, true, d.TargetsOK+d.TargetsFailed
+		s.next(h, now)
+		return
+	}
 	if _, dup := s.hooks[j.job.ID]; !dup {
-		s.hooks[j.job.ID] = &memHook{d: d, dueSince: now, dueAt: now}
+		s.hooks[j.job.ID] = &memHook{d: d, dueSince: now, dueAt: now, finished: true}
+	}
+}
+
+// next settles an idle stream: due for its next event, or deleted once
+// it has none left.
+func (s *Store) next(h *memHook, now time.Time) {
+	switch {
+	case h.runner != "" || !h.dueAt.Equal(never):
+	case h.ready > h.cursor || h.finished && h.events.Has(batchdriver.HookFinished):
+		h.due(now)
+	case h.finished:
+		delete(s.hooks, h.d.JobID)
 	}
 }
 
@@ -419,7 +480,7 @@ func (s *Store) finished(j *memJob, now time.Time) {
 func (s *Store) pendingHooks(caller string) int {
 	n := 0
 	for _, h := range s.hooks {
-		if h.d.Caller == caller {
+		if h.d.Caller == caller && h.finished { // a live job's counts below
 			n++
 		}
 	}
@@ -758,7 +819,18 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksPa
 			h.d.Attempt++
 			h.runner, h.dueAt = p.Runner, now.Add(p.Lease)
 			d := h.d
-			d.Age = now.Sub(h.dueSince)
+			d.Age, d.Since, d.Event = now.Sub(h.dueSince), h.dueSince, batchdriver.HookFinished
+			if h.stream() {
+				if h.upto <= h.cursor {
+					h.upto = min(h.ready, h.cursor+batchdriver.MaxEventTargets)
+				}
+				d.Cursor = h.cursor
+				if h.upto > h.cursor {
+					d.Event, d.Targets = batchdriver.HookTargets, s.eventTargets(h)
+					d.Status, d.Error, d.TargetsOK, d.TargetsFailed = "", "", 0, 0
+					d.FinishedAt, d.Lease = time.Time{}, time.Time{}
+				}
+			}
 			ds = append(ds, d)
 		}
 		return nil
@@ -766,19 +838,44 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksPa
 	return ds, err
 }
 
+// eventTargets reads the finished targets of h's event out, [cursor,
+// upto), from its job; none once the job is gone.
+func (s *Store) eventTargets(h *memHook) []batchdriver.WebhookTarget {
+	out := []batchdriver.WebhookTarget{}
+	j, ok := s.jobs[h.d.JobID]
+	if !ok {
+		return out
+	}
+	for _, t := range j.targets[h.cursor:min(h.upto, len(j.targets))] {
+		if !t.Status.Finished() {
+			continue
+		}
+		wt := batchdriver.WebhookTarget{Idx: t.Idx, Status: t.Status, Outcome: t.Outcome}
+		if t.Idx < len(j.job.CustomIDs) {
+			wt.CustomID = j.job.CustomIDs[t.Idx]
+		}
+		out = append(out, wt)
+	}
+	return out
+}
+
 // FinishWebhook implements [batch.Store].
 func (s *Store) FinishWebhook(ctx context.Context, p batchdriver.FinishWebhookParams) error {
 	now := memNow(p.Now)
 	return s.locked(ctx, func() error {
 		h, ok := s.hooks[p.JobID]
-		if !ok || h.runner != p.Runner || h.d.Attempt != p.Attempt {
+		if !ok || h.runner != p.Runner || h.d.Attempt != p.Attempt || h.cursor != p.Cursor {
 			return batchdriver.ErrNotHeld
 		}
-		if !p.Retry {
+		switch {
+		case p.Retry:
+			h.runner, h.dueAt = "", now.Add(p.RetryIn)
+		case p.Drop || !h.stream() || h.upto <= h.cursor: // given up, or the last event
 			delete(s.hooks, p.JobID)
-			return nil
+		default: // the targets event is done: on to the next
+			h.cursor, h.d.Attempt, h.runner, h.dueAt = h.upto, 0, "", never
+			s.next(h, now)
 		}
-		h.runner, h.dueAt = "", now.Add(p.RetryIn)
 		return nil
 	})
 }

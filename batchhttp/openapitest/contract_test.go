@@ -126,6 +126,11 @@ func TestAnswers(t *testing.T) {
 	if checkedAnswers.Load() == 0 {
 		t.Fatal("batchhttp's tests recorded no answers: the check checks nothing")
 	}
+	for name, n := range checkedWebhooks {
+		if n.Load() == 0 {
+			t.Errorf("batchhttp's tests recorded no delivery of the %s webhook", name)
+		}
+	}
 	t.Log(contractReport())
 }
 
@@ -402,12 +407,20 @@ func (c *contract) checkLines(req *http.Request, a answer) error {
 }
 
 // checkWebhookDelivery holds a real delivery against the document's
-// batchFinished webhook: its headers and its body.
+// webhook of its type (batchFinished, batchTargetFinished): its headers
+// and its body.
 func checkWebhookDelivery(t *testing.T, c *contract, d recorded) {
 	t.Helper()
-	item := c.doc.Webhooks["batchFinished"]
+	var typed struct{ Type string }
+	_ = json.Unmarshal(d.Body, &typed) // a body that is not JSON fails below
+	name := "batchFinished"
+	if typed.Type == "batch.target.finished" {
+		name = "batchTargetFinished"
+	}
+	checkedWebhooks[name].Add(1)
+	item := c.doc.Webhooks[name]
 	if item == nil || item.Post == nil {
-		t.Fatal("openapi.json has no batchFinished webhook")
+		t.Fatalf("openapi.json has no %s webhook", name)
 	}
 	op := item.Post
 	for _, p := range op.Parameters {
@@ -427,9 +440,13 @@ func checkWebhookDelivery(t *testing.T, c *contract, d recorded) {
 	}
 	schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
 	if err := schema.VisitJSON(body, openapi3.EnableJSONSchema2020()); err != nil {
-		t.Errorf("%s: delivery body %s against WebhookPayload: %v", d.Test, d.Body, err)
+		t.Errorf("%s: delivery body %s against %s: %v", d.Test, d.Body, name, err)
 	}
 }
+
+// checkedWebhooks counts the deliveries checked against each webhook of
+// the document, so that TestAnswers can tell one that none exercised.
+var checkedWebhooks = map[string]*atomic.Int64{"batchFinished": {}, "batchTargetFinished": {}}
 
 // TestContract_Refuses shows that the checks bite: answers that the
 // document does not describe are each refused.

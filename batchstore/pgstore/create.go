@@ -138,12 +138,17 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 	b = &pgx.Batch{}
 	b.Queue(s.q.lockXact, s.globalKey)
 	var webhook *string // NULL for none
+	var events *int16   // NULL for none, and for the default events
 	if p.WebhookURL != "" {
 		webhook = &p.WebhookURL
+		if p.WebhookEvents != 0 {
+			e := int16(p.WebhookEvents)
+			events = &e
+		}
 	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
 		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, timeOrNull(p.Deadline),
-		encodeMetadata(p.Metadata), p.CustomIDs, skip.idx, skip.errors, skip.hints, skip.outcomes, skip.bytes)
+		encodeMetadata(p.Metadata), p.CustomIDs, skip.idx, skip.errors, skip.hints, skip.outcomes, skip.bytes, events)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -163,23 +168,24 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		return batchdriver.Job{}, false, batchdriver.ErrBusy
 	}
 	return batchdriver.Job{
-		ID:           p.ID,
-		Caller:       p.Caller,
-		IdemKey:      p.IdemKey,
-		Status:       batchdriver.JobQueued,
-		TargetsTotal: len(p.Targets),
-		CreatedAt:    job.CreatedAt.UTC(),
-		Lease:        job.Lease.UTC(),
-		RetryOf:      p.RetryOf,
-		RetryIdx:     slices.Clone(p.RetryIdx),
-		WebhookURL:   p.WebhookURL,
-		Trace:        p.Trace,
-		Deadline:     utcOrZero(p.Deadline),
-		Metadata:     maps.Clone(p.Metadata),
-		CustomIDs:    slices.Clone(p.CustomIDs),
-		TargetsDone:  len(skip.idx),
-		Bytes:        skip.bytes,
-		Skipped:      ints(skip.idx),
+		ID:            p.ID,
+		Caller:        p.Caller,
+		IdemKey:       p.IdemKey,
+		Status:        batchdriver.JobQueued,
+		TargetsTotal:  len(p.Targets),
+		CreatedAt:     job.CreatedAt.UTC(),
+		Lease:         job.Lease.UTC(),
+		RetryOf:       p.RetryOf,
+		RetryIdx:      slices.Clone(p.RetryIdx),
+		WebhookURL:    p.WebhookURL,
+		WebhookEvents: p.WebhookEvents,
+		Trace:         p.Trace,
+		Deadline:      utcOrZero(p.Deadline),
+		Metadata:      maps.Clone(p.Metadata),
+		CustomIDs:     slices.Clone(p.CustomIDs),
+		TargetsDone:   len(skip.idx),
+		Bytes:         skip.bytes,
+		Skipped:       ints(skip.idx),
 	}, false, nil
 }
 

@@ -198,16 +198,6 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 				return err
 			}
 		}
-		switch { // the webhook claims of the runners that left, due at once
-		case p.AllLive:
-			if _, err := tx.Exec(ctx, s.q.hookReleaseAll, s.now(p.Now)); err != nil {
-				return err
-			}
-		case p.Runner != "":
-			if _, err := tx.Exec(ctx, s.q.hookRelease, s.now(p.Now), p.Runner); err != nil {
-				return err
-			}
-		}
 		q := s.q.reapJobs
 		if p.HandBack {
 			q = strings.ReplaceAll(s.q.reapHandBack, "{repeat}", strconv.FormatBool(p.RepeatInFlight))
@@ -236,7 +226,19 @@ func (s *Store) Reap(ctx context.Context, p batchdriver.ReapParams) (int, error)
 			}
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil || len(seqs) == 0 {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// The webhook claims of the runners that left, due at once: after
+		// the jobs, whose trigger writes webhook rows too, so that the
+		// locks go job, then webhook, as in every statement.
+		switch {
+		case p.AllLive:
+			_, err = tx.Exec(ctx, s.q.hookReleaseAll, s.now(p.Now))
+		case p.Runner != "":
+			_, err = tx.Exec(ctx, s.q.hookRelease, s.now(p.Now), p.Runner)
+		}
+		if err != nil || len(seqs) == 0 {
 			return err
 		}
 		if p.HandBack && p.RepeatInFlight {

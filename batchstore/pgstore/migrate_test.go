@@ -3,8 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -140,4 +142,61 @@ func TestNew_Conformance(t *testing.T) {
 		})
 		return s
 	})
+}
+
+// A completion event pending in a schema of version 14 stays a completion
+// event once 15 and 16 (per-target events) are applied: it is claimed and
+// delivered as before, and the store then takes jobs with per-target
+// events.
+func TestMigrate_PendingEventsKeptBy16(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	admin := hostPool(t)
+	ident := pgx.Identifier{schema}.Sanitize()
+	migs, err := schemaMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := admin.Exec(t.Context(), q, args...); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+	}
+	exec(`CREATE SCHEMA ` + ident)
+	exec(`CREATE TABLE ` + ident + `.schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range migs {
+		if m.Version > 14 {
+			break
+		}
+		exec(strings.ReplaceAll(m.SQL, "{s}", ident))
+		exec(`INSERT INTO `+ident+`.schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+	}
+	// A job with a webhook, cancelled while queued: the trigger of 014
+	// writes its event.
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	exec(`INSERT INTO `+ident+`.job (id, caller, idem_key, status, targets_total, created_at, lease, webhook)
+		VALUES ('old', 'alice', 'k', 'queued', 1, $1, $1, 'https://hooks.example/old')`, now)
+	exec(`UPDATE `+ident+`.job SET status = 'cancelled', finished_at = $1 WHERE id = 'old'`, now)
+
+	s := openOn(t, Config{Schema: schema})
+	ds, err := s.ClaimWebhooks(t.Context(), batchdriver.ClaimWebhooksParams{Runner: "r", Limit: 10, Lease: time.Minute, Now: &now})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim after the upgrade = %+v, %v; want the old job's event", ds, err)
+	}
+	if d := ds[0]; d.JobID != "old" || d.Event != batchdriver.HookFinished || d.Cursor != 0 || d.Status != batchdriver.JobCancelled || d.Caller != "alice" {
+		t.Fatalf("the old event after the upgrade: %+v", d)
+	}
+	err = s.FinishWebhook(t.Context(), batchdriver.FinishWebhookParams{JobID: "old", Runner: "r", Attempt: 1, Now: &now})
+	if err != nil {
+		t.Fatalf("the old event's delivery: %v", err)
+	}
+	p := batchdriver.CreateParams{ID: "new", Caller: batchdriver.Caller{Name: "alice"}, IdemKey: "n",
+		Targets: []batchdriver.Target{{URL: "https://example.test/a"}}, WebhookURL: "https://hooks.example/new",
+		WebhookEvents: batchdriver.HookTargets | batchdriver.HookFinished,
+		Limits:        batchdriver.Limits{JobsPerCaller: 1, JobsTotal: 1, TTL: time.Hour, WebhooksPerCaller: 1}, Now: &now}
+	if j, _, err := s.Create(t.Context(), p); err != nil || j.WebhookEvents != p.WebhookEvents {
+		t.Fatalf("a job with per-target events after the upgrade = %+v, %v", j, err)
+	}
 }

@@ -73,7 +73,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	}{
 		{"reuse", q.reuse, []any{now, "c7", "k", time.Hour}, []string{"job_reuse"}},
 		{"caller cap", q.callerLive, []any{"c7", 1}, []string{"job_live"}},
-		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil), []int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0)}, []string{"job_live"}},
+		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil), []int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0), nil}, []string{"job_live"}},
 		{"claim", q.claim, []any{"runner-9", now}, []string{"job_queue", "target_pkey"}},
 		{"any queued", q.anyQueued, nil, []string{"job_queue"}},
 		{"expire", q.expire, []any{now}, []string{"job_deadline", "target_pkey"}},
@@ -112,10 +112,12 @@ func TestStore_QueryPlans(t *testing.T) {
 		{"evict: a caller's oldest", q.evictOldest, []any{"c7", evictRun}, []string{"job_evict"}},
 		{"evict", q.evict, []any{[]int64{1, 2}}, []string{"job_pkey"}},
 		{"stats", q.stats, nil, []string{"job_live", "job_held"}},
-		{"claim webhooks", q.hookClaim, []any{now, 8, "runner-2", time.Minute, 2}, []string{"webhook_caller"}},
+		{"claim webhooks", q.hookClaim, []any{now, 8, "runner-2", time.Minute, 2, 100}, []string{"webhook_caller"}},
 		{"pending webhooks", q.hookPending, []any{"c7"}, []string{"webhook_caller", "job_webhook_pending"}},
-		{"webhook done", q.hookDone, []any{"f7", "runner-2", 1}, nil}, // its key, or the few claimed
-		{"webhook retry", q.hookRetry, []any{"f7", "runner-2", 1, now, time.Second}, nil},
+		{"webhook done", q.hookDone, []any{"f7", "runner-2", 1, 0}, nil}, // its key, or the few claimed
+		{"webhook retry", q.hookRetry, []any{"f7", "runner-2", 1, 0, now, time.Second}, nil},
+		{"webhook delivered", q.hookDelivered, []any{"f7", "runner-2", 1, 0, now}, nil},
+		{"webhook event's targets", q.hookTargets, []any{[]string{"f7"}, []int32{0}, []int32{3}}, []string{"job_id_key", "target_pkey"}},
 		{"webhook release", q.hookRelease, []any{now, "runner-1"}, []string{"webhook_claimed"}},
 		{"webhook release all", q.hookReleaseAll, []any{now}, []string{"webhook_claimed"}},
 	}

@@ -27,33 +27,35 @@ type jobRow struct {
 	metadata                                         *string
 	customIDs                                        []string
 	skipped                                          []int32
+	webhookEvents                                    int16
 }
 
 func (r *jobRow) dest() []any {
 	return []any{&r.id, &r.caller, &r.class, &r.restricted, &r.idem, &r.status, &r.errText,
 		&r.total, &r.done, &r.created, &r.lease, &r.finished, &r.bytes, &r.runner, &r.retryOf, &r.retryIdx, &r.webhook,
-		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn, &r.metadata, &r.customIDs, &r.skipped}
+		&r.traceParent, &r.traceState, &r.deadline, &r.handedOn, &r.metadata, &r.customIDs, &r.skipped, &r.webhookEvents}
 }
 
 func (r *jobRow) job() batchdriver.Job {
 	j := batchdriver.Job{
-		ID:           r.id,
-		Caller:       batchdriver.Caller{Name: r.caller, Class: r.class, Restricted: r.restricted},
-		IdemKey:      r.idem,
-		Status:       batchdriver.JobStatus(r.status),
-		Error:        r.errText,
-		TargetsTotal: r.total,
-		TargetsDone:  r.done,
-		CreatedAt:    r.created.UTC(),
-		Lease:        r.lease.UTC(),
-		Bytes:        r.bytes,
-		Runner:       r.runner,
-		RetryOf:      r.retryOf,
-		WebhookURL:   r.webhook,
-		Trace:        batchdriver.TraceContext{Parent: r.traceParent, State: r.traceState},
-		HandedOn:     r.handedOn,
-		Metadata:     decodeMetadata(r.metadata),
-		CustomIDs:    r.customIDs,
+		ID:            r.id,
+		Caller:        batchdriver.Caller{Name: r.caller, Class: r.class, Restricted: r.restricted},
+		IdemKey:       r.idem,
+		Status:        batchdriver.JobStatus(r.status),
+		Error:         r.errText,
+		TargetsTotal:  r.total,
+		TargetsDone:   r.done,
+		CreatedAt:     r.created.UTC(),
+		Lease:         r.lease.UTC(),
+		Bytes:         r.bytes,
+		Runner:        r.runner,
+		RetryOf:       r.retryOf,
+		WebhookURL:    r.webhook,
+		WebhookEvents: batchdriver.HookEvents(r.webhookEvents),
+		Trace:         batchdriver.TraceContext{Parent: r.traceParent, State: r.traceState},
+		HandedOn:      r.handedOn,
+		Metadata:      decodeMetadata(r.metadata),
+		CustomIDs:     r.customIDs,
 	}
 	j.RetryIdx, j.Skipped = ints(r.retryIdx), ints(r.skipped)
 	if r.finished != nil {

@@ -9,6 +9,20 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
+// hookReady is the drain statements' CTE that makes the webhook row of a
+// job with per-target events ($1; j its updated row) know target $3 is
+// finished, and due at the clock ($11) if it was idle (see
+// migrations/016). For a job without them the key is NULL: it reads no
+// row, not even an index page.
+var hookReady = `w AS (
+			UPDATE {s}.webhook SET ready = greatest(webhook.ready, $3 + 1),
+				due_since = CASE WHEN webhook.runner = '' AND webhook.due_at = 'infinity' THEN ` + clock("11") + `
+					ELSE webhook.due_since END,
+				due_at = CASE WHEN webhook.runner = '' AND webhook.due_at = 'infinity' THEN ` + clock("11") + `
+					ELSE webhook.due_at END
+			WHERE webhook.job_id = (SELECT $1::text FROM j WHERE j.webhook_events & 2 <> 0)
+		)`
+
 // deadlineBytes is what an expired target's error adds to its job's bytes.
 var deadlineBytes = strconv.Itoa(len(batchdriver.DeadlineReason))
 
@@ -32,7 +46,7 @@ const (
 const jobCols = `j.id, j.caller, j.caller_class, j.caller_restricted, j.idem_key,
 	j.status, j.error, j.targets_total, j.targets_ok + j.targets_failed,
 	j.created_at, j.lease, j.finished_at, j.bytes, j.runner, j.retry_of, j.retry_idx, coalesce(j.webhook, ''),
-	j.trace_parent, j.trace_state, j.deadline, j.handed_on, j.metadata::text, j.custom_ids, j.skipped`
+	j.trace_parent, j.trace_state, j.deadline, j.handed_on, j.metadata::text, j.custom_ids, j.skipped, coalesce(j.webhook_events, 0)`
 
 // targetCols are the columns scanTarget reads from target t of job j; the
 // results variants add t.result. A target's row stores pending, done or
@@ -80,9 +94,9 @@ var sqlTemplates = queries{
 		), j AS (
 			INSERT INTO {s}.job (id, caller, caller_class, caller_restricted, idem_key, status, targets_total, created_at, lease,
 				webhook, retry_of, retry_idx, trace_parent, trace_state, deadline, metadata, custom_ids,
-				skipped, targets_failed, bytes)
+				skipped, targets_failed, bytes, webhook_events)
 			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15, $16::timestamptz,
-				$17::jsonb, $18::text[], $19::integer[], coalesce(cardinality($19::integer[]), 0), $23::bigint
+				$17::jsonb, $18::text[], $19::integer[], coalesce(cardinality($19::integer[]), 0), $23::bigint, $24::smallint
 			FROM live WHERE live.n < $1
 			RETURNING seq, created_at, lease, bytes
 		), t AS (
@@ -94,6 +108,12 @@ var sqlTemplates = queries{
 				ON k.idx = u.i - 1
 		), c AS (
 			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 + j.seq % 16 AND j.bytes <> 0
+		), w AS (
+			INSERT INTO {s}.webhook (job_id, caller, url, status, error, targets_total, targets_ok, targets_failed,
+				created_at, finished_at, lease, due_since, due_at, deadline, metadata, events)
+			SELECT $2, $3, $11, '', '', $7, 0, 0, j.created_at, j.created_at, j.created_at, j.created_at, 'infinity',
+				$16::timestamptz, $17::jsonb, $24::smallint
+			FROM j WHERE $11 IS NOT NULL AND $24::smallint & 2 <> 0
 		)
 		SELECT created_at, lease FROM j`,
 
@@ -150,8 +170,8 @@ var sqlTemplates = queries{
 					ELSE greatest(lease, ` + clock("11") + `) END
 			WHERE id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
 				AND status = 'running' AND ` + nextTarget("", "$3") + ` < targets_total AND NOT $14::boolean
-			RETURNING seq, in_flight
-		)
+			RETURNING seq, in_flight, webhook_events
+		), ` + hookReady + `
 		UPDATE {s}.target SET status = $7, error = $8, hint = $9, outcome = $10, result = $13
 		FROM j WHERE target.job_seq = j.seq AND target.idx = $3
 		RETURNING j.in_flight`,
@@ -190,8 +210,8 @@ var sqlTemplates = queries{
 					AND lease > ` + clock("11") + ` - $12::interval THEN lease
 					ELSE greatest(lease, ` + clock("11") + `) END
 			FROM pre WHERE job.seq = pre.seq AND id = $1 AND runner = $2 AND in_flight = $3 AND $3 >= 0
-			RETURNING job.seq, status, in_flight, bytes, runner
-		), x AS (
+			RETURNING job.seq, status, in_flight, bytes, runner, webhook_events
+		), ` + hookReady + `, x AS (
 			UPDATE {s}.target SET status = 'failed', outcome = '` + string(batchdriver.OutcomeExpired) + `',
 				error = convert_to('` + batchdriver.DeadlineReason + `', 'UTF8'), hint = '', result = NULL
 			FROM pre WHERE target.job_seq = pre.seq AND pre.n > 0 AND target.idx > $3 AND target.status = 'pending'
@@ -457,20 +477,50 @@ var sqlTemplates = queries{
 				LIMIT CASE WHEN $5::integer > 0 THEN greatest($5::integer - coalesce(b.n, 0), 0) END
 			) l
 		)
-		UPDATE {s}.webhook w SET runner = $3, attempts = w.attempts + 1, due_at = ` + clock("1") + ` + $4::interval
+		UPDATE {s}.webhook w SET runner = $3, attempts = w.attempts + 1, due_at = ` + clock("1") + ` + $4::interval,
+			upto = CASE WHEN w.events & 2 = 0 OR w.upto > w.sent THEN w.upto ELSE least(w.ready, w.sent + $6) END
 		WHERE w.job_id = ANY (ARRAY (SELECT job_id FROM ranked ORDER BY rk, due_at, job_id LIMIT $2))
 		  AND w.due_at <= ` + clock("1") + `
 		RETURNING w.job_id, w.url, w.status, w.error, w.targets_total, w.targets_ok, w.targets_failed,
 			w.created_at, w.finished_at, w.lease, w.attempts,
-			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller, w.deadline, w.metadata::text`,
-	// A caller's pending events for Create's cap: its events, and its jobs
-	// that will get one (see migrations/004).
-	hookPending: `SELECT (SELECT count(*) FROM {s}.webhook WHERE caller = $1)
+			(extract(epoch FROM ` + clock("1") + ` - w.due_since) * 1000000)::bigint, w.caller, w.deadline, w.metadata::text,
+			w.events, w.sent, w.upto, w.due_since`,
+	// The targets of the per-target events a claim returned, read after
+	// its commit (see ClaimWebhooks): pairs of job id ($1) and range
+	// [$2, $3), with their custom ids.
+	hookTargets: `SELECT e.job_id, t.idx, t.status, t.outcome, coalesce(j.custom_ids[t.idx + 1], '')
+		FROM unnest($1::text[], $2::integer[], $3::integer[]) AS e (job_id, sent, upto)
+		JOIN {s}.job j ON j.id = e.job_id
+		JOIN {s}.target t ON t.job_seq = j.seq AND t.idx >= e.sent AND t.idx < e.upto AND t.status IN ('done', 'failed')
+		ORDER BY e.job_id, t.idx`,
+	// A caller's pending events for Create's cap: its jobs with a webhook
+	// that are live or held, and the rows of its other jobs (a row whose
+	// status is '' is a live job's: see migrations/016).
+	hookPending: `SELECT (SELECT count(*) FROM {s}.webhook WHERE caller = $1 AND status <> '')
 		+ (SELECT count(*) FROM {s}.job WHERE caller = $1
 			AND webhook IS NOT NULL AND (status IN ('queued', 'running') OR runner <> ''))`,
-	hookDone: `DELETE FROM {s}.webhook WHERE job_id = $1 AND runner = $2 AND attempts = $3`,
-	hookRetry: `UPDATE {s}.webhook SET runner = '', due_at = ` + clock("4") + ` + $5::interval
-		WHERE job_id = $1 AND runner = $2 AND attempts = $3`,
+	// FinishWebhook, fenced by the claim's runner, attempt and cursor ($1
+	// to $4): the drop of a job's events, a retry, and a delivery, which
+	// moves a row with per-target events on to its next event (due at once
+	// when it has one: more targets finished, or the completion) or
+	// deletes it after its last event. The delivery's two statements act
+	// on disjoint conditions, each re-checked on the row's latest version,
+	// so one at most changes the row. It returns the rows changed.
+	hookDone: `DELETE FROM {s}.webhook WHERE job_id = $1 AND runner = $2 AND attempts = $3 AND sent = $4`,
+	hookRetry: `UPDATE {s}.webhook SET runner = '', due_at = ` + clock("5") + ` + $6::interval
+		WHERE job_id = $1 AND runner = $2 AND attempts = $3 AND sent = $4`,
+	hookDelivered: `WITH d AS (
+			DELETE FROM {s}.webhook WHERE job_id = $1 AND runner = $2 AND attempts = $3 AND sent = $4
+				AND (upto <= sent OR (upto >= ready AND status <> '' AND events & 1 = 0))
+			RETURNING 1
+		), n AS (
+			UPDATE {s}.webhook SET sent = upto, attempts = 0, runner = '', due_since = ` + clock("5") + `,
+				due_at = CASE WHEN upto < ready OR (status <> '' AND events & 1 <> 0) THEN ` + clock("5") + ` ELSE 'infinity' END
+			WHERE job_id = $1 AND runner = $2 AND attempts = $3 AND sent = $4
+				AND upto > sent AND NOT (upto >= ready AND status <> '' AND events & 1 = 0)
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n)`,
 	hookRelease: `UPDATE {s}.webhook SET runner = '', due_at = least(due_at, ` + clock("1") + `)
 		WHERE runner = $2 AND runner <> ''`,
 	hookReleaseAll: `UPDATE {s}.webhook SET runner = '', due_at = least(due_at, ` + clock("1") + `) WHERE runner <> ''`,
@@ -511,6 +561,7 @@ type queries struct {
 	foldCallers, dropZeroCallers, anyCallerDeltas        string
 	stats, notify                                        string
 	hookClaim, hookDone, hookRetry, hookPending          string
+	hookDelivered, hookTargets                           string
 	hookRelease, hookReleaseAll                          string
 	expire, anyExpired                                   string
 	hostAcquire, hostRelease, hostBackOff, hostSweep     string
@@ -538,7 +589,7 @@ func (q *queries) fields() []*string {
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict, &q.evictHolders,
 		&q.foldCallers, &q.dropZeroCallers, &q.anyCallerDeltas,
 		&q.stats, &q.notify,
-		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending,
+		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending, &q.hookDelivered, &q.hookTargets,
 		&q.expire, &q.anyExpired,
 		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep, &q.hostRenew,
 	}

@@ -28,7 +28,8 @@ import (
 // the fence), Cancel, Reads, Labels (metadata and custom ids kept, read
 // back, searched), Retention (sweep, evict, stats), Share (eviction shared per caller),
 // Liveness (heartbeats, reaping), Webhook (the outbox), WebhookFair
-// (claims fair between callers, the pending cap), Clock (calls without
+// (claims fair between callers, the pending cap), WebhookTargets (a
+// job's per-target events, in order, coalesced), Clock (calls without
 // a Now, on the store's own clock; every other case gives each call the
 // Now of a fake clock), Inspect (the operator's reads of
 // [batch.Inspector], skipped by a store without it) and HostGate (the
@@ -44,17 +45,18 @@ func TestStore(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 // empty store for one subtest. The groups are Drain (one job's drain, its
 // outcomes, cancel, caps, the lease, Close and restart), Submit (a lenient
 // submit's skipped targets), Liveness (the cluster cases), Retry, Outage,
-// Webhook and WebhookFair. Call it from a test that is not parallel:
-// Drain/CloseMidDrainLeaksNothing counts the runner goroutines of the
-// whole process, so it must run while no other test's runner is alive (it
-// runs before the other cases start).
+// Webhook, WebhookFair and WebhookTargets. Call it from a test that is not
+// parallel: Drain/CloseMidDrainLeaksNothing counts the runner goroutines
+// of the whole process, so it must run while no other test's runner is
+// alive (it runs before the other cases start).
 func TestRunner(t *testing.T, newStore func(t *testing.T) batchdriver.Store) {
 	t.Helper()
 	runnerSuite.run(t, func(t *testing.T, c storeCase) { c(t, newStore(t)) })
 }
 
 // TestStoreReopen checks what must survive a store's reopening: pending
-// webhook events, with their claims (Webhook/WebhookSurvivesReopen).
+// webhook events, with their claims (Webhook/WebhookSurvivesReopen), and
+// a job's per-target events (Webhook/TargetEventsSurviveReopen).
 // newStore returns a new, empty store and a function that closes it and
 // opens it again on the same data (a store kept in memory returns itself).
 func TestStoreReopen(t *testing.T, newStore func(t *testing.T) (s batchdriver.Store, reopen func() batchdriver.Store)) {
@@ -83,6 +85,7 @@ var storeSuite = newSuite[storeCase]().
 	add("Liveness", handBackCases).
 	add("Webhook", webhookCases).
 	add("WebhookFair", webhookFairCases).
+	add("WebhookTargets", webhookTargetCases).
 	add("Clock", clockCases).
 	add("Inspect", inspectCases).
 	add("HostGate", hostGateCases)
@@ -99,10 +102,14 @@ var runnerSuite = newSuite[storeCase]().
 	add("Retry", runnerRetryCases).
 	add("Outage", runnerOutageCases).
 	add("Webhook", runnerWebhookCases).
-	add("WebhookFair", runnerWebhookFairCases)
+	add("WebhookFair", runnerWebhookFairCases).
+	add("WebhookTargets", runnerWebhookTargetCases)
 
 var reopenSuite = newSuite[reopenCase]().
-	add("Webhook", map[string]reopenCase{"WebhookSurvivesReopen": storeWebhookSurvivesReopen})
+	add("Webhook", map[string]reopenCase{
+		"WebhookSurvivesReopen":     storeWebhookSurvivesReopen,
+		"TargetEventsSurviveReopen": storeTargetEventsSurviveReopen,
+	})
 
 // A suite is a registry of cases by group and name.
 type suite[C any] struct {

@@ -92,12 +92,14 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair"}, 92,
-		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs", "Submit/SkippedFinishedAtCreate")
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair", "WebhookTargets"}, 103,
+		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs",
+		"Submit/SkippedFinishedAtCreate", "WebhookTargets/TargetEventsInIdxOrder")
 	f("TestRunner", runnerSuite.names(),
-		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Submit", "Webhook", "WebhookFair"}, 75,
-		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver")
-	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 1, "Webhook/WebhookSurvivesReopen")
+		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Submit", "Webhook", "WebhookFair", "WebhookTargets"}, 78,
+		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver",
+		"WebhookTargets/TargetEventsDelivered")
+	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 2, "Webhook/WebhookSurvivesReopen", "Webhook/TargetEventsSurviveReopen")
 	if c := runnerSuite.cases["Drain"]["CloseMidDrainLeaksNothing"]; !c.alone {
 		t.Error("TestRunner: Drain/CloseMidDrainLeaksNothing counts the process's goroutines but is not registered alone")
 	}
