@@ -184,15 +184,16 @@ func (r *Runner) SubmitWith(ctx context.Context, caller Caller, targets []Target
 // Retry makes a new job of the caller's finished job id: its targets that
 // did not finish done, that is the failed ones (but for those its submit
 // skipped, see [OnInvalidSkip]: a retry would refuse them again) and, of a
-// cancelled job or one failed by a restart, the ones that never finished, in idx order and
-// with their options and the job's webhook and its events. The new job's RetryOf is id, and each of its targets
+// cancelled job or one failed by a restart, the ones that never finished,
+// in idx order and with their options and the job's webhook and its
+// events. The new job's RetryOf is id, and each of its targets
 // carries its idx in the old job (TargetInfo.RetryOfIdx). Caps and
 // idempotency apply as for [Runner.Submit]: a retry of the same job with
 // the same targets while the first retry's lease is unexpired (and it was
 // not cancelled or failed) returns that retry, with reused true. A live
 // job is [ErrLive], and so is a cancelled job until the target that was in
-// flight at the cancel is stored; a job with every target done is
-// [ErrNothingToRetry], a job of another caller [ErrNotFound].
+// flight at the cancel is stored; a job with every target done (or
+// skipped) is [ErrNothingToRetry], a job of another caller [ErrNotFound].
 func (r *Runner) Retry(ctx context.Context, caller Caller, id string) (job JobInfo, reused bool, err error) {
 	ctx, end := r.observeSubmit(ctx, batchobserve.SubmitEvent{Caller: caller, RetryOf: id})
 	defer func() { end(batchobserve.SubmitEnd{JobID: job.ID, Reused: reused, Status: job.Status, Err: err}) }()

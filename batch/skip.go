@@ -116,7 +116,7 @@ func (r *Runner) judgeTargets(targets []Target, on OnInvalid, refused []Refusal)
 
 // checkTarget returns t's options in the stored form, or why t is
 // refused.
-func (r *Runner) checkTarget(t Target) (json []byte, reason string) {
+func (r *Runner) checkTarget(t Target) (stored []byte, reason string) {
 	switch {
 	case t.URL == "":
 		return nil, "empty url"

@@ -26,6 +26,7 @@ var webhookTargetCases = map[string]func(*testing.T, batchdriver.Store){
 	"TargetEventsOutliveTheirJob":  storeTargetEventsOutliveJob,
 	"TargetEventsPendingCapOnce":   storeTargetEventsPendingCap,
 	"TargetEventsReleasedByReaper": storeTargetEventsReleased,
+	"TargetEventsWithSkipped":      storeTargetEventsSkipped,
 }
 
 // bothEvents is the event set of the cases: per-target and completion.
@@ -397,4 +398,40 @@ func storeTargetEventsSurviveReopen(t *testing.T, newStore func(t *testing.T) (s
 	deliverHook(t, s, d, runnerA, t0)
 	d = oneHook(t, s, runnerA, p.ID, t0)
 	wantTargetEvent(t, d, p, 1, nil, 1)
+}
+
+// storeTargetEventsSkipped: the targets a lenient submit skipped go in the
+// per-target events at their idx, failed with their outcome, with the
+// targets fetched around them; the completion counts them failed.
+func storeTargetEventsSkipped(t *testing.T, s batchdriver.Store) {
+	p := skipSpec(targetHookSpec("alice", "skipped", 5, t0, bothEvents), 1, 3)
+	mustCreate(t, s, p)
+	claimJob(t, s, runnerA, p.ID, t0)
+	finish(t, s, runnerA, p.ID, okFinish(0, "a"), t0)
+	d := oneHook(t, s, runnerA, p.ID, t0)
+	wantTargetEvent(t, d, p, 0, nil, 0)
+	deliverHook(t, s, d, runnerA, t0)
+	finish(t, s, runnerA, p.ID, okFinish(2, "c"), t0)
+	d = oneHook(t, s, runnerA, p.ID, t0)
+	wantTargetEvent(t, d, p, 1, []int{1}, 1, 2)
+	if d.Targets[0].Outcome != batch.OutcomeBlocked {
+		t.Errorf("skipped target 1 in its event: %+v, want outcome %s", d.Targets[0], batch.OutcomeBlocked)
+	}
+	deliverHook(t, s, d, runnerA, t0)
+	if st := finish(t, s, runnerA, p.ID, okFinish(4, "e"), t0); st.Status != batch.JobPartial {
+		t.Fatalf("final step = %+v", st)
+	}
+	d = oneHook(t, s, runnerA, p.ID, t0)
+	wantTargetEvent(t, d, p, 3, []int{3}, 3, 4)
+	if d.Targets[0].Outcome != batch.OutcomeInvalid {
+		t.Errorf("skipped target 3 in its event: %+v, want outcome %s", d.Targets[0], batch.OutcomeInvalid)
+	}
+	deliverHook(t, s, d, runnerA, t0)
+	d = oneHook(t, s, runnerA, p.ID, t0)
+	if d.Event != batchdriver.HookFinished || d.Cursor != 5 || len(d.Targets) != 0 {
+		t.Fatalf("the completion: %+v", d)
+	}
+	wantHook(t, d, p, batch.JobPartial, "", 3, 2, t0)
+	deliverHook(t, s, d, runnerA, t0)
+	wantNoHooks(t, s, "after the completion", t0.Add(48*time.Hour))
 }

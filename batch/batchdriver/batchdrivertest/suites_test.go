@@ -92,7 +92,7 @@ func TestSuites_Names(t *testing.T) {
 		}
 	}
 	f("TestStore", storeSuite.names(),
-		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair", "WebhookTargets"}, 103,
+		[]string{"Cancel", "Clock", "Deadline", "Drain", "HostGate", "Inspect", "Labels", "Liveness", "Reads", "Retention", "Share", "Submit", "Webhook", "WebhookFair", "WebhookTargets"}, 104,
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs",
 		"Submit/SkippedFinishedAtCreate", "WebhookTargets/TargetEventsInIdxOrder")
 	f("TestRunner", runnerSuite.names(),
