@@ -113,8 +113,18 @@ func runnerDeadlineGrace(t *testing.T, s batchdriver.Store) {
 		t.Fatal(err)
 	}
 	info := batchtest.WaitFinished(t, r, alice, job.ID, waitLong)
-	if cause := <-cut; cause == nil || !strings.Contains(cause.Error(), "deadline") {
-		t.Errorf("the fetch in flight ended with cause %v, want the job's deadline", cause)
+	// A fetch of target 1 sent its cause before it returned, and the job
+	// finished only after its result was stored.
+	select {
+	case cause := <-cut:
+		if cause == nil || !strings.Contains(cause.Error(), "deadline") {
+			t.Errorf("the fetch in flight ended with cause %v, want the job's deadline", cause)
+		}
+	default:
+		if got := rec.Order(); len(got) < 2 {
+			t.Skipf("the deadline passed before target 1 started (fetched %v): the machine is too slow for this case's 300ms", got)
+		}
+		t.Fatalf("target 1 was fetched, but its fetch was never cut")
 	}
 	if info.Status != batch.JobPartial || info.Error != batch.DeadlineReason {
 		t.Fatalf("job = %s/%q, want partial/deadline", info.Status, info.Error)
