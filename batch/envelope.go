@@ -2,11 +2,9 @@ package batch
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // Envelope returns the stored and wire form of r: one JSON object with
@@ -67,14 +65,8 @@ func DecodeEnvelope(b []byte) (Result, error) {
 // JavaScript treats as line ends). Plain runs are copied whole.
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	// A read-only view of s as bytes, to load eight at a time.
-	bs := unsafe.Slice(unsafe.StringData(s), len(s))
 	start := 0 // s[start:i] is plain and not yet copied
 	for i := 0; i < len(s); {
-		if i+8 <= len(bs) && plain8(binary.LittleEndian.Uint64(bs[i:])) {
-			i += 8
-			continue
-		}
 		c := s[i]
 		if plainByte[c] {
 			i++
@@ -122,16 +114,6 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
-}
-
-// plain8 reports whether none of the eight bytes of w needs escaping: all
-// are ASCII, none is a control character, a quote or a backslash. It tests
-// all eight at once ("Bit Twiddling Hacks": haszero, hasless); with no
-// byte at or above 0x80, no test borrows across bytes.
-func plain8(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := w^('"'*ones), w^('\\'*ones)
-	return (w|(w-0x20*ones)|((quote-ones)&^quote)|((backslash-ones)&^backslash))&highs == 0
 }
 
 // plainByte[c] reports that the byte c is copied as it is: printable ASCII
