@@ -436,22 +436,31 @@ func (r *Runner) ListWith(ctx context.Context, caller Caller, opts ListOptions) 
 // opts.Since, as soon as its TargetsDone differs from *opts.Since; otherwise
 // it returns the job as it is when opts.Timeout (capped at [MaxWait]) runs
 // out, or at once when the runner closes. It holds no store resources while
-// it waits: it re-reads the store when this runner changes that job (a
-// change to another job does not wake it) and every Config.PollInterval, so
-// it also sees progress made by another runner sharing the store. If ctx
-// ends first, it returns ctx's error.
+// it waits: it re-reads the store when a runner changes that job (a change
+// to another job does not wake it; another runner's change wakes it when
+// the store has a change feed) and every Config.PollInterval. If ctx ends
+// first, it returns ctx's error.
 func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOptions) (JobInfo, error) {
 	timeout := min(max(opts.Timeout, 0), MaxWait)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(time.Duration(r.cfg.PollInterval))
 	defer poll.Stop()
+	watched := false
 	for {
 		changed, release := r.waiters.watch(id) // before the read, so no change is missed
 		// Polls read the job row only, and never touch; the answer is read
 		// once, as asked.
 		info, err := r.Status(ctx, caller, id, StatusOptions{JobOnly: true})
 		if err == nil && !info.Status.Finished() && (opts.Since == nil || info.TargetsDone == *opts.Since) {
+			if wf, ok := r.store.(batchdriver.WatchFeed); ok && !watched {
+				// The other runners send this job's changes from now on;
+				// read again, for one made before the watch took.
+				watched = true
+				defer wf.Watch(ctx, id)()
+				release()
+				continue
+			}
 			select {
 			case <-ctx.Done():
 				err = fmt.Errorf("batch: wait: %w", context.Cause(ctx))

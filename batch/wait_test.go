@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +81,83 @@ func TestRunner_WaitWakesPerJob(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter did not wake when its job finished")
+	}
+}
+
+// watchingStore records the watches a runner's waits make.
+type watchingStore struct {
+	batchdriver.Store
+	mu      sync.Mutex
+	watches map[string]int // job id → watches under way
+	total   int
+}
+
+func (s *watchingStore) Subscribe(fn func(string)) func() {
+	return s.Store.(batchdriver.ChangeFeed).Subscribe(fn)
+}
+
+func (s *watchingStore) Watch(_ context.Context, id string) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watches[id]++
+	s.total++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.watches[id]--
+	}
+}
+
+func (s *watchingStore) state(id string) (now, total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watches[id], s.total
+}
+
+// A wait watches its job, through a store's WatchFeed, from the moment it
+// finds the job unfinished until it returns; a wait that answers at once
+// watches nothing.
+func TestRunner_WaitWatchesItsJob(t *testing.T) {
+	t.Parallel()
+	store := &watchingStore{Store: batchtest.NewStore(), watches: map[string]int{}}
+	fetch := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: batch.Duration(time.Hour)})
+	alice := batch.Caller{Name: "alice"}
+	job, _, err := r.Submit(t.Context(), alice, batchtest.Targets("watched", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fetch.Started
+	waited := make(chan batch.JobInfo, 1)
+	go func() {
+		info, err := r.Wait(context.Background(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- info
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if now, _ := store.state(job.ID); now == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wait did not watch its job")
+		}
+	}
+	fetch.Release()
+	if info := <-waited; info.Status != batch.JobDone {
+		t.Fatalf("the wait answered %s, want done", info.Status)
+	}
+	if now, total := store.state(job.ID); now != 0 || total != 1 {
+		t.Fatalf("after the wait: %d watches under way of %d, want 0 of 1", now, total)
+	}
+	if _, err := r.Wait(t.Context(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(t.Context(), batch.Caller{Name: "mallory"}, job.ID, batch.WaitOptions{Timeout: batch.MaxWait}); err == nil {
+		t.Fatal("another caller's wait found the job")
+	}
+	if _, total := store.state(job.ID); total != 1 {
+		t.Fatalf("waits that answered at once made %d watches in all, want the first's 1", total)
 	}
 }

@@ -34,6 +34,10 @@ func (h hostClock) Subscribe(fn func(string)) func() {
 	return h.Store.(batchdriver.ChangeFeed).Subscribe(fn)
 }
 
+func (h hostClock) Watch(ctx context.Context, id string) func() {
+	return h.Store.(batchdriver.WatchFeed).Watch(ctx, id)
+}
+
 func (h hostClock) Create(ctx context.Context, p batchdriver.CreateParams) (batchdriver.Job, bool, error) {
 	p.Now = nil
 	return h.Store.Create(ctx, p)

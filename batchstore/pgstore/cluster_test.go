@@ -51,6 +51,10 @@ func (a acceptOnly) Subscribe(fn func(string)) func() {
 	return a.Store.(batchdriver.ChangeFeed).Subscribe(fn)
 }
 
+func (a acceptOnly) Watch(ctx context.Context, id string) func() {
+	return a.Store.(batchdriver.WatchFeed).Watch(ctx, id)
+}
+
 // 3 × 50 racing submits never exceed a cap and make
 // exactly one job per identical list.
 func TestCluster_RacingSubmits(t *testing.T) {
@@ -169,9 +173,14 @@ func (r *recorder) FinishTarget(ctx context.Context, p batchdriver.FinishParams)
 	return st, err
 }
 
-// Subscribe passes the change feed through: a wrapper must not hide it.
+// Subscribe and Watch pass the change feed through: a wrapper must not
+// hide it.
 func (r *recorder) Subscribe(fn func(string)) func() {
 	return r.Store.(batchdriver.ChangeFeed).Subscribe(fn)
+}
+
+func (r *recorder) Watch(ctx context.Context, id string) func() {
+	return r.Store.(batchdriver.WatchFeed).Watch(ctx, id)
 }
 
 // fetchLog records every fetch's start and end.

@@ -14,14 +14,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
 
 // The change feed (see docs/design/postgres-store.md in the repository):
-// every change the store
-// commits is delivered at once to this store's subscribers and, batched,
-// to the other nodes through NOTIFY on one channel; a listener connection
-// per store delivers the other nodes' changes. Polling stays the runner's
-// way to be correct, so everything here may drop what it cannot deliver.
+// every change the store commits is delivered at once to this store's
+// subscribers and, batched, to the other nodes through NOTIFY on one
+// channel; a listener connection per store delivers the other nodes'
+// changes. A job's changes go to the other nodes only while one of them
+// watches the job (a row in the watch table, migrations/017), and a queued
+// job ("") only if it is still queued after notifySettle: every listener
+// gets every payload, and every node's idle worker tries to claim a queued
+// job, so sending every change would make a target's cost grow with the
+// nodes. Polling stays the runner's way to be correct, so
+// everything here may drop what it cannot deliver.
 const (
 	// notifyEvery is the least time between two NOTIFY transactions of one
 	// store: the changes of that window share one. It bounds the feed's
@@ -34,6 +41,15 @@ const (
 	// change (TestCluster_LongPollWakesAcrossNodes and BenchmarkLongPollWake
 	// measure it).
 	notifyEvery = 40 * time.Millisecond
+	// notifySettle is how long a queued job ("") waits before its NOTIFY,
+	// so that an idle worker of this store can claim it first: a job still
+	// queued then wakes an idle worker on every node, and all but one find
+	// nothing, so a wake-up that is not needed costs a claim per node.
+	notifySettle = 10 * time.Millisecond
+	// watchLinger is how long a job's watch row outlives its last wait,
+	// so that the next long-poll on the job (an agent polls one wait after
+	// another) finds it and writes nothing.
+	watchLinger = 5 * time.Second
 	// maxPayload is below PostgreSQL's 8000-byte limit on a payload.
 	maxPayload = 7900
 	// listenPing is how long the listener waits for a notification before
@@ -64,6 +80,15 @@ type feed struct {
 	pending map[string]struct{} // changed job ids; "" for a queued job
 	kick    chan struct{}
 
+	// The jobs this store's runners watch: refs counts the watches of each,
+	// gen numbers the rows written, and unwatched holds the jobs whose last
+	// watch ended, with the gen of their row and the end, for the notifier
+	// to delete once they have stayed unwatched for watchLinger.
+	watchMu   sync.Mutex
+	refs      map[string]int
+	gen       int64
+	unwatched map[string]unwatched
+
 	ctx         context.Context // cancelled by close
 	cancel      context.CancelFunc
 	listenOnce  sync.Once
@@ -76,20 +101,24 @@ func newFeed(s *Store) *feed {
 	crand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &feed{
-		s:       s,
-		channel: s.opts.Schema + "_changes",
-		tag:     hex.EncodeToString(b[:]),
-		log:     s.opts.Logger,
-		subs:    make(map[int]func(string)),
-		pending: make(map[string]struct{}),
-		kick:    make(chan struct{}, 1),
-		ctx:     ctx,
-		cancel:  cancel,
+		s:         s,
+		channel:   s.opts.Schema + "_changes",
+		tag:       hex.EncodeToString(b[:]),
+		log:       s.opts.Logger,
+		subs:      make(map[int]func(string)),
+		pending:   make(map[string]struct{}),
+		refs:      make(map[string]int),
+		unwatched: make(map[string]unwatched),
+		kick:      make(chan struct{}, 1),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	f.wg.Add(1)
 	go f.notifier()
 	return f
 }
+
+var _ batchdriver.WatchFeed = (*Store)(nil)
 
 // Subscribe implements [batch.ChangeFeed]. fn gets the id of every job
 // that changed through this store at once, and through other stores on the
@@ -117,6 +146,58 @@ func (f *feed) subscribe(fn func(string)) (stop func()) {
 		defer f.subMu.Unlock()
 		delete(f.subs, id)
 	}
+}
+
+// Watch implements [batchdriver.WatchFeed]: it records that this store
+// waits on jobID, so that the other nodes send its changes, and returns
+// once the record is committed. A watch that cannot be recorded leaves the
+// wait to its polls.
+func (s *Store) Watch(ctx context.Context, jobID string) (stop func()) {
+	return s.feed.watch(ctx, jobID)
+}
+
+// unwatched is a job whose last watch ended.
+type unwatched struct {
+	gen int64 // the newest gen its row may have
+	at  time.Time
+}
+
+func (f *feed) watch(ctx context.Context, id string) (stop func()) {
+	f.watchMu.Lock()
+	f.refs[id]++
+	write := false
+	var gen int64
+	if f.refs[id] == 1 {
+		if _, ok := f.unwatched[id]; ok {
+			delete(f.unwatched, id) // its row lingers: watched again
+		} else {
+			f.gen++
+			gen, write = f.gen, true
+		}
+	}
+	f.watchMu.Unlock()
+	if write {
+		ctx, cancel := context.WithTimeout(ctx, feedTimeout)
+		if _, err := f.s.pool.Exec(ctx, f.s.q.watch, id, f.tag, gen); err != nil && !f.s.closed.Load() {
+			f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: cannot watch a job; its wait polls",
+				feedErrClass(err))
+		}
+		cancel()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { f.unwatch(id) }) }
+}
+
+// unwatch ends a watch of id; the last one's row is deleted by the first
+// NOTIFY statement after watchLinger.
+func (f *feed) unwatch(id string) {
+	f.watchMu.Lock()
+	defer f.watchMu.Unlock()
+	if f.refs[id]--; f.refs[id] > 0 {
+		return
+	}
+	delete(f.refs, id)
+	f.unwatched[id] = unwatched{gen: f.gen, at: time.Now()}
 }
 
 // deliver calls every subscriber with each id. Subscribers never block.
@@ -164,12 +245,26 @@ func (f *feed) close() {
 // the feed closes.
 func (f *feed) notifier() {
 	defer f.wg.Done()
+	linger := time.NewTicker(watchLinger) // for the lingering watch rows
+	defer linger.Stop()
 	for {
 		select {
 		case <-f.ctx.Done():
 			f.flush() // a last NOTIFY, on a context of its own
 			return
 		case <-f.kick:
+		case <-linger.C:
+		}
+		f.pendMu.Lock()
+		_, queued := f.pending[""]
+		f.pendMu.Unlock()
+		if queued {
+			select {
+			case <-f.ctx.Done():
+				f.flush()
+				return
+			case <-time.After(notifySettle):
+			}
 		}
 		f.flush()
 		select {
@@ -181,51 +276,65 @@ func (f *feed) notifier() {
 	}
 }
 
-// flush sends the pending changes in one statement (one NOTIFY per
-// payload). A change that cannot be sent is dropped: the other nodes'
-// polls find it.
+// flush sends the pending changes that another node watches, and a
+// queued job, and deletes the rows of the watches that ended watchLinger
+// ago (all of them when the feed closes) unless a newer watch of the job
+// has written its row since: one statement, one
+// NOTIFY per payload. A change that cannot be sent is dropped (the other
+// nodes' polls find it); a row that cannot be deleted costs the other
+// nodes a few notifications, until the sweep deletes it.
 func (f *feed) flush() {
 	f.pendMu.Lock()
 	ids := f.pending
-	if len(ids) == 0 {
-		f.pendMu.Unlock()
+	if len(ids) > 0 {
+		f.pending = make(map[string]struct{}, len(ids))
+	} else {
+		ids = nil // f.pending stays the store's
+	}
+	f.pendMu.Unlock()
+	f.watchMu.Lock()
+	var ended []string
+	var gens []int64
+	closing := f.ctx.Err() != nil
+	for id, u := range f.unwatched {
+		if closing || time.Since(u.at) >= watchLinger {
+			ended, gens = append(ended, id), append(gens, u.gen)
+			delete(f.unwatched, id)
+		}
+	}
+	f.watchMu.Unlock()
+	if len(ids) == 0 && len(ended) == 0 {
 		return
 	}
-	f.pending = make(map[string]struct{}, len(ids))
-	f.pendMu.Unlock()
-	payloads := f.payloads(ids)
+	changed, payload := f.pack(ids)
 	ctx, cancel := context.WithTimeout(context.Background(), feedTimeout)
 	defer cancel()
-	if _, err := f.s.pool.Exec(ctx, f.s.q.notify, f.channel, payloads); err != nil && !f.s.closed.Load() {
+	if _, err := f.s.pool.Exec(ctx, f.s.q.notify, f.channel, changed, payload, f.tag, ended, gens); err != nil && !f.s.closed.Load() {
 		f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: notify failed; other nodes will poll",
 			feedErrClass(err))
 	}
 }
 
-// payloads packs job ids into NOTIFY payloads: this store's tag, then one
-// id per line, an empty line for a queued job. An id that cannot travel
-// (a newline, a NUL, invalid UTF-8, or too long) is left out.
-func (f *feed) payloads(ids map[string]struct{}) []string {
-	var out []string
-	var b strings.Builder
+// pack assigns job ids to NOTIFY payloads: a payload is this store's tag,
+// then one id per line, an empty line for a queued job, and the ids of one
+// payload, with the tag, stay below maxPayload however many of them the
+// statement leaves out. An id that cannot travel (a newline, a NUL,
+// invalid UTF-8, or too long) is left out here.
+func (f *feed) pack(ids map[string]struct{}) (out []string, payload []int32) {
+	var k int32
+	size := len(f.tag)
 	for id := range ids {
 		if len(id) > 512 || strings.ContainsAny(id, "\n\x00") || !utf8.ValidString(id) {
 			continue
 		}
-		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
-			out = append(out, b.String())
-			b.Reset()
+		if size > len(f.tag) && size+1+len(id) > maxPayload {
+			k++
+			size = len(f.tag)
 		}
-		if b.Len() == 0 {
-			b.WriteString(f.tag)
-		}
-		b.WriteByte('\n')
-		b.WriteString(id)
+		size += 1 + len(id)
+		out, payload = append(out, id), append(payload, k)
 	}
-	if b.Len() > 0 {
-		out = append(out, b.String())
-	}
-	return out
+	return out, payload
 }
 
 // dispatch delivers a notification from another store.

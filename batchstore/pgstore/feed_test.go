@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/siftfetch/batchkit/batch"
 	"github.com/siftfetch/batchkit/batch/batchdriver"
@@ -81,6 +84,7 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 	listening(t, a, 0)
 	create(t, b, "from-b")
 	expect(t, got, "") // queued
+	defer a.Watch(t.Context(), "from-b")()
 	if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: "from-b"}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +98,7 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 	expect(t, got, "from-a")
 	// b's marker: whatever a sent has reached the listeners by now.
 	create(t, b, "marker")
+	defer a.Watch(t.Context(), "marker")()
 	if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: "marker"}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +111,156 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no marker")
 		}
+	}
+}
+
+// A node sends another a job's changes only while that node watches the
+// job; an ended watch's row is deleted once it has lingered, a watch that
+// starts while it lingers reuses it, and a newer watch of the same job
+// keeps its row however the two interleave.
+func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
+	t.Parallel()
+	stores := cluster(t, 2)
+	a, b := stores[0], stores[1]
+	got := subscribe(t, a)
+	listening(t, a, 0)
+	cancel := func(id string) {
+		t.Helper()
+		if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// until reads got until id, and fails on any of not.
+	until := func(id string, not ...string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case g := <-got:
+				if slices.Contains(not, g) {
+					t.Fatalf("a got %q, which it does not watch", g)
+				}
+				if g == id {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("a did not get %q", id)
+			}
+		}
+	}
+	for _, id := range []string{"unwatched", "watched", "ended", "marker"} {
+		create(t, b, id)
+	}
+	stop := a.Watch(t.Context(), "watched")
+	cancel("unwatched")
+	cancel("watched")
+	until("watched", "unwatched")
+	stop()
+	stop() // a second call does nothing
+	a.Watch(t.Context(), "ended")()
+	rows := func(id string) int {
+		t.Helper()
+		var n int
+		if err := a.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{a.opts.Schema}.Sanitize()+`.watch WHERE job_id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventually(t, "the ended watches' rows are deleted", func() bool { return rows("watched")+rows("ended") == 0 })
+	defer a.Watch(t.Context(), "marker")()
+	cancel("ended")
+	cancel("marker")
+	until("marker", "ended")
+
+	gen := func(id string) (g int64) {
+		t.Helper()
+		if err := a.pool.QueryRow(t.Context(), `SELECT gen FROM `+pgx.Identifier{a.opts.Schema}.Sanitize()+`.watch WHERE job_id = $1`, id).Scan(&g); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	// A wait after a wait finds the row lingering and writes nothing.
+	a.Watch(t.Context(), "again")()
+	first := gen("again")
+	stop = a.Watch(t.Context(), "again")
+	if g := gen("again"); g != first {
+		t.Fatalf("a watch while the row lingers wrote gen %d over %d", g, first)
+	}
+	stop()
+	time.Sleep(2 * notifyEvery)
+	if n := rows("again"); n != 1 {
+		t.Fatalf("right after its last wait a job has %d watch rows, want 1 lingering", n)
+	}
+	// The delete of an ended watch spares a row that a newer watch wrote
+	// after the end.
+	a.feed.watchMu.Lock()
+	a.feed.unwatched["again"] = unwatched{gen: first} // lingered long enough
+	a.feed.watchMu.Unlock()
+	if _, err := a.pool.Exec(t.Context(), a.q.watch, "again", a.feed.tag, first+1000); err != nil {
+		t.Fatal(err)
+	}
+	a.feed.flush()
+	if g := gen("again"); g != first+1000 {
+		t.Fatalf("after the delete of the ended watch the row has gen %d, want the newer %d", g, first+1000)
+	}
+	a.Watch(t.Context(), "again")() // the newer watch ends too
+	eventually(t, "the last watch's row is deleted", func() bool { return rows("again") == 0 })
+}
+
+// Watched changes too many for one payload all arrive, in several.
+func TestFeed_SendsManyWatchedJobs(t *testing.T) {
+	t.Parallel()
+	stores := cluster(t, 2)
+	a, b := stores[0], stores[1]
+	got := subscribe(t, a)
+	listening(t, a, 0)
+	want := map[string]bool{}
+	var ids []string
+	for i := range 300 {
+		id := fmt.Sprintf("%03d-%s", i, strings.Repeat("j", 96))
+		defer a.Watch(t.Context(), id)()
+		want[id] = true
+		ids = append(ids, id, "unwatched-"+id)
+	}
+	b.feed.changed(ids...)
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case g := <-got:
+			if strings.HasPrefix(g, "unwatched-") {
+				t.Fatalf("a got %q, which it does not watch", g)
+			}
+			delete(want, g)
+		case <-deadline:
+			t.Fatalf("%d watched changes did not arrive", len(want))
+		}
+	}
+}
+
+// The sweep deletes the watches of a node that died, once no wait can
+// still be under way.
+func TestFeed_SweepDeletesStaleWatches(t *testing.T) {
+	t.Parallel()
+	s := cluster(t, 1)[0]
+	q := `INSERT INTO ` + pgx.Identifier{s.opts.Schema}.Sanitize() + `.watch (job_id, tag, gen, since) VALUES ($1, 'dead', 1, now() - $2::interval)`
+	for id, age := range map[string]string{"stale": "2 hours", "recent": "1 minute"} {
+		if _, err := s.pool.Exec(t.Context(), q, id, age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Sweep(t.Context(), batchdriver.SweepParams{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := s.pool.Query(t.Context(), `SELECT job_id FROM `+pgx.Identifier{s.opts.Schema}.Sanitize()+`.watch ORDER BY job_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []string{"recent"}) {
+		t.Fatalf("after the sweep the watches are %q, want [recent]", left)
 	}
 }
 
@@ -127,6 +282,7 @@ func TestFeed_ReconnectsAfterTerminate(t *testing.T) {
 		expect(t, got, "") // the catch-up wake-up
 		id := fmt.Sprintf("after-%d", round)
 		create(t, b, id)
+		defer a.Watch(t.Context(), id)()
 		if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: id}); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +347,7 @@ func TestFeed_WaitSurvivesListenerLoss(t *testing.T) {
 
 // The payloads stay under PostgreSQL's limit, carry the store's tag first,
 // and leave out ids that cannot travel.
-func TestFeed_Payloads(t *testing.T) {
+func TestFeed_Pack(t *testing.T) {
 	t.Parallel()
 	f := &feed{tag: "0123456789abcdef"}
 	ids := map[string]struct{}{"": {}, "bad\nid": {}, "nul\x00": {}, "\xff": {}, strings.Repeat("x", 600): {}}
@@ -199,24 +355,28 @@ func TestFeed_Payloads(t *testing.T) {
 		ids[fmt.Sprintf("%08d-aaaa-bbbb-cccc-dddddddddddd", i)] = struct{}{}
 	}
 	got := map[string]bool{}
-	ps := f.payloads(ids)
-	if len(ps) < 2 {
-		t.Fatalf("%d payloads for 1000 ids, want several", len(ps))
+	list, payload := f.pack(ids)
+	if len(list) != len(payload) {
+		t.Fatalf("%d ids in %d payload numbers", len(list), len(payload))
 	}
-	for _, p := range ps {
-		if len(p) > maxPayload {
-			t.Errorf("payload of %d bytes", len(p))
+	sizes := map[int32]int{}
+	for i, id := range list {
+		if got[id] {
+			t.Errorf("id %q packed twice", id)
 		}
-		tag, rest, _ := strings.Cut(p, "\n")
-		if tag != f.tag {
-			t.Errorf("payload starts with %q, want the tag", tag)
-		}
-		for _, id := range strings.Split(rest, "\n") {
-			got[id] = true
+		got[id] = true
+		sizes[payload[i]] += 1 + len(id)
+	}
+	if len(sizes) < 2 {
+		t.Fatalf("%d payloads for 1000 ids, want several", len(sizes))
+	}
+	for k, n := range sizes {
+		if n += len(f.tag); n > maxPayload {
+			t.Errorf("payload %d of %d bytes", k, n)
 		}
 	}
-	if len(got) != 1001 || !got[""] || got["bad"] || got["nul\x00"] {
-		t.Errorf("%d ids delivered (queued %v), want the 1000 and the queued mark", len(got), got[""])
+	if len(got) != 1001 || !got[""] || got["bad\nid"] || got["nul\x00"] || got["\xff"] {
+		t.Errorf("%d ids packed (queued %v), want the 1000 and the queued mark", len(got), got[""])
 	}
 }
 
@@ -264,5 +424,15 @@ func TestStore_CloseLeavesNoGoroutine(t *testing.T) {
 	}
 	if stop := s.Subscribe(func(string) {}); stop == nil {
 		t.Fatal("Subscribe after Close returned nil")
+	}
+}
+
+// eventually polls cond for up to 3 times watchLinger.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * watchLinger); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
 	}
 }

@@ -125,12 +125,14 @@ func TestStore_QueryPlans(t *testing.T) {
 	// its primary key, the runner table (a row per live runner), the
 	// counter's 16 rows or the first row of the callers' deltas, or the
 	// host gate's tables (a row per host of the last sweep interval, a
-	// slot per fetch in flight), or it is a template (reapJobs and
+	// slot per fetch in flight) or the change feed's watches (a row per
+	// long-poll under way), or it is a template (reapJobs and
 	// reapHandBack, their parts above).
 	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
 		&q.forgetStale: true, &q.reapJobs: true, &q.reapHandBack: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
 		&q.lockStat: true, &q.notify: true, &q.anyCallerDeltas: true,
-		&q.hostAcquire: true, &q.hostRenew: true, &q.hostRelease: true, &q.hostBackOff: true, &q.hostSweep: true}
+		&q.hostAcquire: true, &q.hostRenew: true, &q.hostRelease: true, &q.hostBackOff: true, &q.hostSweep: true,
+		&q.watch: true}
 	planned := map[string]bool{}
 	for _, p := range plans {
 		planned[p.sql] = true

@@ -525,12 +525,10 @@ var sqlTemplates = queries{
 		WHERE runner = $2 AND runner <> ''`,
 	hookReleaseAll: `UPDATE {s}.webhook SET runner = '', due_at = least(due_at, ` + clock("1") + `) WHERE runner <> ''`,
 
-	// notify sends payloads $2 on channel $1. A notifying transaction gets
-	// an xid and a commit record; notifications are hints that polling
-	// backs up, so this one commits without waiting for the WAL flush
-	// (set_config(…, true) lasts until the statement's own commit).
 	// The host gate (see hostgate.go and migrations/013). hostSweep
-	// deletes the keys that hold nothing: no slot, no wait.
+	// deletes the keys that hold nothing: no slot, no wait; and, as the
+	// sweep's one statement that runs every pass, the change feed's
+	// watches whose node died (no wait lasts an hour).
 	hostAcquire: `SELECT slot, wait_us FROM {s}.host_acquire($1, $2, $3, $4, $5, $6, $7::timestamptz)`,
 	hostRenew:   `SELECT {s}.host_renew($1, $2, $3, $4::timestamptz)`,
 	hostRelease: `WITH gone AS (DELETE FROM {s}.host_slot WHERE id = $1)
@@ -538,12 +536,35 @@ var sqlTemplates = queries{
 		WHERE key = $2 AND $3::interval > interval '0'`,
 	hostBackOff: `INSERT INTO {s}.host AS h (key, backoff_until) VALUES ($1, ` + clock("2") + ` + $3::interval)
 		ON CONFLICT (key) DO UPDATE SET backoff_until = greatest(h.backoff_until, excluded.backoff_until)`,
-	hostSweep: `WITH gone AS (DELETE FROM {s}.host_slot WHERE lease <= ` + clock("1") + `)
+	hostSweep: `WITH gone AS (DELETE FROM {s}.host_slot WHERE lease <= ` + clock("1") + `),
+			stale AS (DELETE FROM {s}.watch WHERE since < now() - interval '1 hour')
 		DELETE FROM {s}.host h WHERE h.next_start < ` + clock("1") + ` AND h.backoff_until < ` + clock("1") + `
 		AND h.wanted_until < ` + clock("1") + `
 		AND NOT EXISTS (SELECT 1 FROM {s}.host_slot s WHERE s.key = h.key AND s.lease > ` + clock("1") + `)`,
 
-	notify: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+	// notify sends on channel $1 the changed jobs $2, in payloads $3 (of
+	// node $4's tag and one id per line), keeping only those that another
+	// node watches, and a queued job ("") if a job is still queued. With
+	// them it deletes node $4's
+	// rows of the ended watches of jobs $5 at gens $6 that no newer watch
+	// has written since (see feed.go and migrations/017). A notifying
+	// transaction gets an xid and a commit record; notifications are hints
+	// that polling backs up, so this one commits without waiting for the
+	// WAL flush (set_config(…, true) lasts until the statement's own
+	// commit). With nothing to send it calls neither.
+	notify: `WITH gone AS (
+			DELETE FROM {s}.watch w USING unnest($5::text[], $6::bigint[]) AS d (job_id, gen)
+			WHERE w.job_id = d.job_id AND w.tag = $4 AND w.gen <= d.gen
+		), c AS (
+			SELECT p.id, p.k FROM unnest($2::text[], $3::int[]) AS p (id, k)
+			WHERE CASE WHEN p.id = '' THEN EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued')
+				ELSE EXISTS (SELECT 1 FROM {s}.watch w WHERE w.job_id = p.id AND w.tag <> $4) END
+		)
+		SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $4 || E'\n' || string_agg(c.id, E'\n'))
+		FROM c GROUP BY c.k`,
+	// watch records that node $2 watches job $1 (see feed.go).
+	watch: `INSERT INTO {s}.watch AS w (job_id, tag, gen) VALUES ($1, $2, $3)
+		ON CONFLICT (job_id, tag) DO UPDATE SET gen = excluded.gen, since = now()`,
 }
 
 // queries holds the store's statements for one schema.
@@ -559,7 +580,7 @@ type queries struct {
 	heldByCaller, evictPick, evictOldest, evict          string
 	evictHolders                                         string
 	foldCallers, dropZeroCallers, anyCallerDeltas        string
-	stats, notify                                        string
+	stats, notify, watch                                 string
 	hookClaim, hookDone, hookRetry, hookPending          string
 	hookDelivered, hookTargets                           string
 	hookRelease, hookReleaseAll                          string
@@ -588,7 +609,7 @@ func (q *queries) fields() []*string {
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict, &q.evictHolders,
 		&q.foldCallers, &q.dropZeroCallers, &q.anyCallerDeltas,
-		&q.stats, &q.notify,
+		&q.stats, &q.notify, &q.watch,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending, &q.hookDelivered, &q.hookTargets,
 		&q.expire, &q.anyExpired,
 		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep, &q.hostRenew,
