@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,4 +114,29 @@ func pgVersion(ctx context.Context, url string) (string, error) {
 	var v string
 	err = conn.QueryRow(ctx, `SHOW server_version`).Scan(&v)
 	return v, err
+}
+
+// vacuumPGSchema vacuums and analyzes every table of schema, as a server's
+// autovacuum would in time.
+func vacuumPGSchema(ctx context.Context, url, schema string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = $1`, schema)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var t string
+		err := r.Scan(&t)
+		return pgx.Identifier{schema, t}.Sanitize(), err
+	})
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	// VACUUM takes its tables in one statement, outside a transaction.
+	_, err = conn.Exec(ctx, `VACUUM (ANALYZE) `+strings.Join(names, ", "))
+	return err
 }
