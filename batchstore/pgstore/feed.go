@@ -27,8 +27,8 @@ import (
 // job ("") only if it is still queued after notifySettle: every listener
 // gets every payload, and every node's idle worker tries to claim a queued
 // job, so sending every change would make a target's cost grow with the
-// nodes. Polling stays the runner's way to be correct, so
-// everything here may drop what it cannot deliver.
+// nodes. Polling stays the runner's way to be correct, so everything here
+// may drop what it cannot deliver.
 const (
 	// notifyEvery is the least time between two NOTIFY transactions of one
 	// store: the changes of that window share one. It bounds the feed's
@@ -81,13 +81,15 @@ type feed struct {
 	kick    chan struct{}
 
 	// The jobs this store's runners watch: refs counts the watches of each,
-	// gen numbers the rows written, and unwatched holds the jobs whose last
+	// gen numbers the rows written, rowless holds the watched jobs whose
+	// row could not be written, and unwatched holds the jobs whose last
 	// watch ended, with the gen of their row and the end, for the notifier
 	// to delete once they have stayed unwatched for watchLinger.
 	watchMu   sync.Mutex
 	refs      map[string]int
 	gen       int64
-	unwatched map[string]unwatched
+	rowless   map[string]bool
+	unwatched map[string]endedWatch
 
 	ctx         context.Context // cancelled by close
 	cancel      context.CancelFunc
@@ -108,7 +110,8 @@ func newFeed(s *Store) *feed {
 		subs:      make(map[int]func(string)),
 		pending:   make(map[string]struct{}),
 		refs:      make(map[string]int),
-		unwatched: make(map[string]unwatched),
+		rowless:   make(map[string]bool),
+		unwatched: make(map[string]endedWatch),
 		kick:      make(chan struct{}, 1),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -156,8 +159,8 @@ func (s *Store) Watch(ctx context.Context, jobID string) (stop func()) {
 	return s.feed.watch(ctx, jobID)
 }
 
-// unwatched is a job whose last watch ended.
-type unwatched struct {
+// endedWatch is a job whose last watch ended.
+type endedWatch struct {
 	gen int64 // the newest gen its row may have
 	at  time.Time
 }
@@ -178,9 +181,16 @@ func (f *feed) watch(ctx context.Context, id string) (stop func()) {
 	f.watchMu.Unlock()
 	if write {
 		ctx, cancel := context.WithTimeout(ctx, feedTimeout)
-		if _, err := f.s.pool.Exec(ctx, f.s.q.watch, id, f.tag, gen); err != nil && !f.s.closed.Load() {
-			f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: cannot watch a job; its wait polls",
-				feedErrClass(err))
+		if _, err := f.s.pool.Exec(ctx, f.s.q.watch, id, f.tag, gen); err != nil {
+			f.watchMu.Lock()
+			if f.refs[id] > 0 {
+				f.rowless[id] = true // the next watch writes it; no row lingers
+			}
+			f.watchMu.Unlock()
+			if !f.s.closed.Load() {
+				f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: cannot watch a job; its wait polls",
+					feedErrClass(err))
+			}
 		}
 		cancel()
 	}
@@ -197,7 +207,11 @@ func (f *feed) unwatch(id string) {
 		return
 	}
 	delete(f.refs, id)
-	f.unwatched[id] = unwatched{gen: f.gen, at: time.Now()}
+	if f.rowless[id] {
+		delete(f.rowless, id) // no row to reuse or delete
+		return
+	}
+	f.unwatched[id] = endedWatch{gen: f.gen, at: time.Now()}
 }
 
 // deliver calls every subscriber with each id. Subscribers never block.
@@ -279,8 +293,7 @@ func (f *feed) notifier() {
 // flush sends the pending changes that another node watches, and a
 // queued job, and deletes the rows of the watches that ended watchLinger
 // ago (all of them when the feed closes) unless a newer watch of the job
-// has written its row since: one statement, one
-// NOTIFY per payload. A change that cannot be sent is dropped (the other
+// has written its row since: one statement, one NOTIFY per payload. A change that cannot be sent is dropped (the other
 // nodes' polls find it); a row that cannot be deleted costs the other
 // nodes a few notifications, until the sweep deletes it.
 func (f *feed) flush() {

@@ -32,6 +32,16 @@ func subscribe(t *testing.T, s *Store) <-chan string {
 	return got
 }
 
+// pair opens two nodes on one schema; a listens, and got is what its
+// feed delivers. listener is its listener backend's pid.
+func pair(t *testing.T) (a, b *Store, got <-chan string, listener uint32) {
+	t.Helper()
+	stores := cluster(t, 2)
+	a, b = stores[0], stores[1]
+	got = subscribe(t, a)
+	return a, b, got, listening(t, a, 0)
+}
+
 // listening waits until s's listener has a connection other than old, and
 // returns its backend's pid.
 func listening(t testing.TB, s *Store, old uint32) uint32 {
@@ -78,10 +88,7 @@ func create(t *testing.T, s *Store, id string) {
 // at the commit, and not again through the database.
 func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 	t.Parallel()
-	stores := cluster(t, 2)
-	a, b := stores[0], stores[1]
-	got := subscribe(t, a)
-	listening(t, a, 0)
+	a, b, got, _ := pair(t)
 	create(t, b, "from-b")
 	expect(t, got, "") // queued
 	defer a.Watch(t.Context(), "from-b")()
@@ -120,10 +127,7 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 // keeps its row however the two interleave.
 func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
 	t.Parallel()
-	stores := cluster(t, 2)
-	a, b := stores[0], stores[1]
-	got := subscribe(t, a)
-	listening(t, a, 0)
+	a, b, got, _ := pair(t)
 	cancel := func(id string) {
 		t.Helper()
 		if err := b.Cancel(t.Context(), batchdriver.CancelParams{Caller: "alice", JobID: id}); err != nil {
@@ -194,7 +198,7 @@ func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
 	// The delete of an ended watch spares a row that a newer watch wrote
 	// after the end.
 	a.feed.watchMu.Lock()
-	a.feed.unwatched["again"] = unwatched{gen: first} // lingered long enough
+	a.feed.unwatched["again"] = endedWatch{gen: first} // lingered long enough
 	a.feed.watchMu.Unlock()
 	if _, err := a.pool.Exec(t.Context(), a.q.watch, "again", a.feed.tag, first+1000); err != nil {
 		t.Fatal(err)
@@ -205,15 +209,22 @@ func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
 	}
 	a.Watch(t.Context(), "again")() // the newer watch ends too
 	eventually(t, "the last watch's row is deleted", func() bool { return rows("again") == 0 })
+
+	// A watch whose row could not be written leaves none to linger: the
+	// next one writes it.
+	gone, cancelGone := context.WithCancel(t.Context())
+	cancelGone()
+	a.Watch(gone, "rowless")()
+	defer a.Watch(t.Context(), "rowless")()
+	if n := rows("rowless"); n != 1 {
+		t.Fatalf("a watch after one that wrote no row left %d rows, want 1", n)
+	}
 }
 
 // Watched changes too many for one payload all arrive, in several.
 func TestFeed_SendsManyWatchedJobs(t *testing.T) {
 	t.Parallel()
-	stores := cluster(t, 2)
-	a, b := stores[0], stores[1]
-	got := subscribe(t, a)
-	listening(t, a, 0)
+	a, b, got, _ := pair(t)
 	want := map[string]bool{}
 	var ids []string
 	for i := range 300 {
@@ -269,10 +280,7 @@ func TestFeed_SweepDeletesStaleWatches(t *testing.T) {
 // lost), and notifications resume.
 func TestFeed_ReconnectsAfterTerminate(t *testing.T) {
 	t.Parallel()
-	stores := cluster(t, 2)
-	a, b := stores[0], stores[1]
-	got := subscribe(t, a)
-	pid := listening(t, a, 0)
+	a, b, got, pid := pair(t)
 	for round := range 3 {
 		var ok bool
 		if err := b.pool.QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
