@@ -133,8 +133,7 @@ func growStore(ctx context.Context, sz sizes, t growthTarget) (growthStoreResult
 		defer s.close()
 		start := time.Now()
 		// Without vacuum each claim and create reads more dead index
-		// entries than the last, and seeding 100k jobs takes four times
-		// as long as it does with it.
+		// entries than the last, and seeding slows as the store grows.
 		for from := 0; from < n; from += seedVacuumEvery {
 			if err := seedStore(ctx, s, from, min(from+seedVacuumEvery, n)); err != nil {
 				return res, err
@@ -228,7 +227,8 @@ func timeOps(fn func() error, maxOps int, d time.Duration) ([]time.Duration, err
 	return lat, nil
 }
 
-// seedStore adds to s the finished jobs from to n-1, seedConc at a time.
+// seedStore adds to s the finished jobs numbered from to n-1, seedConc
+// at a time.
 func seedStore(ctx context.Context, s batchdriver.Store, from, n int) error {
 	var next atomic.Int64
 	next.Store(int64(from))

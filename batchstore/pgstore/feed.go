@@ -183,9 +183,7 @@ func (f *feed) watch(ctx context.Context, id string) (stop func()) {
 		ctx, cancel := context.WithTimeout(ctx, feedTimeout)
 		if _, err := f.s.pool.Exec(ctx, f.s.q.watch, id, f.tag, gen); err != nil {
 			f.watchMu.Lock()
-			if f.refs[id] > 0 {
-				f.rowless[id] = true // the next watch writes it; no row lingers
-			}
+			f.rowless[id] = true // this watch holds id: its end leaves no row to linger
 			f.watchMu.Unlock()
 			if !f.s.closed.Load() {
 				f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: cannot watch a job; its wait polls",
@@ -293,9 +291,10 @@ func (f *feed) notifier() {
 // flush sends the pending changes that another node watches, and a
 // queued job, and deletes the rows of the watches that ended watchLinger
 // ago (all of them when the feed closes) unless a newer watch of the job
-// has written its row since: one statement, one NOTIFY per payload. A change that cannot be sent is dropped (the other
-// nodes' polls find it); a row that cannot be deleted costs the other
-// nodes a few notifications, until the sweep deletes it.
+// has written its row since: one statement, one NOTIFY per payload. A
+// change that cannot be sent is dropped (the other nodes' polls find it);
+// a row that cannot be deleted costs the other nodes a few notifications,
+// until the sweep deletes it.
 func (f *feed) flush() {
 	f.pendMu.Lock()
 	ids := f.pending
