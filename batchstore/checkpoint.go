@@ -31,7 +31,7 @@ const (
 // a checkpoint beside it would compete for that same disk and slow the
 // drain (BenchmarkDrain shows it), so SQLite's own checkpoints stay.
 func (s *Store) startCheckpointer() error {
-	if s.opts.Synchronous != SyncNormal {
+	if s.opts.Synchronous != SyncNormal || s.off.SQLiteCheckpointer {
 		return nil
 	}
 	if err := setAutoCheckpoint(s.wconn, checkpointCeiling); err != nil {

@@ -17,6 +17,7 @@ import (
 	"zombiezen.com/go/sqlite/sqlitex"
 
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/internal/ablation"
 )
 
 // Defaults for [Config].
@@ -125,6 +126,10 @@ type Store struct {
 	quick  chan *sqlite.Conn
 	nquick int
 
+	// off is what the benchmarks switched off (internal/ablation), read
+	// when the store opens.
+	off ablation.Off
+
 	prepared  sync.Map // *sqlite.Conn of a host pool → struct{}: settings applied
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -150,7 +155,7 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: opts}
+	s := &Store{opts: opts, off: ablation.Get()}
 	if readOnlyURI(path) {
 		// Refused before SQLite runs: a read-only connection to a WAL file
 		// would leave -wal and -shm files behind that it cannot remove.
@@ -183,7 +188,11 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	}
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.startQuick(bctx, quickReaders(opts.PoolSize)); err != nil {
+	n := quickReaders(opts.PoolSize)
+	if s.off.SQLiteQuickReaders {
+		n = 0
+	}
+	if err := s.startQuick(bctx, n); err != nil {
 		return nil, s.openErr(ctx, path, err)
 	}
 	return s, nil
@@ -209,7 +218,7 @@ func New(ctx context.Context, pool Pool, opts Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("batchstore: new: nil pool")
 	}
-	s := &Store{pool: pool, opts: opts}
+	s := &Store{pool: pool, opts: opts, off: ablation.Get()}
 	name, err := s.mainFile(ctx)
 	if err != nil {
 		return nil, s.openErr(ctx, "pool", err)

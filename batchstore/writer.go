@@ -89,13 +89,15 @@ const maxLinger = 2 * time.Millisecond
 
 // grouper is the writer goroutine's record of the last cycle.
 type grouper struct {
-	last   int           // writes in the last group
-	commit time.Duration // moving average of the COMMIT statement's time
-	timer  *time.Timer
+	size      int           // maxGroup, or 1 with group commit switched off
+	maxLinger time.Duration // maxLinger, or 0 with the linger switched off
+	last      int           // writes in the last group
+	commit    time.Duration // moving average of the COMMIT statement's time
+	timer     *time.Timer
 }
 
 // linger is how long a group may wait for expected writers.
-func (g *grouper) linger() time.Duration { return min(g.commit, maxLinger) }
+func (g *grouper) linger() time.Duration { return min(g.commit, g.maxLinger) }
 
 // observe records a commit's time in the moving average (weight 1/8).
 func (g *grouper) observe(d time.Duration) {
@@ -110,9 +112,15 @@ func (g *grouper) observe(d time.Duration) {
 // commit).
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	g := &grouper{timer: time.NewTimer(time.Hour)}
+	g := &grouper{size: maxGroup, maxLinger: maxLinger, timer: time.NewTimer(time.Hour)}
 	g.timer.Stop()
-	group := make([]*writeReq, 0, maxGroup)
+	if s.off.SQLiteGroupCommit {
+		g.size = 1
+	}
+	if s.off.SQLiteLinger {
+		g.maxLinger = 0
+	}
+	group := make([]*writeReq, 0, g.size)
 	for {
 		group = s.gather(group[:0], g)
 		if len(group) == 0 {
@@ -134,7 +142,7 @@ func (s *Store) writer() {
 func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
 	take := func(req *writeReq) { s.handing.Add(-1); group = append(group, req) }
 	waiting := func() bool { // takes what waits already
-		for len(group) < maxGroup {
+		for len(group) < g.size {
 			select {
 			case req := <-s.writeq:
 				take(req)
@@ -156,7 +164,7 @@ func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
 			return group
 		}
 	}
-	expect := min(g.last+late, maxGroup)
+	expect := min(g.last+late, g.size)
 	if len(group) >= expect {
 		return group
 	}

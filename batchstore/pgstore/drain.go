@@ -110,7 +110,12 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (b
 	args := []any{p.JobID, p.Runner, fin.Idx, okInc, failInc,
 		int64(len(fin.Result) + len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
 		string(fin.Outcome), s.now(p.Now), batchdriver.LeaseGrain, fin.Result, p.Expire}
-	return s.finishGrouped(&finishReq{ctx: ctx, p: p, args: args})
+	r := &finishReq{ctx: ctx, p: p, args: args}
+	if s.off.PGWriteGroups {
+		s.finishAlone(r)
+		return r.step, r.err
+	}
+	return s.finishGrouped(r)
 }
 
 // finishMissed answers a drain write that matched no row: a job that is

@@ -79,6 +79,7 @@ type feed struct {
 	pendMu  sync.Mutex
 	pending map[string]struct{} // changed job ids; "" for a queued job
 	kick    chan struct{}
+	every   time.Duration // notifyEvery, or 0 with the window switched off
 
 	// The jobs this store's runners watch: refs counts the watches of each,
 	// gen numbers the rows written, rowless holds the watched jobs whose
@@ -113,8 +114,12 @@ func newFeed(s *Store) *feed {
 		rowless:   make(map[string]bool),
 		unwatched: make(map[string]endedWatch),
 		kick:      make(chan struct{}, 1),
+		every:     notifyEvery,
 		ctx:       ctx,
 		cancel:    cancel,
+	}
+	if s.off.PGNotifyWindow {
+		f.every = 0
 	}
 	f.wg.Add(1)
 	go f.notifier()
@@ -283,7 +288,7 @@ func (f *feed) notifier() {
 		case <-f.ctx.Done():
 			f.flush()
 			return
-		case <-time.After(notifyEvery):
+		case <-time.After(f.every):
 		}
 	}
 }

@@ -26,11 +26,16 @@ var hookReady = `w AS (
 // deadlineBytes is what an expired target's error adds to its job's bytes.
 var deadlineBytes = strconv.Itoa(len(batchdriver.DeadlineReason))
 
+// statShards is how many rows of the stat table a release adds its bytes
+// to (see migrations/009).
+const statShards = 16
+
 // The store's SQL. {s} stands for the schema, quoted as an identifier, so
 // every statement names its tables in full and none depends on the
-// connection's search_path (which a pool or a bouncer may not keep). A
-// parameter written {now} is the clock: the call's Now, or NULL (and so the
-// transaction's now()) for a call without one.
+// connection's search_path (which a pool or a bouncer may not keep).
+// {shards} is statShards. A parameter written {now} is the clock: the
+// call's Now, or NULL (and so the transaction's now()) for a call without
+// one.
 //
 // Live and finished are spelled exactly as the partial indexes spell them:
 // the planner uses a partial index only when the query implies its
@@ -107,7 +112,7 @@ var sqlTemplates = queries{
 				LEFT JOIN unnest($19::integer[], $20::bytea[], $21::bytea[], $22::text[]) AS k (idx, error, hint, outcome)
 				ON k.idx = u.i - 1
 		), c AS (
-			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 + j.seq % 16 AND j.bytes <> 0
+			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 + j.seq % {shards} AND j.bytes <> 0
 		), w AS (
 			INSERT INTO {s}.webhook (job_id, caller, url, status, error, targets_total, targets_ok, targets_failed,
 				created_at, finished_at, lease, due_since, due_at, deadline, metadata, events)
@@ -134,7 +139,7 @@ var sqlTemplates = queries{
 			RETURNING job.*
 		), held AS (
 			UPDATE {s}.stat SET bytes = stat.bytes - (SELECT bytes FROM j)
-			WHERE stat.id = 1 + (SELECT seq FROM j) % 16 AND EXISTS (SELECT 1 FROM j WHERE bytes <> 0)
+			WHERE stat.id = 1 + (SELECT seq FROM j) % {shards} AND EXISTS (SELECT 1 FROM j WHERE bytes <> 0)
 		), beat AS (
 			INSERT INTO {s}.runner AS r (id, heartbeat) SELECT $1, ` + clock("2") + ` FROM j
 			ON CONFLICT (id) DO UPDATE SET heartbeat = greatest(r.heartbeat, excluded.heartbeat)
@@ -220,7 +225,7 @@ var sqlTemplates = queries{
 			FROM j WHERE target.job_seq = j.seq AND target.idx = $3
 		), c AS (
 			UPDATE {s}.stat SET bytes = bytes + (SELECT bytes FROM j WHERE runner = '')
-			WHERE id = 1 + (SELECT seq FROM j) % 16 AND EXISTS (SELECT 1 FROM j WHERE runner = '')
+			WHERE id = 1 + (SELECT seq FROM j) % {shards} AND EXISTS (SELECT 1 FROM j WHERE runner = '')
 		)
 		SELECT status, in_flight FROM j`,
 	// A drain write that matched nothing: why.
@@ -589,9 +594,10 @@ type queries struct {
 	hostRenew                                            string
 }
 
-// render returns the statements for schema.
-func (q queries) render(schema string) queries {
-	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())
+// render returns the statements for schema, with releases adding to
+// shards counter rows.
+func (q queries) render(schema string, shards int) queries {
+	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize(), "{shards}", strconv.Itoa(shards))
 	for _, p := range q.fields() {
 		*p = r.Replace(*p)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/siftfetch/batchkit/batch/batchdriver"
+	"github.com/siftfetch/batchkit/internal/ablation"
 )
 
 // Defaults for [Config].
@@ -94,6 +95,10 @@ type Store struct {
 	feed  *feed
 	group committer // the drain writes' group commit
 
+	// off is what the benchmarks switched off (internal/ablation), read
+	// when the store opens.
+	off ablation.Off
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -144,11 +149,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Config) (*Store, error) {
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts Config, own bool) (*Store, error) {
+	off := ablation.Get()
+	shards := statShards
+	if off.PGCounterShards {
+		shards = 1
+	}
 	s := &Store{
 		pool:       pool,
 		own:        own,
 		opts:       opts,
-		q:          sqlTemplates.render(opts.Schema),
+		off:        off,
+		q:          sqlTemplates.render(opts.Schema, shards),
 		globalKey:  lockKey(opts.Schema, "global"),
 		migrateKey: lockKey(opts.Schema, "migrate"),
 	}
