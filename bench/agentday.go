@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/siftfetch/batchkit/internal/ablation"
 )
 
 // The agent day: what an agent sees, and what the fetch slots do, while
@@ -46,12 +48,13 @@ const (
 )
 
 const (
-	adSlots     = 64      // fetch slots (runner workers) in all, over the nodes
-	adJobsTotal = 256     // live jobs cap: above what the callers keep live
-	adBodyBytes = 4 << 10 // a 200 answer's body
-	adHosts     = 128     // virtual hosts the targets spread over
-	adPoolOne   = 16      // PostgreSQL pool of a single node
-	adPoolEach  = 8       // of each of 3 nodes
+	adSlots     = 64              // fetch slots (runner workers) in all, over the nodes
+	adJobsTotal = 256             // live jobs cap: above what the callers keep live
+	adBodyBytes = 4 << 10         // a 200 answer's body
+	adHosts     = 128             // virtual hosts the targets spread over
+	adPoolOne   = 16              // PostgreSQL pool of a single node
+	adPoolEach  = 8               // of each of 3 nodes
+	adBackOff   = 2 * time.Second // an agent's mean wait after a submit the caps refused
 )
 
 // adScale is one latency scale.
@@ -116,12 +119,38 @@ func adSizesOf(o options) adSizes {
 	return s
 }
 
-// workersOf splits the fetch slots over n nodes.
-func workersOf(n int) []int {
+// adCaps are a case's fetch slots and live-job caps.
+type adCaps struct {
+	Slots         int // fetch slots in all, split over the nodes
+	PerNode       int // instead: each node's Workers
+	JobsPerCaller int
+	JobsTotal     int
+}
+
+// raisedCaps are the agent day's own: slots for a full machine, and caps
+// above what the callers keep live.
+func raisedCaps(sz adSizes) adCaps {
+	return adCaps{Slots: adSlots, JobsPerCaller: sz.JobsEach + 1, JobsTotal: adJobsTotal}
+}
+
+// workers is each of n nodes' Workers.
+func (c adCaps) workers(n int) []int {
+	if c.PerNode > 0 {
+		w := make([]int, n)
+		for i := range w {
+			w[i] = c.PerNode
+		}
+		return w
+	}
+	return workersOf(c.Slots, n)
+}
+
+// workersOf splits slots over n nodes.
+func workersOf(slots, n int) []int {
 	w := make([]int, n)
 	for i := range w {
-		w[i] = adSlots / n
-		if i < adSlots%n {
+		w[i] = slots / n
+		if i < slots%n {
 			w[i]++
 		}
 	}
@@ -132,6 +161,9 @@ func workersOf(n int) []int {
 type adRun struct {
 	Case   adCase
 	Scale  adScale
+	Caps   adCaps
+	Slots  int // fetch slots over the nodes
+	Off    ablation.Off
 	Busy   busyFigures
 	Node   nodeResult
 	Submit []time.Duration // sorted
@@ -140,6 +172,7 @@ type adRun struct {
 	// Wakes are the long-polls' wakes after their job ended, on the node
 	// that finished it and on the others.
 	WakeSame, WakeOther []time.Duration
+	Refused             int           // submits the caps refused in the window
 	LoadCPU             time.Duration // this process: the upstream and the clients
 	Cost                adCost
 	Warmup              time.Duration
@@ -175,13 +208,13 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 			if sz.only != nil && !sz.only.MatchString(sc.key()+"/"+c.Key) {
 				continue
 			}
-			run, err := runAgentDay(ctx, sz, sc, c, tmp, pgURL, o.short, startNodes)
+			run, err := runAgentDay(ctx, sz, sc, c, raisedCaps(sz), ablation.Off{}, tmp, pgURL, o.short, startNodes)
 			if err != nil {
 				return nil, fmt.Errorf("agent day %s, %s: %w", sc.key(), c.Key, err)
 			}
 			rep.Runs = append(rep.Runs, run)
 			logf("agentday %-5s %-14s util %.3f (%4.0f targets/s, mean %s, peak %d)  submit p99 %s  status p99 %s  result p99 %s  readable p99 %s  wake p99 %s / %s",
-				sc.key(), c.Key, run.Busy.utilization(adSlots), run.Busy.rate(), fmtDur(run.Busy.meanLatency()), run.Busy.Peak,
+				sc.key(), c.Key, run.util(), run.Busy.rate(), fmtDur(run.Busy.meanLatency()), run.Busy.Peak,
 				fmtDur(quantile(run.Submit, 0.99)), fmtDur(quantile(run.Status, 0.99)), fmtDur(quantile(run.Result, 0.99)),
 				fmtDur(run.Node.Readable.P99), fmtDur(quantile(run.WakeSame, 0.99)), fmtDur(quantile(run.WakeOther, 0.99)))
 			logf("agentday %-5s %-14s slots: fetch %.1f%%, before fetch %.2f%%, after fetch %.2f%%, write %.2f%% (p50 %s, p99 %s), claim %.2f%% (p99 %s); live %.0f, queued %.0f, draining %.1f, fetching %.1f; node CPU %s/target; pg round trips/target %.2f, batches %d of %.1f",
@@ -198,7 +231,7 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 
 // slotShare is d as a percentage of the slots' time over the window.
 func (r *adRun) slotShare(d time.Duration) float64 {
-	return 100 * d.Seconds() / (float64(adSlots) * r.Node.Window.Seconds())
+	return 100 * d.Seconds() / (float64(r.Slots) * r.Node.Window.Seconds())
 }
 
 // perTarget divides d by the targets the nodes stored in the window.
@@ -212,8 +245,12 @@ func (r *adRun) perTarget(d time.Duration) time.Duration {
 // startFunc starts a case's nodes.
 type startFunc func(ctx context.Context, cfg nodeConfig) (*nodeChild, error)
 
-func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgURL string, short bool, start startFunc) (_ *adRun, err error) {
-	run := &adRun{Case: c, Scale: sc, Warmup: cmp.Or(sz.Warmup, sc.warmup(short))}
+func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, caps adCaps, off ablation.Off, tmp, pgURL string, short bool, start startFunc) (_ *adRun, err error) {
+	run := &adRun{Case: c, Scale: sc, Caps: caps, Off: off, Warmup: cmp.Or(sz.Warmup, sc.warmup(short))}
+	workers := caps.workers(c.Nodes)
+	for _, w := range workers {
+		run.Slots += w
+	}
 	up, err := startUpstream(upstreamModel{
 		Latency: lognormalOf(sc.median(), sc.p99()), Hang: 4 * sc.timeout(),
 		TimeoutShare: adTimeoutShare, Share4xx: adShare4xx, Share5xx: adShare5xx,
@@ -233,8 +270,9 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgU
 	}
 	defer os.RemoveAll(dir)
 	cfg := nodeConfig{
-		Store: c.Store, Sync: c.Sync, Workers: workersOf(c.Nodes), Dir: dir, Upstream: up.addrs, Hosts: adHosts,
-		TargetTimeout: sc.timeout(), JobsPerCaller: sz.JobsEach + 1, JobsTotal: adJobsTotal, Agents: sz.Agents,
+		Store: c.Store, Sync: c.Sync, Workers: workers, Dir: dir, Upstream: up.addrs, Hosts: adHosts,
+		TargetTimeout: sc.timeout(), JobsPerCaller: caps.JobsPerCaller, JobsTotal: caps.JobsTotal, Agents: sz.Agents,
+		Ablate: off,
 	}
 	if dir := os.Getenv("BKAGENT_PPROF"); dir != "" { // profiling by hand
 		cfg.Profile = filepath.Join(dir, fmt.Sprintf("agentday-%s-%s.pprof", sc.key(), c.Key))
@@ -268,7 +306,7 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, tmp, pgU
 	defer child.stop()
 
 	load := &adLoad{nodes: child.ready.URLs, agents: sz.Agents, jobsEach: sz.JobsEach, hosts: adHosts,
-		probes: sz.Probes, pace: sz.Pace, rec: newClientRecorder()}
+		probes: sz.Probes, pace: sz.Pace, backOff: adBackOff, rec: newClientRecorder()}
 	if v := os.Getenv("BKAGENT_POLL"); v != "" { // an ablation by hand: status polls, not long-polls
 		if load.statusPoll, err = time.ParseDuration(v); err != nil {
 			return nil, fmt.Errorf("BKAGENT_POLL: %w", err)
@@ -349,6 +387,7 @@ func (r *adRun) collect(rec *clientRecorder, w1 time.Time) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	r.Submit, r.Status, r.Result = slices.Sorted(slices.Values(rec.submit)), slices.Sorted(slices.Values(rec.status)), slices.Sorted(slices.Values(rec.result))
+	r.Refused = rec.refused
 	w0 := rec.w0.Load()
 	for _, p := range rec.polls {
 		end, ok := r.Node.JobEnds[p.Job]

@@ -24,7 +24,8 @@ import (
 //     a job of 1 to 32 targets (on the nodes in turn), long-polls it on a
 //     node picked at random (which may or may not be the one that drains
 //     it) until it is finished, reads one of its results on another node
-//     than the one it was submitted to, and submits the next at once;
+//     than the one it was submitted to, and submits the next at once (a
+//     submit the caps refuse, 429, is tried again after about backOff);
 //   - probes, running beside them: status readers, each reading the
 //     summary of a random live job on a node other than the one it was
 //     submitted to, and result readers, each reading one result of a
@@ -41,6 +42,7 @@ type adLoad struct {
 	// statusPoll, if set, makes the agents poll their jobs' status this
 	// often instead of long-polling them (an ablation, by hand).
 	statusPoll time.Duration
+	backOff    time.Duration // the mean wait after a refused submit
 
 	seq atomic.Int64
 	reg registry
@@ -54,6 +56,7 @@ type clientRecorder struct {
 	mu                     sync.Mutex
 	submit, status, result []time.Duration
 	polls                  []pollRecord
+	refused                int // submits the caps refused (429)
 }
 
 // pollRecord is a long-poll that saw its job finished.
@@ -204,6 +207,12 @@ func (l *adLoad) jobLoop(ctx context.Context, client *http.Client, a, k int) err
 	for i := 0; ctx.Err() == nil; i++ {
 		node := (a + k + i) % n
 		j, err := l.submit(ctx, client, a, node)
+		if errors.Is(err, errRefused) {
+			if !sleepCtx(ctx, l.backOff/2+rand.N(l.backOff+1)) {
+				break
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -232,6 +241,11 @@ func (l *adLoad) submit(ctx context.Context, client *http.Client, a, node int) (
 	var resp batchhttp.SubmitResponse
 	began := time.Now()
 	if err := l.do(ctx, client, http.MethodPost, l.nodes[node]+"/v1/batch", a, body, http.StatusAccepted, &resp); err != nil {
+		if errors.Is(err, errRefused) && l.rec.inside(began) {
+			l.rec.mu.Lock()
+			l.rec.refused++
+			l.rec.mu.Unlock()
+		}
 		return regJob{}, err
 	}
 	l.rec.add(&l.rec.submit, began, time.Since(began))
@@ -323,6 +337,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// errRefused is a submit the caps refused.
+var errRefused = errors.New("submit refused: 429")
+
 // do sends one request as agent a and decodes the answer into v (if not
 // nil). Any status but want fails.
 func (l *adLoad) do(ctx context.Context, client *http.Client, method, url string, a int, body []byte, want int, v any) error {
@@ -342,6 +359,9 @@ func (l *adLoad) do(ctx context.Context, client *http.Client, method, url string
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests && want == http.StatusAccepted {
+		return errRefused
 	}
 	if resp.StatusCode != want {
 		return fmt.Errorf("%s %s: status %d, want %d: %.200s", method, req.URL.Path, resp.StatusCode, want, b)

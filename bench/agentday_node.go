@@ -28,6 +28,7 @@ import (
 	"github.com/siftfetch/batchkit/batchhttp/batchserver"
 	"github.com/siftfetch/batchkit/batchstore"
 	"github.com/siftfetch/batchkit/batchstore/pgstore"
+	"github.com/siftfetch/batchkit/internal/ablation"
 )
 
 // The agent day's nodes run in a child process of their own (this binary,
@@ -57,9 +58,10 @@ type nodeConfig struct {
 	TargetTimeout time.Duration
 	JobsPerCaller int
 	JobsTotal     int
-	Agents        int    // callers, each with a key (agentKey)
-	Profile       string // a CPU profile of the window goes here, if set
-	Trace         string // an execution trace of the window's first traceFor goes here, if set
+	Agents        int          // callers, each with a key (agentKey)
+	Profile       string       // a CPU profile of the window goes here, if set
+	Trace         string       // an execution trace of the window's first traceFor goes here, if set
+	Ablate        ablation.Off // the stores' mechanisms switched off
 }
 
 // traceFor bounds an execution trace: a few seconds make tens of MB.
@@ -290,6 +292,8 @@ func startProfile(path string) (func(), error) {
 // PostgreSQL schema, or one shared in-memory store, or the SQLite file
 // (one node).
 func openNodeStores(ctx context.Context, cfg nodeConfig, tracer *costMeter, closers *[]func()) ([]batchdriver.Store, error) {
+	ablation.Set(cfg.Ablate)
+	defer ablation.Set(ablation.Off{})
 	n := len(cfg.Workers)
 	stores := make([]batchdriver.Store, n)
 	switch cfg.Store {

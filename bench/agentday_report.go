@@ -33,7 +33,7 @@ func (s adScale) title() string {
 	return fmt.Sprintf("median %s (scale ×%.3g: p99 %s, timeout %s)", fmtDur(s.median()), s.Factor, fmtDur(s.p99()), fmtDur(s.timeout()))
 }
 
-func (r *adRun) util() float64 { return r.Busy.utilization(adSlots) }
+func (r *adRun) util() float64 { return r.Busy.utilization(r.Slots) }
 
 // refUtil is r's utilization over its reference's, or NaN.
 func (a *agentDayReport) refUtil(r *adRun) float64 {
@@ -93,7 +93,7 @@ func (r *report) agentDaySection(b *md) {
 		"`synchronous=NORMAL` and `FULL`, PostgreSQL with 1 node (a pool of %d) and with 3 (each a pool of %d, a runner and a "+
 		"listener of its own, on one schema), set beside the in-memory store shared by 3 runners. Each case warms up for "+
 		"%s at a median of 200 ms and %s at 20 ms, then measures a window of %s.",
-		adSlots, joinInts(workersOf(3)), adJobsTotal, sz.JobsEach+1, sz.Agents*sz.JobsEach, r.Machine.Cores, adPoolOne, adPoolEach,
+		adSlots, joinInts(workersOf(adSlots, 3)), adJobsTotal, sz.JobsEach+1, sz.Agents*sz.JobsEach, r.Machine.Cores, adPoolOne, adPoolEach,
 		fmtDur(adScale{2.0 / 3}.warmup(r.Short)), fmtDur(adScale{1.0 / 15}.warmup(r.Short)), fmtDur(sz.Window))
 	b.p("**Fetch-slot utilization** is the time requests spent at the upstream inside the window, over the fetch slots × the " +
 		"window: the targets answered per second ÷ (fetch slots ÷ mean upstream latency), without the error at the window's edges. " +
@@ -173,10 +173,10 @@ func (a *agentDayReport) scaleTable(b *md, sc adScale) {
 		}
 		return "–"
 	})
-	row("most fetches at once (slots)", func(r *adRun) string { return fmt.Sprintf("%d (%d)", r.Busy.Peak, adSlots) })
+	row("most fetches at once (slots)", func(r *adRun) string { return fmt.Sprintf("%d (%d)", r.Busy.Peak, r.Slots) })
 	row("live jobs, of them queued (mean)", func(r *adRun) string { return fmt.Sprintf("%.0f, %.0f", r.Node.LiveMean, r.Node.QueueMean) })
 	row("fetches in flight, as the runner sees them (mean)", func(r *adRun) string {
-		return fmt.Sprintf("%.1f of %d", r.Node.FetchingMean, adSlots)
+		return fmt.Sprintf("%.1f of %d", r.Node.FetchingMean, r.Slots)
 	})
 	row("submit", func(r *adRun) string { return fmtP(r.Submit) })
 	row("status (another node)", func(r *adRun) string { return fmtP(r.Status) })

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/siftfetch/batchkit/internal/ablation"
 )
 
 func TestLognormal(t *testing.T) {
@@ -105,7 +107,7 @@ func TestWorkersOf(t *testing.T) {
 	t.Parallel()
 	f := func(n int, want []int) {
 		t.Helper()
-		if got := workersOf(n); !slices.Equal(got, want) {
+		if got := workersOf(64, n); !slices.Equal(got, want) {
 			t.Errorf("workersOf(%d) = %v, want %v", n, got, want)
 		}
 	}
@@ -230,7 +232,7 @@ func TestAgentDay(t *testing.T) {
 	for _, c := range []adCase{adCases[0], adCases[4]} {
 		t.Run(c.Key, func(t *testing.T) {
 			t.Parallel()
-			r, err := runAgentDay(t.Context(), sz, sc, c, t.TempDir(), "", true, startNodesHere)
+			r, err := runAgentDay(t.Context(), sz, sc, c, raisedCaps(sz), ablation.Off{}, t.TempDir(), "", true, startNodesHere)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +240,7 @@ func TestAgentDay(t *testing.T) {
 				t.Errorf("upstream answers %d, targets stored %d, readable samples %d, writes %d", r.Busy.Ended, r.Node.Targets,
 					r.Node.Readable.N, r.Node.Write.N)
 			}
-			if u := r.util(); !(u > 0 && u <= 1.01) || r.Busy.Peak > adSlots {
+			if u := r.util(); !(u > 0 && u <= 1.01) || r.Busy.Peak > r.Slots {
 				t.Errorf("utilization %v, peak %d", u, r.Busy.Peak)
 			}
 			if len(r.Submit) == 0 || len(r.Result) == 0 || len(r.Status) == 0 || len(r.WakeSame) == 0 {
