@@ -9,6 +9,11 @@
 //	cd bench && go run . -out ../BENCHMARKS.md   # the full run (bench/run does this)
 //	cd bench && go run . -short                  # a smoke run of a few seconds
 //
+// The ablation (-phases ablation, not among the defaults) switches each
+// throughput mechanism of the stores off in turn (internal/ablation) and
+// writes only its own section of the report; a run without it carries
+// that section over from the report it replaces.
+//
 // Every figure in the report comes from the run that writes it. The
 // PostgreSQL contenders run when BATCHKIT_PG_URL names a server that
 // answers (under CI=true they must).
@@ -16,8 +21,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"regexp"
@@ -51,7 +58,7 @@ func run() int {
 	var phases string
 	flag.BoolVar(&o.short, "short", false, "a smoke run: every contender and table, on tiny sizes, in seconds")
 	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
-	flag.StringVar(&phases, "phases", "agentday,drain,pgcost,nodes,http,memory,growth", "the phases to run, comma-separated")
+	flag.StringVar(&phases, "phases", "agentday,drain,pgcost,nodes,http,memory,growth", "the phases to run, comma-separated; ablation (about 30 minutes) is not among the default ones, and run alone it replaces its section of -out")
 	flag.BoolVar(&o.pgOnly, "pg-only", false, "run the PostgreSQL contenders of the drain alone (their rows of the report)")
 	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
 	only := flag.String("only", "", "a regexp: the drain runs only the contenders whose key matches (e.g. 'sqlite-.*/(batchkit|raw)'), without the sweeps")
@@ -145,8 +152,24 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.phases["ablation"] {
+		if rep.Ablation, err = ablationPhase(ctx, o, sz, tmp, pgURL); err != nil {
+			return err
+		}
+	}
 	rep.Elapsed = time.Since(start)
+	var old []byte
+	if o.out != "" {
+		if old, err = os.ReadFile(o.out); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	rep.CarriedAblation = carriedAblation(string(old))
 	text := rep.markdown()
+	if len(o.phases) == 1 && rep.Ablation != nil && len(old) > 0 {
+		// The ablation alone: its section replaces the one in the report.
+		text = strings.TrimRight(spliceAblation(string(old), rep.Ablation.markdown(o.short)), "\n") + "\n"
+	}
 	if o.out == "" {
 		logf("smoke run done in %s; no report written (-out names a file)", rep.Elapsed.Round(time.Second))
 		return nil

@@ -22,6 +22,10 @@ type report struct {
 	Memory    *memoryReport
 	Growth    *growthReport
 	Nodes     *nodesReport
+	Ablation  *ablationReport
+	// CarriedAblation is the ablation's section of the report this one
+	// replaces, kept when this run has no ablation.
+	CarriedAblation string
 }
 
 // md collects markdown.
@@ -64,6 +68,7 @@ func (r *report) markdown() string {
 	if r.AgentDay != nil {
 		r.agentDaySection(&b)
 	}
+	r.ablationSection(&b)
 	r.machineSection(&b)
 	if r.Drain != nil {
 		r.drainSection(&b)

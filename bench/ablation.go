@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siftfetch/batchkit/batch"
+	"github.com/siftfetch/batchkit/batchstore"
+	"github.com/siftfetch/batchkit/internal/ablation"
+)
+
+// The ablation: what each of the stores' throughput mechanisms buys where
+// users feel it. Each mechanism is switched off (internal/ablation) and
+// measured against the stores as they are, in the agent day at the 20 ms
+// scale, at the seeds' default caps and at ten times them, and, for the
+// PostgreSQL ones, in the many-nodes model at its most runners. Every
+// variant runs twice, in two passes in opposite orders, so that the
+// machine's drift falls on both sides; the spread between the two runs
+// with nothing switched off is the noise a difference must exceed.
+
+// abMechanism is one mechanism the ablation switches off.
+type abMechanism struct {
+	Key, Name string
+	Off       ablation.Off
+	Cases     []string // the agent day's case keys it is measured on
+	Nodes     bool     // measured in the many-nodes model too
+	Drains    []string // the drain's groups it is measured in
+}
+
+var abMechanisms = []abMechanism{
+	{Key: "sqlite-group", Name: "SQLite group commit", Off: ablation.Off{SQLiteGroupCommit: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}},
+	{Key: "sqlite-linger", Name: "SQLite group linger", Off: ablation.Off{SQLiteLinger: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}},
+	{Key: "sqlite-checkpointer", Name: "SQLite off-path checkpointer", Off: ablation.Off{SQLiteCheckpointer: true}, Cases: []string{"sqlite-normal"}, Drains: []string{sqliteNormal}},
+	{Key: "sqlite-quick", Name: "SQLite pinned readers", Off: ablation.Off{SQLiteQuickReaders: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}},
+	{Key: "pg-groups", Name: "PostgreSQL write groups", Off: ablation.Off{PGWriteGroups: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true, Drains: []string{postgres, postgres4}},
+	{Key: "pg-shards", Name: "PostgreSQL counter shards", Off: ablation.Off{PGCounterShards: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true, Drains: []string{postgres, postgres4}},
+	{Key: "pg-notify", Name: "PostgreSQL NOTIFY window", Off: ablation.Off{PGNotifyWindow: true}, Cases: []string{"pg-3"}, Nodes: true},
+}
+
+// abLoad is one load of the ablation: a case's caps.
+type abLoad struct {
+	Key, Name string
+	Caps      adCaps
+}
+
+// abLoads are the seeds' defaults and ten times them, per node.
+var abLoads = []abLoad{
+	{Key: "defaults", Name: "default caps", Caps: adCaps{PerNode: batch.DefaultWorkers, JobsPerCaller: batch.DefaultJobsPerCaller, JobsTotal: batch.DefaultJobsTotal}},
+	{Key: "10x", Name: "10× the caps", Caps: adCaps{PerNode: 10 * batch.DefaultWorkers, JobsPerCaller: 10 * batch.DefaultJobsPerCaller, JobsTotal: 10 * batch.DefaultJobsTotal}},
+}
+
+// abPasses is how many times each variant runs.
+const abPasses = 2
+
+// ablationReport is the phase's outcome.
+type ablationReport struct {
+	Sizes   adSizes
+	Scale   adScale
+	Nodes   nodesWork // at its most runners only
+	Commit  string
+	Date    time.Time
+	Cores   int
+	Elapsed time.Duration
+	// Agent day runs by load, case and mechanism key ("" for none
+	// switched off), one per pass.
+	Runs map[abKey][]*adRun
+	// The many-nodes runs by mechanism key, one per pass.
+	NodeRuns map[string][]nodesRun
+	// The zero-latency drain: batchkit's rate over its raw twin's, the
+	// median of a pass's rounds, by group, workers and mechanism key, one
+	// per pass.
+	Drain       map[abDrainKey][]float64
+	DrainWork   drainWork
+	DrainRounds int
+}
+
+type abDrainKey struct {
+	Group   string
+	Workers int
+	Mech    string
+}
+
+type abKey struct{ Load, Case, Mech string }
+
+// abSizes are the agent day's sizes for the ablation: shorter windows, as
+// it runs many cases.
+func abSizes(o options) adSizes {
+	sz := adSizesOf(o)
+	sz.Scales = []adScale{{1.0 / 15}}
+	if !o.short {
+		sz.Window = 15 * time.Second
+	}
+	if o.adWindow > 0 {
+		sz.Window = o.adWindow
+	}
+	return sz
+}
+
+func ablationPhase(ctx context.Context, o options, dsz sizes, tmp, pgURL string) (*ablationReport, error) {
+	w := dsz.nodes
+	sz := abSizes(o)
+	rep := &ablationReport{Sizes: sz, Scale: sz.Scales[0], Commit: gitCommit(), Date: time.Now().UTC(), Cores: runtime.NumCPU(),
+		Runs: map[abKey][]*adRun{}, NodeRuns: map[string][]nodesRun{}, Drain: map[abDrainKey][]float64{}}
+	start := time.Now()
+	if err := rep.drain(ctx, dsz, tmp, pgURL); err != nil {
+		return nil, err
+	}
+	for _, load := range abLoads {
+		for _, c := range adCases {
+			mechs := mechanismsOn(c.Key)
+			if len(mechs) == 0 || (c.Store == storePostgres && pgURL == "") {
+				continue
+			}
+			for pass := range abPasses {
+				order := append([]abMechanism{{}}, mechs...)
+				if pass%2 == 1 {
+					order = reversed(order)
+				}
+				for _, m := range order {
+					run, err := runAgentDay(ctx, sz, rep.Scale, c, load.Caps, m.Off, tmp, pgURL, o.short, startNodes)
+					if err != nil {
+						return nil, fmt.Errorf("ablation %s, %s, %s off: %w", load.Key, c.Key, orNone(m.Key), err)
+					}
+					k := abKey{load.Key, c.Key, m.Key}
+					rep.Runs[k] = append(rep.Runs[k], run)
+					logf("ablation %-8s %-13s %-19s util %.3f  write p50 %s  submit p99 %s  status p99 %s  result p99 %s  node CPU %s/target  pg CPU %s/target  refused %d",
+						load.Key, c.Key, orNone(m.Key), run.util(), fmtDur(run.Node.Write.P50), fmtDur(quantile(run.Submit, 0.99)),
+						fmtDur(quantile(run.Status, 0.99)), fmtDur(quantile(run.Result, 0.99)), fmtDur(run.perTarget(run.Node.CPU)),
+						fmtDur(run.perTarget(run.Cost.PGCPU)), run.Refused)
+				}
+			}
+		}
+	}
+	if pgURL != "" {
+		if err := rep.nodes(ctx, w, pgURL); err != nil {
+			return nil, err
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// nodes runs the many-nodes model at its most runners with each
+// PostgreSQL mechanism switched off in turn.
+func (rep *ablationReport) nodes(ctx context.Context, w nodesWork, pgURL string) error {
+	p, err := newCostProbe(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	n := w.Runners[len(w.Runners)-1]
+	w.Runners = []int{n}
+	rep.Nodes = w
+	order := []abMechanism{{}}
+	for _, m := range abMechanisms {
+		if m.Nodes {
+			order = append(order, m)
+		}
+	}
+	for pass := range abPasses {
+		if pass%2 == 1 {
+			order = reversed(order)
+		}
+		for _, m := range order {
+			ablation.Set(m.Off)
+			rctx, cancel := context.WithTimeout(ctx, roundTimeout)
+			r, err := nodesRound(rctx, w, n, pgURL, p, uint64(pass))
+			cancel()
+			ablation.Set(ablation.Off{})
+			if err != nil {
+				return fmt.Errorf("ablation nodes, %s off: %w", orNone(m.Key), err)
+			}
+			rep.NodeRuns[m.Key] = append(rep.NodeRuns[m.Key], r)
+			logf("ablation nodes %2d runners %-19s server %5.0f µs  stmts %4.2f  commits %4.2f  lock %d of %d",
+				n, orNone(m.Key), r.per(float64(r.CPU.Microseconds())), r.per(float64(r.Sent)), r.per(float64(r.Commits)),
+				r.lockWaits("Lock"), r.Samples)
+		}
+	}
+	return nil
+}
+
+// drain runs the zero-latency drain's batchkit contenders beside their raw
+// twins with each mechanism off, in the groups it is measured in.
+func (rep *ablationReport) drain(ctx context.Context, sz sizes, tmp, pgURL string) error {
+	e, err := newDrainEnv(sz.drain, tmp, pgURL)
+	if err != nil {
+		return err
+	}
+	rep.DrainWork, rep.DrainRounds = sz.drain, sz.rounds
+	groups := []string{sqliteNormal, sqliteFull}
+	if pgURL != "" {
+		groups = append(groups, postgres, postgres4)
+	}
+	for _, g := range groups {
+		order := []abMechanism{{}}
+		for _, m := range abMechanisms {
+			if slices.Contains(m.Drains, g) {
+				order = append(order, m)
+			}
+		}
+		for pass := range abPasses {
+			if pass%2 == 1 {
+				order = reversed(order)
+			}
+			for _, m := range order {
+				pairs := drainPairs(g)
+				var cs []*contender
+				for _, p := range pairs {
+					for _, c := range []*contender{p.batchkit, p.raw} {
+						if !slices.ContainsFunc(cs, func(d *contender) bool { return d.Key == c.Key }) {
+							cs = append(cs, c)
+						}
+					}
+				}
+				ablation.Set(m.Off)
+				res, err := runDrain(ctx, e, cs, sz.rounds, sz.rounds, func(string, ...any) {})
+				ablation.Set(ablation.Off{})
+				if err != nil {
+					return fmt.Errorf("ablation drain, %s, %s off: %w", g, orNone(m.Key), err)
+				}
+				for _, p := range pairs {
+					r := spreadOf(ratios(res.Rates[p.batchkit.Key], res.Rates[p.raw.Key])).Median
+					k := abDrainKey{g, p.workers, m.Key}
+					rep.Drain[k] = append(rep.Drain[k], r)
+					logf("ablation drain %-28s %d workers %-19s ÷ raw %.2f", g, p.workers, orNone(m.Key), r)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// abPair is a batchkit contender of the drain and its raw twin.
+type abPair struct {
+	workers       int
+	batchkit, raw *contender
+}
+
+// drainPairs returns the drain's group's batchkit contenders, at the
+// default workers and at groupWorkers, each with its raw twin.
+func drainPairs(group string) []abPair {
+	switch group {
+	case sqliteNormal, sqliteFull:
+		sync := batchstore.SyncNormal
+		if group == sqliteFull {
+			sync = batchstore.SyncFull
+		}
+		return []abPair{
+			{batch.DefaultWorkers, batchkitSQLite(sync, group), rawSQLite(string(sync), group)},
+			{groupWorkers, batchkitSQLiteWorkers(sync, group, groupWorkers), rawSQLite(string(sync), group)},
+		}
+	case postgres4:
+		return []abPair{{4, batchkitPG(postgres4, 4), rawPG(postgres4, 4)}}
+	default:
+		return []abPair{{batch.DefaultWorkers, batchkitPG(postgres, batch.DefaultWorkers), rawPG(postgres, batch.DefaultWorkers)}}
+	}
+}
+
+// mechanismsOn returns the mechanisms measured on the agent day's case.
+func mechanismsOn(caseKey string) []abMechanism {
+	var out []abMechanism
+	for _, m := range abMechanisms {
+		for _, c := range m.Cases {
+			if c == caseKey {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func reversed[T any](s []T) []T {
+	out := make([]T, len(s))
+	for i, v := range s {
+		out[len(s)-1-i] = v
+	}
+	return out
+}
+
+func orNone(key string) string {
+	if key == "" {
+		return "none"
+	}
+	return key
+}
+
+// gitCommit names the commit the run measures, or "" outside a checkout;
+// "+" marks uncommitted changes.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(out))) > 0 {
+		c += "+"
+	}
+	return c
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAbCompareFigure(t *testing.T) {
+	t.Parallel()
+	f := func(name string, c abCompare, want bool) {
+		t.Helper()
+		if _, got := c.figure(); got != want {
+			t.Errorf("%s: figure() = %v, want %v (worse %v, noise %v)", name, got, want, c.worse(), c.noise)
+		}
+	}
+	// Lower is better: a write that takes 10 % longer in both passes.
+	f("worse in both passes", abCompare{on: []float64{1, 1}, off: []float64{1.1, 1.1}, lower: true}, true)
+	f("worse in one pass only", abCompare{on: []float64{1, 1}, off: []float64{1.2, 1.01}, lower: true}, false)
+	f("better", abCompare{on: []float64{1, 1}, off: []float64{0.8, 0.9}, lower: true}, false)
+	f("within the noise", abCompare{on: []float64{1, 1}, off: []float64{1.1, 1.1}, lower: true, noise: 0.2}, false)
+	// Higher is better: a utilization 10 % lower in both passes.
+	f("utilization lower", abCompare{on: []float64{0.99, 0.98}, off: []float64{0.9, 0.89}}, true)
+	f("utilization higher", abCompare{on: []float64{0.9, 0.89}, off: []float64{0.99, 0.98}}, false)
+	f("not measured", abCompare{on: nil, off: []float64{1}, lower: true}, false)
+}
+
+func TestSpliceAblation(t *testing.T) {
+	t.Parallel()
+	section := abBegin + "\n## What each mechanism buys\n\nnew\n" + abEnd
+	fresh := "# Benchmarks\n\n## Agent day\n\nx\n\n## Machine\n\ny\n"
+	got := spliceAblation(fresh, section)
+	if want := "# Benchmarks\n\n## Agent day\n\nx\n\n" + section + "\n\n## Machine\n\ny\n"; got != want {
+		t.Fatalf("into a report without it:\n%s\nwant:\n%s", got, want)
+	}
+	if c := carriedAblation(got); c != section {
+		t.Fatalf("carriedAblation = %q, want the section", c)
+	}
+	again := spliceAblation(got, strings.Replace(section, "new", "newer", 1))
+	if strings.Contains(again, "\nnew\n") || !strings.Contains(again, "\nnewer\n") || strings.Count(again, abBegin) != 1 {
+		t.Fatalf("replacing the section:\n%s", again)
+	}
+	if c := carriedAblation("no section here"); c != "" {
+		t.Fatalf("carriedAblation of a report without it = %q", c)
+	}
+}
