@@ -92,8 +92,7 @@ type Store struct {
 	// migrations.
 	globalKey, migrateKey int64
 
-	feed  *feed
-	group committer // the drain writes' group commit
+	feed *feed
 
 	// off is what the benchmarks switched off (internal/ablation), read
 	// when the store opens.
