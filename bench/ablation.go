@@ -68,6 +68,9 @@ type ablationReport struct {
 	// Agent day runs by load, case and mechanism key ("" for none
 	// switched off), one per pass.
 	Runs map[abKey][]*adRun
+	// Mechs are the mechanisms measured: all, or those -ablation-only
+	// names.
+	Mechs []abMechanism
 	// The many-nodes runs by mechanism key, one per pass.
 	NodeRuns map[string][]nodesRun
 	// The zero-latency drain: batchkit's rate over its raw twin's, the
@@ -105,13 +108,18 @@ func ablationPhase(ctx context.Context, o options, dsz sizes, tmp, pgURL string)
 	sz := abSizes(o)
 	rep := &ablationReport{Sizes: sz, Scale: sz.Scales[0], Commit: gitCommit(), Date: time.Now().UTC(), Cores: runtime.NumCPU(),
 		Runs: map[abKey][]*adRun{}, NodeRuns: map[string][]nodesRun{}, Drain: map[abDrainKey][]float64{}}
+	for _, m := range abMechanisms {
+		if o.abOnly == nil || o.abOnly.MatchString(m.Key) {
+			rep.Mechs = append(rep.Mechs, m)
+		}
+	}
 	start := time.Now()
 	if err := rep.drain(ctx, dsz, tmp, pgURL); err != nil {
 		return nil, err
 	}
 	for _, load := range abLoads {
 		for _, c := range adCases {
-			mechs := mechanismsOn(c.Key)
+			mechs := rep.mechanismsOn(c.Key)
 			if len(mechs) == 0 || (c.Store == storePostgres && pgURL == "") {
 				continue
 			}
@@ -156,10 +164,13 @@ func (rep *ablationReport) nodes(ctx context.Context, w nodesWork, pgURL string)
 	w.Runners = []int{n}
 	rep.Nodes = w
 	order := []abMechanism{{}}
-	for _, m := range abMechanisms {
+	for _, m := range rep.Mechs {
 		if m.Nodes {
 			order = append(order, m)
 		}
+	}
+	if len(order) == 1 {
+		return nil
 	}
 	for pass := range abPasses {
 		if pass%2 == 1 {
@@ -197,10 +208,13 @@ func (rep *ablationReport) drain(ctx context.Context, sz sizes, tmp, pgURL strin
 	}
 	for _, g := range groups {
 		order := []abMechanism{{}}
-		for _, m := range abMechanisms {
+		for _, m := range rep.Mechs {
 			if slices.Contains(m.Drains, g) {
 				order = append(order, m)
 			}
+		}
+		if len(order) == 1 {
+			continue
 		}
 		for pass := range abPasses {
 			if pass%2 == 1 {
@@ -261,9 +275,9 @@ func drainPairs(group string) []abPair {
 }
 
 // mechanismsOn returns the mechanisms measured on the agent day's case.
-func mechanismsOn(caseKey string) []abMechanism {
+func (rep *ablationReport) mechanismsOn(caseKey string) []abMechanism {
 	var out []abMechanism
-	for _, m := range abMechanisms {
+	for _, m := range rep.Mechs {
 		for _, c := range m.Cases {
 			if c == caseKey {
 				out = append(out, m)

@@ -277,13 +277,16 @@ func (a *ablationReport) markdown(short bool) string {
 	if short {
 		b.p("**This is a smoke run (`-short`)**: the figures mean nothing.")
 	}
+	if len(a.Mechs) < len(abMechanisms) {
+		b.p("**A partial run (`-ablation-only`)**: it switched off only the mechanisms listed below.")
+	}
 	var loads []string
 	for _, l := range abLoads {
 		loads = append(loads, fmt.Sprintf("%s: `Workers` %d per node, `JobsPerCaller` %d, `JobsTotal` %d", l.Name, l.Caps.PerNode, l.Caps.JobsPerCaller, l.Caps.JobsTotal))
 	}
 	b.p("The loads: %s.", strings.Join(loads, "; "))
 	b.head("mechanism", "measured on", "its largest figure (on → off)", "verdict")
-	for _, m := range abMechanisms {
+	for _, m := range a.Mechs {
 		on := make([]string, 0, len(m.Cases)+1)
 		for _, c := range m.Cases {
 			on = append(on, caseName(c))
@@ -309,7 +312,7 @@ func (a *ablationReport) markdown(short bool) string {
 		cols = append(cols, ms.name)
 	}
 	b.head(cols...)
-	for _, m := range abMechanisms {
+	for _, m := range a.Mechs {
 		for _, load := range abLoads {
 			for _, c := range m.Cases {
 				if len(a.Runs[abKey{load.Key, c, m.Key}]) == 0 {
@@ -336,7 +339,7 @@ func (a *ablationReport) markdown(short bool) string {
 			cols = append(cols, f.name)
 		}
 		b.head(cols...)
-		for _, m := range abMechanisms {
+		for _, m := range a.Mechs {
 			if !m.Nodes {
 				continue
 			}
@@ -357,7 +360,7 @@ func (a *ablationReport) markdown(short bool) string {
 		b.p("The zero-latency drain (its workload below: %d jobs × %d targets, %s results, %d rounds a pass), batchkit's rate over its "+
 			"raw twin's, the median of a pass's rounds, on → off:", a.DrainWork.Jobs, a.DrainWork.Items, fmtBytes(float64(a.DrainWork.ResultBytes)), a.DrainRounds)
 		b.head("mechanism", "store", "workers", "batchkit ÷ raw twin")
-		for _, m := range abMechanisms {
+		for _, m := range a.Mechs {
 			for _, k := range a.drainKeys(m) {
 				b.row(m.Name, k.Group, fmt.Sprint(k.Workers), abCell(a.compareDrain(k), fmtRatio))
 			}

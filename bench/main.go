@@ -51,6 +51,7 @@ type options struct {
 
 	adWindow time.Duration  // the agent day's measured window per case
 	adOnly   *regexp.Regexp // the agent day's cases to run ("<scale>/<case>")
+	abOnly   *regexp.Regexp // the ablation's mechanisms to switch off (their keys)
 }
 
 func run() int {
@@ -64,11 +65,12 @@ func run() int {
 	only := flag.String("only", "", "a regexp: the drain runs only the contenders whose key matches (e.g. 'sqlite-.*/(batchkit|raw)'), without the sweeps")
 	flag.DurationVar(&o.adWindow, "agentday-window", 0, "the agent day's measured window per case (default 60s, 1s with -short)")
 	adOnly := flag.String("agentday-only", "", "a regexp: the agent day runs only the cases whose '<scale>/<case>' matches (e.g. '20ms/(memory|sqlite-full)')")
+	abOnly := flag.String("ablation-only", "", "a regexp: the ablation switches off only the mechanisms whose key matches (e.g. 'sqlite-linger'), by hand")
 	flag.Parse()
 	for _, re := range []struct {
 		flag, expr string
 		to         **regexp.Regexp
-	}{{"only", *only, &o.only}, {"agentday-only", *adOnly, &o.adOnly}} {
+	}{{"only", *only, &o.only}, {"agentday-only", *adOnly, &o.adOnly}, {"ablation-only", *abOnly, &o.abOnly}} {
 		if re.expr == "" {
 			continue
 		}
