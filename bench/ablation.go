@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -30,13 +31,14 @@ type abMechanism struct {
 	Cases     []string // the agent day's case keys it is measured on
 	Nodes     bool     // measured in the many-nodes model too
 	Drains    []string // the drain's groups it is measured in
+	Reads     bool     // measured under the HTTP phase's read load
 }
 
 var abMechanisms = []abMechanism{
-	{Key: "sqlite-group", Name: "SQLite group commit", Off: ablation.Off{SQLiteGroupCommit: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}},
-	{Key: "sqlite-linger", Name: "SQLite group linger", Off: ablation.Off{SQLiteLinger: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}},
-	{Key: "sqlite-checkpointer", Name: "SQLite off-path checkpointer", Off: ablation.Off{SQLiteCheckpointer: true}, Cases: []string{"sqlite-normal"}, Drains: []string{sqliteNormal}},
-	{Key: "sqlite-quick", Name: "SQLite pinned readers", Off: ablation.Off{SQLiteQuickReaders: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}},
+	{Key: "sqlite-group", Name: "SQLite group commit", Off: ablation.Off{SQLiteGroupCommit: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
+	{Key: "sqlite-linger", Name: "SQLite group linger", Off: ablation.Off{SQLiteLinger: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
+	{Key: "sqlite-checkpointer", Name: "SQLite off-path checkpointer", Off: ablation.Off{SQLiteCheckpointer: true}, Cases: []string{"sqlite-normal"}, Drains: []string{sqliteNormal}, Reads: true},
+	{Key: "sqlite-quick", Name: "SQLite pinned readers", Off: ablation.Off{SQLiteQuickReaders: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
 	{Key: "pg-shards", Name: "PostgreSQL counter shards", Off: ablation.Off{PGCounterShards: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true, Drains: []string{postgres, postgres4}},
 	{Key: "pg-notify", Name: "PostgreSQL NOTIFY window", Off: ablation.Off{PGNotifyWindow: true}, Cases: []string{"pg-3"}, Nodes: true},
 }
@@ -79,7 +81,20 @@ type ablationReport struct {
 	Drain       map[abDrainKey][]float64
 	DrainWork   drainWork
 	DrainRounds int
+	// The read load: the HTTP phase's read routes at abReadAgents agents,
+	// by route and mechanism key, one per pass.
+	Reads      map[abReadKey][]loadResult
+	ReadPhase  time.Duration
+	ReadAgents int
 }
+
+type abReadKey struct{ Route, Mech string }
+
+// abReadAgents is the read load's concurrency: the HTTP phase's most.
+const abReadAgents = 50
+
+// abReadRoutes are the HTTP phase's routes the read load measures.
+var abReadRoutes = []string{"status", "result"}
 
 type abDrainKey struct {
 	Group   string
@@ -107,7 +122,7 @@ func ablationPhase(ctx context.Context, o options, dsz sizes, tmp, pgURL string)
 	w := dsz.nodes
 	sz := abSizes(o)
 	rep := &ablationReport{Sizes: sz, Scale: sz.Scales[0], Commit: gitCommit(), Date: time.Now().UTC(), Cores: runtime.NumCPU(),
-		Runs: map[abKey][]*adRun{}, NodeRuns: map[string][]nodesRun{}, Drain: map[abDrainKey][]float64{}}
+		Runs: map[abKey][]*adRun{}, NodeRuns: map[string][]nodesRun{}, Drain: map[abDrainKey][]float64{}, Reads: map[abReadKey][]loadResult{}}
 	for _, m := range abMechanisms {
 		if o.abOnly == nil || o.abOnly.MatchString(m.Key) {
 			rep.Mechs = append(rep.Mechs, m)
@@ -115,6 +130,9 @@ func ablationPhase(ctx context.Context, o options, dsz sizes, tmp, pgURL string)
 	}
 	start := time.Now()
 	if err := rep.drain(ctx, dsz, tmp, pgURL); err != nil {
+		return nil, err
+	}
+	if err := rep.reads(ctx, dsz, tmp); err != nil {
 		return nil, err
 	}
 	for _, load := range abLoads {
@@ -243,6 +261,55 @@ func (rep *ablationReport) drain(ctx context.Context, sz sizes, tmp, pgURL strin
 					logf("ablation drain %-28s %d workers %-19s ÷ raw %.2f", g, p.workers, orNone(m.Key), r)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// reads runs the HTTP phase's read routes on the SQLite store with each
+// mechanism measured there off.
+func (rep *ablationReport) reads(ctx context.Context, sz sizes, tmp string) error {
+	order := []abMechanism{{}}
+	for _, m := range rep.Mechs {
+		if m.Reads {
+			order = append(order, m)
+		}
+	}
+	if len(order) == 1 {
+		return nil
+	}
+	agents := min(abReadAgents, slicesMax(sz.httpAgents))
+	rep.ReadPhase, rep.ReadAgents = sz.httpPhase, agents
+	for pass := range abPasses {
+		if pass%2 == 1 {
+			order = reversed(order)
+		}
+		for _, m := range order {
+			dir, err := os.MkdirTemp(tmp, "reads-")
+			if err != nil {
+				return err
+			}
+			ablation.Set(m.Off)
+			srv, err := newHTTPServer(ctx, dir, agents)
+			ablation.Set(ablation.Off{})
+			if err != nil {
+				os.RemoveAll(dir)
+				return fmt.Errorf("ablation reads, %s off: %w", orNone(m.Key), err)
+			}
+			for _, rt := range abReadRoutes {
+				p := loadPhase{Base: srv.base, Agents: agents, Duration: sz.httpPhase, MaxReqs: sz.httpMax, Request: srv.request(rt)}
+				res, err := p.run(ctx)
+				if err != nil {
+					srv.close()
+					os.RemoveAll(dir)
+					return fmt.Errorf("ablation reads, %s, %s off: %w", rt, orNone(m.Key), err)
+				}
+				k := abReadKey{rt, m.Key}
+				rep.Reads[k] = append(rep.Reads[k], res)
+				logf("ablation reads %-7s %2d agents %-19s %8.0f req/s  p99 %s", rt, agents, orNone(m.Key), res.rps(), fmtDur(quantile(res.Latencies, 0.99)))
+			}
+			srv.close()
+			os.RemoveAll(dir)
 		}
 	}
 	return nil

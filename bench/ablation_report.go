@@ -183,6 +183,36 @@ func (a *ablationReport) compareDrain(k abDrainKey) abCompare {
 	return c
 }
 
+// abReadMeasures are the read load's measures.
+var abReadMeasures = []struct {
+	name  string
+	of    func(loadResult) float64
+	lower bool
+	fmt   func(float64) string
+}{
+	{"req/s", func(r loadResult) float64 { return r.rps() }, false, fmtRate},
+	{"p99", func(r loadResult) float64 { return durOf(quantile(r.Latencies, 0.99)) }, true, fmtSec},
+}
+
+// compareReads returns read measure i of route rt with mechanism mech
+// off; its noise is the most that the runs with nothing off differed on
+// that measure, over the routes.
+func (a *ablationReport) compareReads(rt, mech string, i int) abCompare {
+	m := abReadMeasures[i]
+	vals := func(k abReadKey) []float64 {
+		var v []float64
+		for _, r := range a.Reads[k] {
+			v = append(v, m.of(r))
+		}
+		return v
+	}
+	c := abCompare{on: vals(abReadKey{rt, ""}), off: vals(abReadKey{rt, mech}), lower: m.lower}
+	for _, r := range abReadRoutes {
+		c.noise = max(c.noise, spreadOfRuns(vals(abReadKey{r, ""})))
+	}
+	return c
+}
+
 // abFinding is a mechanism's largest figure.
 type abFinding struct {
 	where string
@@ -200,6 +230,17 @@ func (a *ablationReport) findings(m abMechanism) []abFinding {
 				x := a.compare(load.Key, c, m.Key, ms)
 				if w, ok := x.figure(); ok {
 					out = append(out, abFinding{where: load.Name + ", " + caseName(c), worse: w,
+						text: fmt.Sprintf("%s %s → %s", ms.name, ms.fmt(mean(x.on)), ms.fmt(mean(x.off)))})
+				}
+			}
+		}
+	}
+	if m.Reads {
+		for _, rt := range abReadRoutes {
+			for i, ms := range abReadMeasures {
+				x := a.compareReads(rt, m.Key, i)
+				if w, ok := x.figure(); ok {
+					out = append(out, abFinding{where: fmt.Sprintf("%s reads, %d agents", rt, a.ReadAgents), worse: w,
 						text: fmt.Sprintf("%s %s → %s", ms.name, ms.fmt(mean(x.on)), ms.fmt(mean(x.off)))})
 				}
 			}
@@ -291,6 +332,12 @@ func (a *ablationReport) markdown(short bool) string {
 		for _, c := range m.Cases {
 			on = append(on, caseName(c))
 		}
+		if m.Reads && len(a.Reads) > 0 {
+			on = append(on, "reads under load")
+		}
+		if len(m.Drains) > 0 && len(a.Drain) > 0 {
+			on = append(on, "the drain")
+		}
 		if m.Nodes {
 			on = append(on, fmt.Sprintf("%d runners", a.runners()))
 		}
@@ -352,6 +399,38 @@ func (a *ablationReport) markdown(short bool) string {
 		row := []string{"noise: the runs with nothing off"}
 		for _, f := range abNodeMeasures {
 			row = append(row, fmt.Sprintf("%.0f %%", 100*a.compareNodes("", f).noise))
+		}
+		b.row(row...)
+		b.line("")
+	}
+	if len(a.Reads) > 0 {
+		b.p("Reads under load: the HTTP phase's status and one-result routes (below: batchhttp's handler on the SQLite store at "+
+			"`synchronous=FULL`, key auth, %d agents each reading its own finished job as fast as it can, %s a route), on → off:",
+			a.ReadAgents, fmtDur(a.ReadPhase))
+		cols := []string{"mechanism"}
+		for _, rt := range abReadRoutes {
+			for _, ms := range abReadMeasures {
+				cols = append(cols, rt+" "+ms.name)
+			}
+		}
+		b.head(cols...)
+		for _, m := range a.Mechs {
+			if !m.Reads {
+				continue
+			}
+			row := []string{m.Name}
+			for _, rt := range abReadRoutes {
+				for i, ms := range abReadMeasures {
+					row = append(row, abCell(a.compareReads(rt, m.Key, i), ms.fmt))
+				}
+			}
+			b.row(row...)
+		}
+		row := []string{"noise: the runs with nothing off"}
+		for range abReadRoutes {
+			for i := range abReadMeasures {
+				row = append(row, fmt.Sprintf("%.0f %%", 100*a.compareReads(abReadRoutes[0], "", i).noise))
+			}
 		}
 		b.row(row...)
 		b.line("")
