@@ -217,11 +217,12 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 				sc.key(), c.Key, run.util(), run.Busy.rate(), fmtDur(run.Busy.meanLatency()), run.Busy.Peak,
 				fmtDur(quantile(run.Submit, 0.99)), fmtDur(quantile(run.Status, 0.99)), fmtDur(quantile(run.Result, 0.99)),
 				fmtDur(run.Node.Readable.P99), fmtDur(quantile(run.WakeSame, 0.99)), fmtDur(quantile(run.WakeOther, 0.99)))
-			logf("agentday %-5s %-14s slots: fetch %.1f%%, before fetch %.2f%%, after fetch %.2f%%, write %.2f%% (p50 %s, p99 %s), claim %.2f%% (p99 %s); live %.0f, queued %.0f, draining %.1f, fetching %.1f; node CPU %s/target; pg round trips/target %.2f",
+			logf("agentday %-5s %-14s slots: fetch %.1f%%, before fetch %.2f%%, after fetch %.2f%%, write %.2f%% (p50 %s, p99 %s), claim %.2f%% (p99 %s); live %.0f, queued %.0f, draining %.1f, fetching %.1f; node CPU %s/target; pg round trips/target %.2f, batches %d of %.1f",
 				sc.key(), c.Key, run.slotShare(run.Node.Slots.Fetch), run.slotShare(run.Node.Slots.BeforeFetch), run.slotShare(run.Node.Slots.AfterFetch),
 				run.slotShare(run.Node.Slots.Write), fmtDur(run.Node.Write.P50), fmtDur(run.Node.Write.P99), run.slotShare(run.Node.Slots.Claim),
 				fmtDur(run.Node.Claim.P99), run.Node.LiveMean, run.Node.QueueMean, run.Node.RunningMean, run.Node.FetchingMean, fmtDur(run.perTarget(run.Node.CPU)),
-				float64(run.Node.PGRoundTrips)/float64(max(run.Node.Targets, 1)))
+				float64(run.Node.PGRoundTrips)/float64(max(run.Node.Targets, 1)), run.Node.PGBatches,
+				float64(run.Node.PGBatchStatements)/float64(max(run.Node.PGBatches, 1)))
 		}
 	}
 	rep.Elapsed = time.Since(start)

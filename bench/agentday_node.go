@@ -97,13 +97,14 @@ type nodeResult struct {
 	// fetches in flight, each sampled every 100 ms.
 	RunningMean, FetchingMean float64
 	Targets                   int // targets stored
-	// The nodes' PostgreSQL round trips, counted by a pgx tracer on their
-	// pools; 0 for other stores.
-	PGRoundTrips int64
-	Slots        slotTimes
-	Readable     durSummary // fetch end → result stored, on the node that fetched
-	Write        durSummary // the store write of one target
-	Claim        durSummary // the claim of one job
+	// The nodes' PostgreSQL round trips, and the batches they sent (the
+	// drain writes' groups of several) with the statements in them,
+	// counted by a pgx tracer on their pools; 0 for other stores.
+	PGRoundTrips, PGBatches, PGBatchStatements int64
+	Slots                                      slotTimes
+	Readable                                   durSummary // fetch end → result stored, on the node that fetched
+	Write                                      durSummary // the store write of one target
+	Claim                                      durSummary // the claim of one job
 	// JobEnds maps every job finished since the start to the node that
 	// finished it and when (Unix ns), for the long-polls' wake times.
 	JobEnds map[string]jobEnd

@@ -106,7 +106,7 @@ func (r *recorder) end() nodeResult {
 		res.RunningMean, res.FetchingMean = s.running/float64(s.n), s.fetching/float64(s.n)
 	}
 	res.Targets = int(r.targets.Load())
-	res.PGRoundTrips = r.pg.rts.Load()
+	res.PGRoundTrips, res.PGBatches, res.PGBatchStatements = r.pg.rts.Load(), r.pg.batches.Load(), r.pg.batchStmts.Load()
 	res.Slots = slotTimes{
 		Fetch: time.Duration(r.fetch.Load()), BeforeFetch: time.Duration(r.beforeFetch.Load()),
 		AfterFetch: time.Duration(r.afterFetch.Load()), Write: time.Duration(r.write.Load()), Claim: time.Duration(r.claim.Load()),

@@ -202,11 +202,15 @@ func (a *agentDayReport) scaleTable(b *md, sc adScale) {
 		}
 		return fmtDur(r.perTarget(r.Cost.PGCPU))
 	})
-	row("PostgreSQL round trips per target", func(r *adRun) string {
+	row("PostgreSQL round trips per target; writes per group of several", func(r *adRun) string {
 		if r.Case.Store != storePostgres || r.Node.Targets == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("%.2f", float64(r.Node.PGRoundTrips)/float64(r.Node.Targets))
+		per := "–"
+		if r.Node.PGBatches > 0 {
+			per = fmt.Sprintf("%.1f", float64(r.Node.PGBatchStatements)/float64(r.Node.PGBatches))
+		}
+		return fmt.Sprintf("%.2f; %s", float64(r.Node.PGRoundTrips)/float64(r.Node.Targets), per)
 	})
 	row("upstream and clients' CPU per target", func(r *adRun) string { return fmtDur(r.perTarget(r.LoadCPU)) })
 	row("cores used, all three", func(r *adRun) string { return fmt.Sprintf("%.2f of %d", r.cores(), a.Cores) })

@@ -163,9 +163,9 @@ func drainPhase(ctx context.Context, sz sizes, tmp, pgURL string) (*drainReport,
 		for _, model := range []string{modelChain, modelLoop} {
 			cs = append(cs, riverPG(model, riverREADME, false), riverPG(model, tu.riverPG[model], true))
 		}
-		// Four workers against four connections, where four jobs write
-		// at once; River is its tuned self again, so that the ratios are
-		// taken within the group's rounds.
+		// Four workers against four connections, where group commit has
+		// jobs to share commits between; River is its tuned self again,
+		// so that the ratios are taken within the group's rounds.
 		cs = append(cs, batchkitPG(postgres4, 4), rawPG(postgres4, 4))
 		for _, model := range []string{modelChain, modelLoop} {
 			c := riverPG(model, tu.riverPG[model], true)

@@ -98,6 +98,8 @@ type costMeter struct {
 	app        string // application_name of the run's connections
 	sent, rts  atomic.Int64
 	commits    atomic.Int64
+	batches    atomic.Int64 // batches sent, and the statements in them
+	batchStmts atomic.Int64
 	countingOn atomic.Bool
 }
 
@@ -129,6 +131,7 @@ func (m *costMeter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 func (m *costMeter) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	if m.countingOn.Load() {
 		m.rts.Add(1)
+		m.batches.Add(1)
 		if c.PgConn().TxStatus() == 'I' { // an implicit transaction: the batch commits
 			m.commits.Add(1)
 		}
@@ -138,6 +141,7 @@ func (m *costMeter) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.Trac
 func (m *costMeter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
 	if m.countingOn.Load() {
 		m.sent.Add(1)
+		m.batchStmts.Add(1)
 	}
 }
 func (m *costMeter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -120,14 +120,15 @@ func (r *report) pgCostSection(b *md) {
 		"would be (the jobs are submitted through the nodes in turn, and any node claims any job). On a 2-core machine three nodes " +
 		"and the server share the cores, so throughput cannot show scale-out here; what a target costs the server can.")
 	b.p("The goal compares 3 nodes with 1 node of the same runner (2 workers). 1 node of 6 workers, as many as the 3 nodes have, " +
-		"shows what is concurrency rather than nodes.")
+		"shows what is concurrency rather than nodes: its groups are larger (fewer commits per target), so fewer transactions " +
+		"write at once.")
 	b.p("**A store at its working size (steady state).** Each run first drains the workload once, untimed, then sweeps every job " +
 		"through the store and vacuums without truncating the files, so that the timed drain reuses the space the sweep freed, as " +
 		"a store whose sweeps and autovacuum keep it near its working size does. The goal is judged on these runs.")
 	p.scaleTable(b, "-steady")
 	b.p("**A new store, growing.** The same runs on empty tables: every result extends the TOAST table, and the writers of " +
 		"concurrent transactions queue for its relation extension lock (Lock:extend), the more the more transactions write " +
-		"at once. The raw twin, whose 4 connections write at once, " +
+		"at once: each node's group commit bounds its own, not the others'. The raw twin, whose 4 connections write at once, " +
 		"waits for it too (first table). A store grows so only until its sweeps free space.")
 	p.scaleTable(b, "")
 	b.p("Most sampled heavyweight-lock waits, all rounds: %s.", p.lockLine())

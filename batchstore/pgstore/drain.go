@@ -90,7 +90,9 @@ func (s *Store) claim(ctx context.Context, p batchdriver.ClaimParams) (c batchdr
 // fences the write: it changes only while p.Runner holds the job with this
 // target in flight. While the job goes on, its lease moves at most once
 // per [batch.LeaseGrain], so most drain writes change no indexed column of
-// the job and are HOT updates.
+// the job and are HOT updates. The writes of jobs that drain at once share
+// one transaction and its commit (see group.go); each returns once the
+// commit that holds it has.
 func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
 	fin := p.Target
 	if !fin.Status.Finished() {
@@ -108,40 +110,12 @@ func (s *Store) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (b
 	args := []any{p.JobID, p.Runner, fin.Idx, okInc, failInc,
 		int64(len(fin.Result) + len(fin.Error)), string(fin.Status), []byte(fin.Error), []byte(fin.Hint),
 		string(fin.Outcome), s.now(p.Now), batchdriver.LeaseGrain, fin.Result, p.Expire}
-	return s.finishStep(ctx, p, args)
-}
-
-// finishStep runs one drain write as a step, and if that does not apply
-// (the job's last target, a cancelled job, one the runner no longer holds,
-// a repeat), as the full write.
-func (s *Store) finishStep(ctx context.Context, p batchdriver.FinishParams, args []any) (batchdriver.Step, error) {
-	var next int
-	err := s.pool.QueryRow(ctx, s.q.step, args...).Scan(&next)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return s.finishFull(ctx, p, args)
-	case err != nil:
-		return batchdriver.Step{}, s.wrap(ctx, "finish target", err)
+	r := &finishReq{ctx: ctx, p: p, args: args}
+	if s.off.PGWriteGroups {
+		s.finishAlone(r)
+		return r.step, r.err
 	}
-	s.feed.changed(p.JobID)
-	return batchdriver.Step{Status: batchdriver.JobRunning, Next: next}, nil
-}
-
-// finishFull runs one drain write as the full statement, which also
-// finishes and releases a job.
-func (s *Store) finishFull(ctx context.Context, p batchdriver.FinishParams, args []any) (batchdriver.Step, error) {
-	var status string
-	var next int
-	err := s.pool.QueryRow(ctx, s.q.finish, args...).Scan(&status, &next)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		step, err := s.finishMissed(ctx, p)
-		return step, s.wrap(ctx, "finish target", err)
-	case err != nil:
-		return batchdriver.Step{}, s.wrap(ctx, "finish target", err)
-	}
-	s.feed.changed(p.JobID)
-	return batchdriver.Step{Status: batchdriver.JobStatus(status), Next: next}, nil
+	return s.finishGrouped(r)
 }
 
 // finishMissed answers a drain write that matched no row: a job that is

@@ -92,7 +92,8 @@ type Store struct {
 	// migrations.
 	globalKey, migrateKey int64
 
-	feed *feed
+	feed  *feed
+	group committer // the drain writes' group commit
 
 	// off is what the benchmarks switched off (internal/ablation), read
 	// when the store opens.

@@ -20,6 +20,8 @@ type Off struct {
 	SQLiteCheckpointer bool `json:",omitempty"`
 	// SQLiteQuickReaders: point reads take a connection from the pool.
 	SQLiteQuickReaders bool `json:",omitempty"`
+	// PGWriteGroups: each PostgreSQL drain write commits alone.
+	PGWriteGroups bool `json:",omitempty"`
 	// PGCounterShards: every release adds its bytes to one counter row.
 	PGCounterShards bool `json:",omitempty"`
 	// PGNotifyWindow: a PostgreSQL store sends its changes to the other
