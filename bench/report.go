@@ -58,7 +58,8 @@ func (r *report) markdown() string {
 		"and beside a raw-engine twin of each store, in a drain whose fetcher answers at once: the ceiling of what a store can take, " +
 		"which an upstream's latency keeps a real day far below. Everything is measured in one run on one machine. " +
 		"This file is written by `bench/run` (`cd bench && go run . -out ../BENCHMARKS.md`): every figure in it comes from the run that wrote it, " +
-		"and nothing in it is typed in by hand. The [`bench/`](bench/) module holds the code; peers enter only its `go.mod`, never the library's.")
+		"but for the section on what each mechanism buys, which `bench/run -phases ablation` writes and which names its own run; " +
+		"nothing in it is typed in by hand. The [`bench/`](bench/) module holds the code; peers enter only its `go.mod`, never the library's.")
 	if r.Short {
 		b.p("**This is a smoke run (`-short`)**: the sizes are tiny and the figures mean nothing; it only shows that every contender and table works.")
 	}
