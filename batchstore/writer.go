@@ -85,7 +85,17 @@ const maxGroup = 16
 // for at most the writer's recent commit time and never more than
 // maxLinger. That wait is the linger. It comes before BEGIN: no
 // transaction is open, no lock held, no write run or answered.
-const maxLinger = 2 * time.Millisecond
+//
+// The expected writers come back in time when their jobs' fetches are
+// quick; when each writer comes back after a fetch of its own, most
+// lingers end at the timer with nobody gained, and every write of the
+// group paid for the wait. So a group lingers only while most recent
+// lingers gathered every writer they waited for, and otherwise one group
+// in probeEvery does, to notice when they would again.
+const (
+	maxLinger  = 2 * time.Millisecond
+	probeEvery = 16
+)
 
 // grouper is the writer goroutine's record of the last cycle.
 type grouper struct {
@@ -93,7 +103,33 @@ type grouper struct {
 	maxLinger time.Duration // maxLinger, or 0 with the linger switched off
 	last      int           // writes in the last group
 	commit    time.Duration // moving average of the COMMIT statement's time
+	hits      float64       // moving average of lingers that gathered every expected writer
+	skipped   int           // groups that did not linger since the last probe
 	timer     *time.Timer
+}
+
+// lingers reports whether a group short of its expected writers waits for
+// them: while most recent lingers gathered them all, and once in
+// probeEvery groups otherwise.
+func (g *grouper) lingers() bool {
+	if g.hits >= 0.5 {
+		return true
+	}
+	if g.skipped++; g.skipped < probeEvery {
+		return false
+	}
+	g.skipped = 0
+	return true
+}
+
+// lingered records whether a linger gathered every expected writer, in
+// a moving average of weight 1/8.
+func (g *grouper) lingered(all bool) {
+	v := 0.0
+	if all {
+		v = 1
+	}
+	g.hits += (v - g.hits) / 8
 }
 
 // linger is how long a group may wait for expected writers.
@@ -112,7 +148,7 @@ func (g *grouper) observe(d time.Duration) {
 // commit).
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	g := &grouper{size: maxGroup, maxLinger: maxLinger, timer: time.NewTimer(time.Hour)}
+	g := &grouper{size: maxGroup, maxLinger: maxLinger, hits: 1, timer: time.NewTimer(time.Hour)}
 	g.timer.Stop()
 	if s.off.SQLiteGroupCommit {
 		g.size = 1
@@ -169,7 +205,7 @@ func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
 		return group
 	}
 	d := g.linger()
-	if d <= 0 {
+	if d <= 0 || !g.lingers() {
 		return group
 	}
 	g.timer.Reset(d)
@@ -179,11 +215,13 @@ func (s *Store) gather(group []*writeReq, g *grouper) []*writeReq {
 		case req := <-s.writeq:
 			take(req)
 		case <-g.timer.C:
+			g.lingered(false)
 			return group
 		case <-s.stopWriter:
 			return group
 		}
 	}
+	g.lingered(true)
 	return group
 }
 

@@ -108,3 +108,38 @@ func TestStore_WritesShareACommit(t *testing.T) {
 		t.Errorf("%d commits for the blocker and three waiting writes, want 2", commits)
 	}
 }
+
+// A group lingers while most lingers gather every writer they wait for;
+// once most end at the timer, only one group in probeEvery lingers, and
+// lingers that gather their writers again bring the wait back.
+func TestGrouper_LingersWhileLingersPay(t *testing.T) {
+	t.Parallel()
+	g := &grouper{hits: 1}
+	for range 3 {
+		if !g.lingers() {
+			t.Fatal("a new writer does not linger")
+		}
+		g.lingered(false)
+	}
+	if !g.lingers() {
+		t.Fatal("three missed lingers of a new writer stop it lingering")
+	}
+	for range 10 {
+		g.lingered(false)
+	}
+	n := 0
+	for range 4 * probeEvery {
+		if g.lingers() {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Fatalf("after missed lingers, %d of %d groups lingered, want one in %d", n, 4*probeEvery, probeEvery)
+	}
+	for range 10 {
+		g.lingered(true)
+	}
+	if !g.lingers() {
+		t.Fatal("lingers that gathered their writers did not bring the wait back")
+	}
+}
