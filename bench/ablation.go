@@ -138,12 +138,11 @@ func ablationPhase(ctx context.Context, o options, dsz sizes, tmp, pgURL string)
 	}
 	for _, load := range abLoads {
 		for _, c := range adCases {
-			mechs := rep.mechanismsOn(c.Key)
-			if len(mechs) == 0 || (c.Store == storePostgres && pgURL == "") {
+			order := rep.orderOf(func(m abMechanism) bool { return slices.Contains(m.Cases, c.Key) })
+			if order == nil || (c.Store == storePostgres && pgURL == "") {
 				continue
 			}
 			for pass := range abPasses {
-				order := append([]abMechanism{{}}, mechs...)
 				if pass%2 == 1 {
 					order = reversed(order)
 				}
@@ -182,13 +181,8 @@ func (rep *ablationReport) nodes(ctx context.Context, w nodesWork, pgURL string)
 	n := w.Runners[len(w.Runners)-1]
 	w.Runners = []int{n}
 	rep.Nodes = w
-	order := []abMechanism{{}}
-	for _, m := range rep.Mechs {
-		if m.Nodes {
-			order = append(order, m)
-		}
-	}
-	if len(order) == 1 {
+	order := rep.orderOf(func(m abMechanism) bool { return m.Nodes })
+	if order == nil {
 		return nil
 	}
 	for pass := range abPasses {
@@ -226,13 +220,8 @@ func (rep *ablationReport) drain(ctx context.Context, sz sizes, tmp, pgURL strin
 		groups = append(groups, postgres, postgres4)
 	}
 	for _, g := range groups {
-		order := []abMechanism{{}}
-		for _, m := range rep.Mechs {
-			if slices.Contains(m.Drains, g) {
-				order = append(order, m)
-			}
-		}
-		if len(order) == 1 {
+		order := rep.orderOf(func(m abMechanism) bool { return slices.Contains(m.Drains, g) })
+		if order == nil {
 			continue
 		}
 		for pass := range abPasses {
@@ -270,13 +259,8 @@ func (rep *ablationReport) drain(ctx context.Context, sz sizes, tmp, pgURL strin
 // reads runs the HTTP phase's read routes on the SQLite store with each
 // mechanism measured there off.
 func (rep *ablationReport) reads(ctx context.Context, sz sizes, tmp string) error {
-	order := []abMechanism{{}}
-	for _, m := range rep.Mechs {
-		if m.Reads {
-			order = append(order, m)
-		}
-	}
-	if len(order) == 1 {
+	order := rep.orderOf(func(m abMechanism) bool { return m.Reads })
+	if order == nil {
 		return nil
 	}
 	agents := min(abReadAgents, slicesMax(sz.httpAgents))
@@ -342,17 +326,20 @@ func drainPairs(group string) []abPair {
 	}
 }
 
-// mechanismsOn returns the mechanisms measured on the agent day's case.
-func (rep *ablationReport) mechanismsOn(caseKey string) []abMechanism {
-	var out []abMechanism
+// orderOf returns a pass's variants of a measurement: nothing switched
+// off, then each measured mechanism that in says is measured there; nil
+// if none is.
+func (rep *ablationReport) orderOf(in func(abMechanism) bool) []abMechanism {
+	order := []abMechanism{{}}
 	for _, m := range rep.Mechs {
-		for _, c := range m.Cases {
-			if c == caseKey {
-				out = append(out, m)
-			}
+		if in(m) {
+			order = append(order, m)
 		}
 	}
-	return out
+	if len(order) == 1 {
+		return nil
+	}
+	return order
 }
 
 func reversed[T any](s []T) []T {
