@@ -65,8 +65,8 @@ var depRule = []struct {
 	{"batch/batchsift", nil, []string{"batch"}},
 	{"batch/batchtest", nil, []string{"batch", "batch/batchdriver"}},
 	{"batch/batchdriver/batchdrivertest", nil, []string{"batch", "batch/batchdriver", "batch/batchtest", "batch/batchsift"}},
-	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch/batchdriver", "internal/migrations"}},
-	{"batchstore/pgstore", []string{pgx}, []string{"batch/batchdriver", "internal/migrations"}},
+	{"batchstore", []string{"zombiezen.com/go/sqlite", "modernc.org/"}, []string{"batch/batchdriver", "internal/migrations", "internal/ablation"}},
+	{"batchstore/pgstore", []string{pgx}, []string{"batch/batchdriver", "internal/migrations", "internal/ablation"}},
 	{"batchstore/pgstore/pgstoretest", []string{pgx}, nil}, // test support: imported by test files only
 	{"batchnet", nil, []string{"batch"}},
 	{"batchhttp", nil, []string{"batch", "batchnet"}},
@@ -75,6 +75,7 @@ var depRule = []struct {
 	{"batchcli", nil, []string{"batch", "batchhttp"}},
 	{"batchconsole", nil, []string{"batch", "batch/batchdriver"}},
 	{"internal/migrations", nil, nil},
+	{"internal/ablation", nil, nil},                                                    // the stores' bench-only switches
 	{"internal/apitest", nil, []string{"batch", "batchhttp", "batchhttp/batchserver"}}, // test support: imported by test files only
 	{"internal/conntest", nil, nil},                                                    // test support: imported by test files only
 	{"internal/tomltest", nil, nil},                                                    // tests only
@@ -97,6 +98,7 @@ var testDepRule = map[string][]string{
 	"batchstore/pgstore/pgstoretest":    {},
 	"batchnet":                          {},
 	"internal/migrations":               {},
+	"internal/ablation":                 {},
 	"internal/apitest":                  {},
 	"batchhttp":                         {"batch/batchtest", "batch/batchdriver", "batch/batchdriver/batchdrivertest", "batch/batchsift", "batchhttp/batchserver", "internal/conntest"},
 	"batchhttp/batchserver":             {"batch/batchtest", "internal/conntest"},
