@@ -187,7 +187,7 @@ func agentDayOf(t *testing.T) *agentDayReport {
 				util = 0.98
 			}
 			a.Runs = append(a.Runs, &adRun{
-				Case: c, Scale: sc, Submit: ms(1, 1, 12), Status: ms(1), Result: ms(1, 2),
+				Case: c, Scale: sc, Slots: adSlots, Submit: ms(1, 1, 12), Status: ms(1), Result: ms(1, 2),
 				WakeSame: ms(3), Busy: busyFigures{Window: time.Minute, Busy: time.Duration(util * 64 * float64(time.Minute)), Ended: 6000, LatSum: 6000 * 300 * time.Millisecond, Peak: 64},
 				Node: nodeResult{Window: time.Minute, CPU: 6 * time.Second, Targets: 6000, RSSIdle: 10 << 20, RSSMean: 20 << 20, LiveMean: 150,
 					Slots: slotTimes{Fetch: time.Duration(0.99 * 64 * float64(time.Minute))}, Readable: durSummary{N: 1, P99: 3 * time.Millisecond}},
