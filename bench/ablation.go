@@ -31,13 +31,13 @@ type abMechanism struct {
 	Cases     []string // the agent day's case keys it is measured on
 	Nodes     bool     // measured in the many-nodes model too
 	Drains    []string // the drain's groups it is measured in
-	Reads     bool     // measured under the HTTP phase's read load
+	Reads     bool     // measured under the HTTP phase's read load (SQLite FULL)
 }
 
 var abMechanisms = []abMechanism{
 	{Key: "sqlite-group", Name: "SQLite group commit", Off: ablation.Off{SQLiteGroupCommit: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
 	{Key: "sqlite-linger", Name: "SQLite group linger", Off: ablation.Off{SQLiteLinger: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
-	{Key: "sqlite-checkpointer", Name: "SQLite off-path checkpointer", Off: ablation.Off{SQLiteCheckpointer: true}, Cases: []string{"sqlite-normal"}, Drains: []string{sqliteNormal}, Reads: true},
+	{Key: "sqlite-checkpointer", Name: "SQLite off-path checkpointer", Off: ablation.Off{SQLiteCheckpointer: true}, Cases: []string{"sqlite-normal"}, Drains: []string{sqliteNormal}},
 	{Key: "sqlite-quick", Name: "SQLite pinned readers", Off: ablation.Off{SQLiteQuickReaders: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
 	{Key: "pg-groups", Name: "PostgreSQL write groups", Off: ablation.Off{PGWriteGroups: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true, Drains: []string{postgres, postgres4}},
 	{Key: "pg-shards", Name: "PostgreSQL counter shards", Off: ablation.Off{PGCounterShards: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true, Drains: []string{postgres, postgres4}},
@@ -143,10 +143,7 @@ func ablationPhase(ctx context.Context, o options, dsz sizes, tmp, pgURL string)
 				continue
 			}
 			for pass := range abPasses {
-				if pass%2 == 1 {
-					order = reversed(order)
-				}
-				for _, m := range order {
+				for _, m := range inPass(order, pass) {
 					run, err := runAgentDay(ctx, sz, rep.Scale, c, load.Caps, m.Off, tmp, pgURL, o.short, startNodes)
 					if err != nil {
 						return nil, fmt.Errorf("ablation %s, %s, %s off: %w", load.Key, c.Key, orNone(m.Key), err)
@@ -186,10 +183,7 @@ func (rep *ablationReport) nodes(ctx context.Context, w nodesWork, pgURL string)
 		return nil
 	}
 	for pass := range abPasses {
-		if pass%2 == 1 {
-			order = reversed(order)
-		}
-		for _, m := range order {
+		for _, m := range inPass(order, pass) {
 			ablation.Set(m.Off)
 			rctx, cancel := context.WithTimeout(ctx, roundTimeout)
 			r, err := nodesRound(rctx, w, n, pgURL, p, uint64(pass))
@@ -225,10 +219,7 @@ func (rep *ablationReport) drain(ctx context.Context, sz sizes, tmp, pgURL strin
 			continue
 		}
 		for pass := range abPasses {
-			if pass%2 == 1 {
-				order = reversed(order)
-			}
-			for _, m := range order {
+			for _, m := range inPass(order, pass) {
 				pairs := drainPairs(g)
 				var cs []*contender
 				for _, p := range pairs {
@@ -266,10 +257,7 @@ func (rep *ablationReport) reads(ctx context.Context, sz sizes, tmp string) erro
 	agents := min(abReadAgents, slicesMax(sz.httpAgents))
 	rep.ReadPhase, rep.ReadAgents = sz.httpPhase, agents
 	for pass := range abPasses {
-		if pass%2 == 1 {
-			order = reversed(order)
-		}
-		for _, m := range order {
+		for _, m := range inPass(order, pass) {
 			dir, err := os.MkdirTemp(tmp, "reads-")
 			if err != nil {
 				return err
@@ -340,6 +328,15 @@ func (rep *ablationReport) orderOf(in func(abMechanism) bool) []abMechanism {
 		return nil
 	}
 	return order
+}
+
+// inPass returns the variants in pass's order: as listed in even passes,
+// reversed in odd ones.
+func inPass(order []abMechanism, pass int) []abMechanism {
+	if pass%2 == 0 {
+		return order
+	}
+	return reversed(order)
 }
 
 func reversed[T any](s []T) []T {

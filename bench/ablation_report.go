@@ -47,8 +47,8 @@ var abMeasures = []abMeasure{
 }
 
 // abNodeMeasures are the many-nodes model's measures of the ablation:
-// server CPU, statements sent, commits and heavyweight lock waits per
-// target.
+// server CPU, statements sent and commits per target, and heavyweight
+// lock waits per 1,000 targets.
 var abNodeMeasures = []figure{costFigures[0], costFigures[3], costFigures[5], costFigures[6]}
 
 // abCompare is one measure of one mechanism, switched off, against the
@@ -477,25 +477,34 @@ func (a *ablationReport) runners() int {
 	return a.Nodes.Runners[0]
 }
 
-// carriedAblation returns the ablation's section of an earlier report,
-// or "".
-func carriedAblation(text string) string {
-	i := strings.Index(text, abBegin)
-	j := strings.Index(text, abEnd)
-	if i < 0 || j < i {
-		return ""
+// carriedAblation returns the ablation's section of an earlier report:
+// "" if it has none, and an error if its markers are not one begin marker
+// followed by one end marker, so that a damaged report is neither spliced
+// into nor silently dropped.
+func carriedAblation(text string) (string, error) {
+	nb, ne := strings.Count(text, abBegin), strings.Count(text, abEnd)
+	if nb == 0 && ne == 0 {
+		return "", nil
 	}
-	return text[i : j+len(abEnd)]
+	i, j := strings.Index(text, abBegin), strings.Index(text, abEnd)
+	if nb != 1 || ne != 1 || j < i {
+		return "", fmt.Errorf("the ablation section's markers are damaged: want one %q and then one %q, found %d and %d", abBegin, abEnd, nb, ne)
+	}
+	return text[i : j+len(abEnd)], nil
 }
 
 // spliceAblation puts section in place of the ablation's section of an
 // earlier report, or, if it has none, before its "## Machine" section.
-func spliceAblation(text, section string) string {
-	if old := carriedAblation(text); old != "" {
-		return strings.Replace(text, old, section, 1)
+func spliceAblation(text, section string) (string, error) {
+	old, err := carriedAblation(text)
+	if err != nil {
+		return "", err
+	}
+	if old != "" {
+		return strings.Replace(text, old, section, 1), nil
 	}
 	if i := strings.Index(text, "\n## Machine"); i >= 0 {
-		return text[:i+1] + section + "\n\n" + text[i+1:]
+		return text[:i+1] + section + "\n\n" + text[i+1:], nil
 	}
-	return strings.TrimRight(text, "\n") + "\n\n" + section + "\n"
+	return strings.TrimRight(text, "\n") + "\n\n" + section + "\n", nil
 }

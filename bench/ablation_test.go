@@ -28,18 +28,40 @@ func TestSpliceAblation(t *testing.T) {
 	t.Parallel()
 	section := abBegin + "\n## What each mechanism buys\n\nnew\n" + abEnd
 	fresh := "# Benchmarks\n\n## Agent day\n\nx\n\n## Machine\n\ny\n"
-	got := spliceAblation(fresh, section)
+	splice := func(text, section string) string {
+		t.Helper()
+		got, err := spliceAblation(text, section)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := splice(fresh, section)
 	if want := "# Benchmarks\n\n## Agent day\n\nx\n\n" + section + "\n\n## Machine\n\ny\n"; got != want {
 		t.Fatalf("into a report without it:\n%s\nwant:\n%s", got, want)
 	}
-	if c := carriedAblation(got); c != section {
-		t.Fatalf("carriedAblation = %q, want the section", c)
+	if c, err := carriedAblation(got); c != section || err != nil {
+		t.Fatalf("carriedAblation = %q, %v, want the section", c, err)
 	}
-	again := spliceAblation(got, strings.Replace(section, "new", "newer", 1))
+	again := splice(got, strings.Replace(section, "new", "newer", 1))
 	if strings.Contains(again, "\nnew\n") || !strings.Contains(again, "\nnewer\n") || strings.Count(again, abBegin) != 1 {
 		t.Fatalf("replacing the section:\n%s", again)
 	}
-	if c := carriedAblation("no section here"); c != "" {
-		t.Fatalf("carriedAblation of a report without it = %q", c)
+	if c, err := carriedAblation("no section here"); c != "" || err != nil {
+		t.Fatalf("carriedAblation of a report without it = %q, %v", c, err)
+	}
+	// Damaged markers: the report is neither spliced into nor dropped.
+	for _, bad := range []string{
+		fresh + abBegin + "\nno end\n",
+		fresh + abEnd + "\nno begin\n",
+		fresh + abEnd + "\n" + abBegin + "\n",
+		got + "\n" + section + "\n",
+	} {
+		if _, err := carriedAblation(bad); err == nil {
+			t.Errorf("carriedAblation(%q): no error", bad)
+		}
+		if _, err := spliceAblation(bad, section); err == nil {
+			t.Errorf("spliceAblation(%q): no error", bad)
+		}
 	}
 }

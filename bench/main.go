@@ -166,11 +166,15 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	rep.CarriedAblation = carriedAblation(string(old))
+	if rep.CarriedAblation, err = carriedAblation(string(old)); err != nil {
+		return fmt.Errorf("%s: %w", o.out, err)
+	}
 	text := rep.markdown()
 	if len(o.phases) == 1 && rep.Ablation != nil && len(old) > 0 {
 		// The ablation alone: its section replaces the one in the report.
-		text = strings.TrimRight(spliceAblation(string(old), rep.Ablation.markdown(o.short)), "\n") + "\n"
+		if text, err = spliceAblation(string(old), rep.Ablation.markdown(o.short)); err != nil {
+			return fmt.Errorf("%s: %w", o.out, err)
+		}
 	}
 	if o.out == "" {
 		logf("smoke run done in %s; no report written (-out names a file)", rep.Elapsed.Round(time.Second))
