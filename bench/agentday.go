@@ -161,9 +161,7 @@ func workersOf(slots, n int) []int {
 type adRun struct {
 	Case   adCase
 	Scale  adScale
-	Caps   adCaps
 	Slots  int // fetch slots over the nodes
-	Off    ablation.Off
 	Busy   busyFigures
 	Node   nodeResult
 	Submit []time.Duration // sorted
@@ -246,7 +244,7 @@ func (r *adRun) perTarget(d time.Duration) time.Duration {
 type startFunc func(ctx context.Context, cfg nodeConfig) (*nodeChild, error)
 
 func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, caps adCaps, off ablation.Off, tmp, pgURL string, short bool, start startFunc) (_ *adRun, err error) {
-	run := &adRun{Case: c, Scale: sc, Caps: caps, Off: off, Warmup: cmp.Or(sz.Warmup, sc.warmup(short))}
+	run := &adRun{Case: c, Scale: sc, Warmup: cmp.Or(sz.Warmup, sc.warmup(short))}
 	workers := caps.workers(c.Nodes)
 	for _, w := range workers {
 		run.Slots += w

@@ -292,6 +292,8 @@ func startProfile(path string) (func(), error) {
 // PostgreSQL schema, or one shared in-memory store, or the SQLite file
 // (one node).
 func openNodeStores(ctx context.Context, cfg nodeConfig, tracer *costMeter, closers *[]func()) ([]batchdriver.Store, error) {
+	// The switches are process-wide: the child runs one case, and tests
+	// that run nodes in this process leave them all off.
 	ablation.Set(cfg.Ablate)
 	defer ablation.Set(ablation.Off{})
 	n := len(cfg.Workers)

@@ -179,6 +179,7 @@ func (a *agentDayReport) scaleTable(b *md, sc adScale) {
 		return fmt.Sprintf("%.1f of %d", r.Node.FetchingMean, r.Slots)
 	})
 	row("submit", func(r *adRun) string { return fmtP(r.Submit) })
+	row("submits the caps refused (429)", func(r *adRun) string { return fmt.Sprint(r.Refused) })
 	row("status (another node)", func(r *adRun) string { return fmtP(r.Status) })
 	row("one result", func(r *adRun) string { return fmtP(r.Result) })
 	row("fetch end → result readable", func(r *adRun) string { return fmtSum(r.Node.Readable) })

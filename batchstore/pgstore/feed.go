@@ -258,8 +258,8 @@ func (f *feed) close() {
 	f.wg.Wait()
 }
 
-// notifier sends the pending changes, at most once per notifyEvery, until
-// the feed closes.
+// notifier sends the pending changes, at most once per f.every
+// (notifyEvery), until the feed closes.
 func (f *feed) notifier() {
 	defer f.wg.Done()
 	linger := time.NewTicker(watchLinger) // for the lingering watch rows
