@@ -27,8 +27,11 @@ import (
 // job ("") only if it is still queued after notifySettle: every listener
 // gets every payload, and every node's idle worker tries to claim a queued
 // job, so sending every change would make a target's cost grow with the
-// nodes. Polling stays the runner's way to be correct, so everything here
-// may drop what it cannot deliver.
+// nodes. A node tells the others when it starts and ends a watch, so that
+// a store whose listener is connected knows which jobs another node
+// watches and runs no statement for a change that nobody else waits on.
+// Polling stays the runner's way to be correct, so everything here may
+// drop what it cannot deliver.
 const (
 	// notifyEvery is the least time between two NOTIFY transactions of one
 	// store: the changes of that window share one. It bounds the feed's
@@ -52,6 +55,15 @@ const (
 	watchLinger = 5 * time.Second
 	// maxPayload is below PostgreSQL's 8000-byte limit on a payload.
 	maxPayload = 7900
+	// maxID is the longest job id a payload carries.
+	maxID = 512
+	// recentKeep is how long a change that no other node watched is kept,
+	// so that a watch whose news reaches this store after the change was
+	// dropped still gets it. It is far longer than a notification takes.
+	recentKeep = 2 * time.Second
+	// watchMaxAge is the age of a watch that the sweep deletes as its
+	// node's (hostSweep): no wait lasts that long.
+	watchMaxAge = time.Hour
 	// listenPing is how long the listener waits for a notification before
 	// it pings its connection, so that a connection lost without a word
 	// (a dead peer, a dropped route) is found and replaced.
@@ -92,6 +104,20 @@ type feed struct {
 	rowless   map[string]bool
 	unwatched map[string]endedWatch
 
+	// What this store knows of the other nodes' watches, from their news
+	// (dispatch) and the watch table read as the listener connects: while
+	// known holds, a change of a job no other node watches costs no
+	// statement. elsewhere maps a job to the watching nodes' tags and when
+	// each was heard of; recent holds the changes dropped for want of a
+	// watch, with when, for a watch heard of just after.
+	peerMu    sync.Mutex
+	known     bool
+	elsewhere map[string]map[string]time.Time
+	recent    map[string]time.Time
+	pruned    time.Time // elsewhere's last pruning
+
+	notifies atomic.Int64 // notify statements run, for tests
+
 	ctx         context.Context // cancelled by close
 	cancel      context.CancelFunc
 	listenOnce  sync.Once
@@ -113,6 +139,8 @@ func newFeed(s *Store) *feed {
 		refs:      make(map[string]int),
 		rowless:   make(map[string]bool),
 		unwatched: make(map[string]endedWatch),
+		elsewhere: make(map[string]map[string]time.Time),
+		recent:    make(map[string]time.Time),
 		kick:      make(chan struct{}, 1),
 		every:     notifyEvery,
 		ctx:       ctx,
@@ -175,7 +203,9 @@ func (f *feed) watch(ctx context.Context, id string) (stop func()) {
 	f.refs[id]++
 	write := false
 	var gen int64
-	if f.refs[id] == 1 {
+	if !travels(id) {
+		f.rowless[id] = true // its changes cannot be sent: no row
+	} else if f.refs[id] == 1 {
 		if _, ok := f.unwatched[id]; ok {
 			delete(f.unwatched, id) // its row lingers: watched again
 		} else {
@@ -186,7 +216,7 @@ func (f *feed) watch(ctx context.Context, id string) (stop func()) {
 	f.watchMu.Unlock()
 	if write {
 		ctx, cancel := context.WithTimeout(ctx, feedTimeout)
-		if _, err := f.s.pool.Exec(ctx, f.s.q.watch, id, f.tag, gen); err != nil {
+		if _, err := f.s.pool.Exec(ctx, f.s.q.watch, id, f.tag, gen, f.channel); err != nil {
 			f.watchMu.Lock()
 			f.rowless[id] = true // this watch holds id: its end leaves no row to linger
 			f.watchMu.Unlock()
@@ -235,6 +265,11 @@ func (f *feed) changed(ids ...string) {
 		return
 	}
 	f.deliver(ids...)
+	f.queue(ids...)
+}
+
+// queue adds ids to the next NOTIFY.
+func (f *feed) queue(ids ...string) {
 	f.pendMu.Lock()
 	for _, id := range ids {
 		f.pending[id] = struct{}{}
@@ -320,16 +355,138 @@ func (f *feed) flush() {
 		}
 	}
 	f.watchMu.Unlock()
+	ids = f.watched(ids)
 	if len(ids) == 0 && len(ended) == 0 {
 		return
 	}
-	changed, payload := f.pack(ids)
+	f.notifies.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), feedTimeout)
 	defer cancel()
-	if _, err := f.s.pool.Exec(ctx, f.s.q.notify, f.channel, changed, payload, f.tag, ended, gens); err != nil && !f.s.closed.Load() {
+	var err error
+	if _, queued := ids[""]; queued && len(ids) == 1 && len(ended) == 0 {
+		_, err = f.s.pool.Exec(ctx, f.s.q.notifyQueued, f.channel, f.tag)
+	} else {
+		changed, payload := f.pack(ids)
+		_, err = f.s.pool.Exec(ctx, f.s.q.notify, f.channel, changed, payload, f.tag, ended, gens)
+	}
+	if err != nil && !f.s.closed.Load() {
 		f.log.LogAttrs(ctx, slog.LevelDebug, "pgstore change feed: notify failed; other nodes will poll",
 			feedErrClass(err))
 	}
+}
+
+// watched returns, of the changed ids, a queued job ("") and those that
+// another node watches, while the listener knows the other nodes' watches,
+// and keeps the others in f.recent; it returns them all otherwise, for the
+// statement to check.
+func (f *feed) watched(ids map[string]struct{}) map[string]struct{} {
+	f.peerMu.Lock()
+	defer f.peerMu.Unlock()
+	now := time.Now()
+	for id, at := range f.recent {
+		if now.Sub(at) > recentKeep {
+			delete(f.recent, id)
+		}
+	}
+	if now.Sub(f.pruned) > watchLinger {
+		f.pruned = now
+		for id, tags := range f.elsewhere {
+			for tag, at := range tags {
+				if now.Sub(at) > watchMaxAge {
+					delete(tags, tag)
+				}
+			}
+			if len(tags) == 0 {
+				delete(f.elsewhere, id)
+			}
+		}
+	}
+	if !f.known {
+		return ids
+	}
+	for id := range ids {
+		if id != "" && len(f.elsewhere[id]) == 0 {
+			delete(ids, id)
+			f.recent[id] = now
+		}
+	}
+	return ids
+}
+
+// heard records another node's news of its watches: started (w) or ended
+// (u). A job that started to be watched and changed here lately, its
+// change dropped, is sent again.
+func (f *feed) heard(kind, tag string, ids []string) {
+	now := time.Now()
+	var late []string
+	f.peerMu.Lock()
+	for _, id := range ids {
+		tags := f.elsewhere[id]
+		switch kind {
+		case "w":
+			if tags == nil {
+				tags = make(map[string]time.Time, 1)
+				f.elsewhere[id] = tags
+			}
+			tags[tag] = now
+			if _, ok := f.recent[id]; ok {
+				delete(f.recent, id)
+				late = append(late, id)
+			}
+		case "u":
+			delete(tags, tag)
+			if len(tags) == 0 {
+				delete(f.elsewhere, id)
+			}
+		}
+	}
+	f.peerMu.Unlock()
+	if len(late) > 0 {
+		f.queue(late...)
+	}
+}
+
+// learn replaces what the store knows of the other nodes' watches with
+// what the watch table holds, read on the listener's connection after its
+// LISTEN, so that no news is missed between the two.
+func (f *feed) learn(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, f.s.q.watchers, f.tag)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	elsewhere := make(map[string]map[string]time.Time)
+	var id, tag string
+	_, err = pgx.ForEachRow(rows, []any{&id, &tag}, func() error {
+		if elsewhere[id] == nil {
+			elsewhere[id] = make(map[string]time.Time, 1)
+		}
+		elsewhere[id][tag] = now
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	f.peerMu.Lock()
+	f.elsewhere, f.known = elsewhere, true
+	f.peerMu.Unlock()
+	return nil
+}
+
+// forget marks what the store knows of the other nodes' watches as out of
+// date, while its listener is away: its changes are all sent for the
+// statement to check.
+func (f *feed) forget() {
+	f.peerMu.Lock()
+	f.known = false
+	f.elsewhere = make(map[string]map[string]time.Time)
+	f.peerMu.Unlock()
+}
+
+// travels reports whether id can travel in a payload: not too long, valid
+// UTF-8, and no newline or NUL.
+func travels(id string) bool {
+	return len(id) <= maxID && !strings.ContainsAny(id, "\n\x00") && utf8.ValidString(id)
 }
 
 // pack assigns job ids to NOTIFY payloads: a payload is this store's tag,
@@ -341,7 +498,7 @@ func (f *feed) pack(ids map[string]struct{}) (out []string, payload []int32) {
 	var k int32
 	size := len(f.tag)
 	for id := range ids {
-		if len(id) > 512 || strings.ContainsAny(id, "\n\x00") || !utf8.ValidString(id) {
+		if !travels(id) {
 			continue
 		}
 		if size > len(f.tag) && size+1+len(id) > maxPayload {
@@ -354,13 +511,26 @@ func (f *feed) pack(ids map[string]struct{}) (out []string, payload []int32) {
 	return out, payload
 }
 
-// dispatch delivers a notification from another store.
+// dispatch handles a notification from another store: its changes, or,
+// after "w:" or "u:" before its tag, news of its watches.
 func (f *feed) dispatch(payload string) {
-	tag, rest, ok := strings.Cut(payload, "\n")
-	if !ok || tag == f.tag { // ours: delivered when it was committed
+	head, rest, ok := strings.Cut(payload, "\n")
+	if !ok {
 		return
 	}
-	f.deliver(strings.Split(rest, "\n")...)
+	kind, tag, news := strings.Cut(head, ":")
+	if !news {
+		kind, tag = "", head
+	}
+	if tag == f.tag { // ours: delivered when it was committed
+		return
+	}
+	switch ids := strings.Split(rest, "\n"); kind {
+	case "":
+		f.deliver(ids...)
+	case "w", "u":
+		f.heard(kind, tag, ids)
+	}
 }
 
 // listen keeps a connection that LISTENs on the channel until the feed
@@ -395,6 +565,7 @@ func (f *feed) listen() {
 		}
 		connected = true
 		err = f.wait(conn)
+		f.forget()
 		ctx, cancel := context.WithTimeout(context.Background(), feedTimeout)
 		conn.Close(ctx)
 		cancel()
@@ -407,7 +578,7 @@ func (f *feed) listen() {
 }
 
 // connect opens the listener's connection, with the pool's settings but
-// outside the pool, and LISTENs.
+// outside the pool, LISTENs, and reads the other nodes' watches.
 func (f *feed) connect() (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, feedTimeout)
 	defer cancel()
@@ -416,6 +587,10 @@ func (f *feed) connect() (*pgx.Conn, error) {
 		return nil, err
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{f.channel}.Sanitize()); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	if err := f.learn(ctx, conn); err != nil {
 		conn.Close(ctx)
 		return nil, err
 	}

@@ -124,7 +124,8 @@ func TestFeed_DeliversOtherNodesChanges(t *testing.T) {
 // A node sends another a job's changes only while that node watches the
 // job; an ended watch's row is deleted once it has lingered, a watch that
 // starts while it lingers reuses it, and a newer watch of the same job
-// keeps its row however the two interleave.
+// keeps its row however the two interleave. b has no listener, so it
+// knows nothing of a's watches and leaves the check to the statement.
 func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
 	t.Parallel()
 	a, b, got, _ := pair(t)
@@ -200,7 +201,7 @@ func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
 	a.feed.watchMu.Lock()
 	a.feed.unwatched["again"] = endedWatch{gen: first} // lingered long enough
 	a.feed.watchMu.Unlock()
-	if _, err := a.pool.Exec(t.Context(), a.q.watch, "again", a.feed.tag, first+1000); err != nil {
+	if _, err := a.pool.Exec(t.Context(), a.q.watch, "again", a.feed.tag, first+1000, a.feed.channel); err != nil {
 		t.Fatal(err)
 	}
 	a.feed.flush()
@@ -218,6 +219,85 @@ func TestFeed_SendsWatchedJobsOnly(t *testing.T) {
 	defer a.Watch(t.Context(), "rowless")()
 	if n := rows("rowless"); n != 1 {
 		t.Fatalf("a watch after one that wrote no row left %d rows, want 1", n)
+	}
+}
+
+// knows reports whether s has heard that another node watches id.
+func knows(s *Store, id string) bool {
+	s.feed.peerMu.Lock()
+	defer s.feed.peerMu.Unlock()
+	return len(s.feed.elsewhere[id]) > 0
+}
+
+// A node whose listener is connected hears of the other nodes' watches:
+// a change that no other node watches costs it no statement, a watch
+// heard of just after a change still gets that change, an ended watch is
+// heard of too, and after a reconnect the node reads the watches anew.
+func TestFeed_HearsOfWatches(t *testing.T) {
+	t.Parallel()
+	a, b, got, _ := pair(t)
+	subscribe(t, b)
+	bpid := listening(t, b, 0)
+
+	before := b.feed.notifies.Load()
+	b.feed.changed("nobody")
+	time.Sleep(3 * notifyEvery)
+	if n := b.feed.notifies.Load() - before; n != 0 {
+		t.Fatalf("a change nobody else watches cost %d notify statements, want 0", n)
+	}
+
+	stop := a.Watch(t.Context(), "watched")
+	eventually(t, "b hears of a's watch", func() bool { return knows(b, "watched") })
+	b.feed.changed("watched")
+	expect(t, got, "watched")
+
+	// Dropped, then watched: the change is sent when the news arrives.
+	b.feed.changed("late")
+	eventually(t, "b drops the change nobody watches", func() bool {
+		b.feed.peerMu.Lock()
+		defer b.feed.peerMu.Unlock()
+		_, ok := b.feed.recent["late"]
+		return ok
+	})
+	defer a.Watch(t.Context(), "late")()
+	expect(t, got, "late")
+
+	stop()
+	eventually(t, "b hears that a's watch ended", func() bool { return !knows(b, "watched") })
+
+	// Ended watches too many for one payload are all heard of.
+	var many []string
+	for i := range 40 {
+		id := fmt.Sprintf("%02d-%s", i, strings.Repeat("m", maxID-3))
+		a.Watch(t.Context(), id)()
+		many = append(many, id)
+	}
+	eventually(t, "b hears of the many watches", func() bool { return knows(b, many[0]) && knows(b, many[len(many)-1]) })
+	a.feed.watchMu.Lock()
+	for id, u := range a.feed.unwatched {
+		a.feed.unwatched[id] = endedWatch{gen: u.gen} // lingered long enough
+	}
+	a.feed.watchMu.Unlock()
+	a.feed.flush()
+	eventually(t, "b hears that the many watches ended", func() bool {
+		return !slices.ContainsFunc(many, func(id string) bool { return knows(b, id) })
+	})
+
+	// A watch b could not hear of, a row written while its listener is
+	// away: b reads it as it reconnects.
+	if _, err := a.pool.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{a.opts.Schema}.Sanitize()+`.watch (job_id, tag, gen) VALUES ('unheard', 'gone-node', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if knows(b, "unheard") {
+		t.Fatal("b knows of a watch nobody told it of")
+	}
+	var ok bool
+	if err := b.pool.QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, bpid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", bpid, ok, err)
+	}
+	listening(t, b, bpid)
+	if !knows(b, "unheard") {
+		t.Fatal("after a reconnect b does not know the watch the table holds")
 	}
 }
 

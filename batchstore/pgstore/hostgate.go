@@ -48,7 +48,12 @@ func (s *Store) ReleaseHost(ctx context.Context, p batchdriver.ReleaseHostParams
 	if err != nil {
 		return s.wrap(ctx, "release host", err)
 	}
-	if _, err := s.pool.Exec(ctx, s.q.hostRelease, p.Slot, p.Key, p.Interval, s.now(p.Now)); err != nil {
+	if p.Interval > 0 {
+		_, err = s.pool.Exec(ctx, s.q.hostRelease, p.Slot, p.Key, p.Interval, s.now(p.Now))
+	} else {
+		_, err = s.pool.Exec(ctx, s.q.hostFree, p.Slot)
+	}
+	if err != nil {
 		return s.wrap(ctx, "release host", err)
 	}
 	return nil

@@ -130,9 +130,9 @@ func TestStore_QueryPlans(t *testing.T) {
 	// reapHandBack, their parts above).
 	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
 		&q.forgetStale: true, &q.reapJobs: true, &q.reapHandBack: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
-		&q.lockStat: true, &q.notify: true, &q.anyCallerDeltas: true,
-		&q.hostAcquire: true, &q.hostRenew: true, &q.hostRelease: true, &q.hostBackOff: true, &q.hostSweep: true,
-		&q.watch: true}
+		&q.lockStat: true, &q.notify: true, &q.notifyQueued: true, &q.anyCallerDeltas: true,
+		&q.hostAcquire: true, &q.hostRenew: true, &q.hostRelease: true, &q.hostFree: true, &q.hostBackOff: true, &q.hostSweep: true,
+		&q.watch: true, &q.watchers: true}
 	planned := map[string]bool{}
 	for _, p := range plans {
 		planned[p.sql] = true

@@ -536,9 +536,14 @@ var sqlTemplates = queries{
 	// watches whose node died (no wait lasts an hour).
 	hostAcquire: `SELECT slot, wait_us FROM {s}.host_acquire($1, $2, $3, $4, $5, $6, $7::timestamptz)`,
 	hostRenew:   `SELECT {s}.host_renew($1, $2, $3, $4::timestamptz)`,
+	// hostRelease frees slot $1 of host $2, whose next fetch may start $3
+	// (> 0) after now; hostFree frees a slot taken under no interval.
+	// Apart, each keeps one plan per connection: with $3 in one statement
+	// the planner would plan every call anew for the value of $3 > 0.
 	hostRelease: `WITH gone AS (DELETE FROM {s}.host_slot WHERE id = $1)
 		UPDATE {s}.host SET next_start = greatest(next_start, ` + clock("4") + ` + $3::interval)
-		WHERE key = $2 AND $3::interval > interval '0'`,
+		WHERE key = $2`,
+	hostFree: `DELETE FROM {s}.host_slot WHERE id = $1`,
 	hostBackOff: `INSERT INTO {s}.host AS h (key, backoff_until) VALUES ($1, ` + clock("2") + ` + $3::interval)
 		ON CONFLICT (key) DO UPDATE SET backoff_until = greatest(h.backoff_until, excluded.backoff_until)`,
 	hostSweep: `WITH gone AS (DELETE FROM {s}.host_slot WHERE lease <= ` + clock("1") + `),
@@ -550,26 +555,47 @@ var sqlTemplates = queries{
 	// notify sends on channel $1 the changed jobs $2, in payloads $3 (of
 	// node $4's tag and one id per line), keeping only those that another
 	// node watches, and a queued job ("") if a job is still queued. With
-	// them it deletes node $4's
-	// rows of the ended watches of jobs $5 at gens $6 that no newer watch
-	// has written since (see feed.go and migrations/017). A notifying
-	// transaction gets an xid and a commit record; notifications are hints
-	// that polling backs up, so this one commits without waiting for the
-	// WAL flush (set_config(…, true) lasts until the statement's own
-	// commit). With nothing to send it calls neither.
+	// them it deletes node $4's rows of the ended watches of jobs $5 at
+	// gens $6 that no newer watch has written since, and tells the other
+	// nodes which it deleted, 15 ids (of at most 512 bytes) a payload (see
+	// feed.go and migrations/017). A notifying transaction gets an xid and
+	// a commit record; notifications are hints that polling backs up, so
+	// this one commits without waiting for the WAL flush
+	// (set_config(…, true) lasts until the statement's own commit). With
+	// nothing to send it calls neither.
 	notify: `WITH gone AS (
 			DELETE FROM {s}.watch w USING unnest($5::text[], $6::bigint[]) AS d (job_id, gen)
 			WHERE w.job_id = d.job_id AND w.tag = $4 AND w.gen <= d.gen
+			RETURNING w.job_id
 		), c AS (
 			SELECT p.id, p.k FROM unnest($2::text[], $3::int[]) AS p (id, k)
 			WHERE CASE WHEN p.id = '' THEN EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued')
 				ELSE EXISTS (SELECT 1 FROM {s}.watch w WHERE w.job_id = p.id AND w.tag <> $4) END
+		), u AS (
+			SELECT job_id, (row_number() OVER () - 1) / 15 AS k FROM gone
 		)
 		SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $4 || E'\n' || string_agg(c.id, E'\n'))
-		FROM c GROUP BY c.k`,
-	// watch records that node $2 watches job $1 (see feed.go).
-	watch: `INSERT INTO {s}.watch AS w (job_id, tag, gen) VALUES ($1, $2, $3)
-		ON CONFLICT (job_id, tag) DO UPDATE SET gen = excluded.gen, since = now()`,
+		FROM c GROUP BY c.k
+		UNION ALL
+		SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, 'u:' || $4 || E'\n' || string_agg(u.job_id, E'\n'))
+		FROM u GROUP BY u.k`,
+	// notifyQueued is notify for a queued job alone, on channel $1 in a
+	// payload of node $2's tag, in a statement whose one plan serves every
+	// call: notify's arrays make the planner plan each call anew.
+	notifyQueued: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2 || E'\n')
+		WHERE EXISTS (SELECT 1 FROM {s}.job WHERE status = 'queued')`,
+	// watch records that node $2 watches job $1 (see feed.go) and tells
+	// the other nodes on channel $4. The table is unlogged, so the commit
+	// waits for no WAL flush either way.
+	watch: `WITH w AS (
+			INSERT INTO {s}.watch AS w (job_id, tag, gen) VALUES ($1, $2, $3)
+			ON CONFLICT (job_id, tag) DO UPDATE SET gen = excluded.gen, since = now()
+			RETURNING w.job_id
+		)
+		SELECT set_config('synchronous_commit', 'off', true), pg_notify($4, 'w:' || $2 || E'\n' || w.job_id) FROM w`,
+	// watchers lists the other nodes' watches, for a listener that
+	// (re)connects.
+	watchers: `SELECT job_id, tag FROM {s}.watch WHERE tag <> $1`,
 }
 
 // queries holds the store's statements for one schema.
@@ -585,13 +611,13 @@ type queries struct {
 	heldByCaller, evictPick, evictOldest, evict          string
 	evictHolders                                         string
 	foldCallers, dropZeroCallers, anyCallerDeltas        string
-	stats, notify, watch                                 string
+	stats, notify, notifyQueued, watch, watchers         string
 	hookClaim, hookDone, hookRetry, hookPending          string
 	hookDelivered, hookTargets                           string
 	hookRelease, hookReleaseAll                          string
 	expire, anyExpired                                   string
 	hostAcquire, hostRelease, hostBackOff, hostSweep     string
-	hostRenew                                            string
+	hostRenew, hostFree                                  string
 }
 
 // render returns the statements for schema, with releases adding to
@@ -615,9 +641,9 @@ func (q *queries) fields() []*string {
 		&q.lockStat, &q.oldestExpired, &q.sweep, &q.totalBytes,
 		&q.heldByCaller, &q.evictPick, &q.evictOldest, &q.evict, &q.evictHolders,
 		&q.foldCallers, &q.dropZeroCallers, &q.anyCallerDeltas,
-		&q.stats, &q.notify, &q.watch,
+		&q.stats, &q.notify, &q.notifyQueued, &q.watch, &q.watchers,
 		&q.hookClaim, &q.hookDone, &q.hookRetry, &q.hookRelease, &q.hookReleaseAll, &q.hookPending, &q.hookDelivered, &q.hookTargets,
 		&q.expire, &q.anyExpired,
-		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep, &q.hostRenew,
+		&q.hostAcquire, &q.hostRelease, &q.hostBackOff, &q.hostSweep, &q.hostRenew, &q.hostFree,
 	}
 }
