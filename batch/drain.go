@@ -226,7 +226,6 @@ func (r *Runner) run(d *jobDrain) {
 			attrs = append(attrs, slog.String("outcome", string(fin.Outcome)))
 		}
 		d.log.LogAttrs(context.Background(), slog.LevelInfo, "batch target finished", attrs...)
-		r.waiters.notify(d.job.ID)
 		if d.job.WebhookEvents.Has(batchdriver.HookTargets) {
 			r.wakeWebhooks() // the write made the job's per-target event due
 		}
@@ -384,7 +383,6 @@ func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdri
 	failTarget(&fin, OutcomeInterrupted, "", errors.New(reasonInterrupted))
 	if _, err := r.storeTarget(ctx, log, job, &fin, r.pastDeadline(job)); err == nil {
 		r.metrics.target(OutcomeInterrupted, d)
-		r.waiters.notify(job.ID)
 	}
 }
 
@@ -396,6 +394,7 @@ func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdri
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
 func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdriver.Job, fin *batchdriver.TargetFinish, expire bool) (step batchdriver.Step, err error) {
+	defer r.waiters.write(job.ID)() // wakes the job's waiters as it returns
 	ctx, end := r.observeStore(ctx, job, fin.Idx)
 	attempt := 1
 	defer func() { end(batchobserve.StoreEnd{Attempts: attempt, Next: step.Next, Status: step.Status, Err: err}) }()

@@ -17,7 +17,7 @@ func (r *Runner) subscribe(ctx context.Context) (stop func()) {
 	r.log.LogAttrs(ctx, slog.LevelDebug, "batch runner follows the store's change feed")
 	return feed.Subscribe(func(jobID string) {
 		if jobID != "" {
-			r.waiters.notify(jobID)
+			r.waiters.fed(jobID)
 			return
 		}
 		select {

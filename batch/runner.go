@@ -110,7 +110,7 @@ func New(cfg Config) (*Runner, error) {
 		log:         cfg.Logger,
 		obs:         cfg.Observer,
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
-		waiters:     waiters{m: make(map[string]*waiter)},
+		waiters:     waiters{m: make(map[string]*waiter), writing: make(map[string]int)},
 		queued:      queuedDeadlines{m: make(map[string]time.Time), wake: make(chan struct{}, 1)},
 		wake:        make(chan struct{}, cfg.Workers),
 		slots:       make(chan struct{}, cfg.Workers),
@@ -377,6 +377,13 @@ func (r *Runner) acceptErr() error {
 type waiters struct {
 	mu sync.Mutex
 	m  map[string]*waiter
+	// writing counts this runner's target writes under way per job. The
+	// store's change feed reports such a write before it returns, and the
+	// runner itself as it returns; the first is dropped, so that a waiter
+	// reads the job once per write, not twice. A change by another runner
+	// reported meanwhile is dropped too, but it was committed before its
+	// report, so the read that the write's end wakes sees it.
+	writing map[string]int
 }
 
 type waiter struct {
@@ -408,9 +415,40 @@ func (w *waiters) watch(id string) (<-chan struct{}, func()) {
 func (w *waiters) notify(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.wake(id)
+}
+
+// wake wakes the waiters of job id. Called with w.mu held.
+func (w *waiters) wake(id string) {
 	if e, ok := w.m[id]; ok {
 		close(e.ch)
 		delete(w.m, id)
+	}
+}
+
+// fed is notify for a change the store's feed reported: dropped while this
+// runner writes to the job, whose end wakes the waiters.
+func (w *waiters) fed(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.writing[id] == 0 {
+		w.wake(id)
+	}
+}
+
+// write marks a write to job id under way; the function it returns ends it
+// and wakes the job's waiters.
+func (w *waiters) write(id string) (end func()) {
+	w.mu.Lock()
+	w.writing[id]++
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.writing[id]--; w.writing[id] == 0 {
+			delete(w.writing, id)
+		}
+		w.wake(id)
 	}
 }
 

@@ -84,6 +84,66 @@ func TestRunner_WaitWakesPerJob(t *testing.T) {
 	}
 }
 
+// slowFedStore is a countingStore with a change feed that reports a
+// target write before the write returns, and a write that takes a while to
+// return after its commit, as a database's round trip does.
+type slowFedStore struct {
+	countingStore
+	feed batchdriver.ChangeFeed
+}
+
+func (s *slowFedStore) Subscribe(fn func(string)) func() { return s.feed.Subscribe(fn) }
+
+func (s *slowFedStore) FinishTarget(ctx context.Context, p batchdriver.FinishParams) (batchdriver.Step, error) {
+	step, err := s.Store.FinishTarget(ctx, p)
+	time.Sleep(20 * time.Millisecond)
+	return step, err
+}
+
+// A waiter reads its job once per target write, though both the store's
+// feed and the runner report the write.
+func TestRunner_WaitReadsOncePerWrite(t *testing.T) {
+	t.Parallel()
+	mem := batchtest.NewStore()
+	store := &slowFedStore{countingStore: countingStore{Store: mem}, feed: mem}
+	fetch := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: batch.Duration(time.Hour)})
+	alice := batch.Caller{Name: "alice"}
+	job, _, err := r.Submit(t.Context(), alice, batchtest.Targets("waited", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fetch.Started
+	waited := make(chan batch.JobInfo, 1)
+	go func() {
+		info, err := r.Wait(context.Background(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- info
+	}()
+	time.Sleep(50 * time.Millisecond) // the waiter's first reads
+	store.watched.Store(job.ID)
+	const writes = 4
+	for range writes {
+		fetch.Release()
+		<-fetch.Started // the write returned: the next target started
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := store.reads.Load(); n != writes {
+		t.Fatalf("the waiter read its job %d times over %d target writes, want %d", n, writes, writes)
+	}
+	fetch.Release()
+	select {
+	case info := <-waited:
+		if info.Status != batch.JobDone {
+			t.Fatalf("waited job = %s, want done", info.Status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not wake when its job finished")
+	}
+}
+
 // watchingStore records the watches a runner's waits make.
 type watchingStore struct {
 	batchdriver.Store
