@@ -448,7 +448,7 @@ func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOp
 	defer poll.Stop()
 	watched := false
 	for {
-		changed, release := r.waiters.watch(id) // before the read, so no change is missed
+		changed, release := r.waiters.watch(id, opts.Since == nil) // before the read, so no change is missed
 		// Polls read the job row only, and never touch; the answer is read
 		// once, as asked.
 		info, err := r.Status(ctx, caller, id, StatusOptions{JobOnly: true})

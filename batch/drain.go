@@ -394,7 +394,8 @@ func (r *Runner) interrupted(ctx context.Context, log *slog.Logger, job batchdri
 // it, say) is given up: fin becomes a failure, whose small write is retried
 // in turn, so the worker and the job go on and nothing stored is lost.
 func (r *Runner) storeTarget(ctx context.Context, log *slog.Logger, job batchdriver.Job, fin *batchdriver.TargetFinish, expire bool) (step batchdriver.Step, err error) {
-	defer r.waiters.write(job.ID)() // wakes the job's waiters as it returns
+	written := r.waiters.write(job.ID)
+	defer func() { written(err != nil || step.Status.Finished()) }()
 	ctx, end := r.observeStore(ctx, job, fin.Idx)
 	attempt := 1
 	defer func() { end(batchobserve.StoreEnd{Attempts: attempt, Next: step.Next, Status: step.Status, Err: err}) }()

@@ -110,7 +110,7 @@ func New(cfg Config) (*Runner, error) {
 		log:         cfg.Logger,
 		obs:         cfg.Observer,
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
-		waiters:     waiters{m: make(map[string]*waiter), writing: make(map[string]int)},
+		waiters:     waiters{m: make(map[waitKey]*waiter), writing: make(map[string]int)},
 		queued:      queuedDeadlines{m: make(map[string]time.Time), wake: make(chan struct{}, 1)},
 		wake:        make(chan struct{}, cfg.Workers),
 		slots:       make(chan struct{}, cfg.Workers),
@@ -373,17 +373,26 @@ func (r *Runner) acceptErr() error {
 }
 
 // waiters are the per-job wake-ups of [Runner.Wait]: a change to one job
-// wakes the waiters of that job only.
+// wakes the waiters of that job only, and a waiter for the job's end only
+// sleeps through this runner's target writes that leave the job live.
 type waiters struct {
 	mu sync.Mutex
-	m  map[string]*waiter
+	m  map[waitKey]*waiter
 	// writing counts this runner's target writes under way per job. The
 	// store's change feed reports such a write before it returns, and the
 	// runner itself as it returns; the first is dropped, so that a waiter
 	// reads the job once per write, not twice. A change by another runner
-	// reported meanwhile is dropped too, but it was committed before its
-	// report, so the read that the write's end wakes sees it.
+	// reported meanwhile is dropped too: it was committed before its
+	// report, so the read that the write's end wakes sees it, but a waiter
+	// for the job's end that the write leaves asleep finds that change at
+	// its next poll.
 	writing map[string]int
+}
+
+// waitKey is a job and whether its waiters wait for the job's end only.
+type waitKey struct {
+	id      string
+	endOnly bool
 }
 
 type waiter struct {
@@ -391,22 +400,24 @@ type waiter struct {
 	refs int
 }
 
-// watch returns a channel closed at the next change to job id, and a
-// function to call once the channel is no longer waited on.
-func (w *waiters) watch(id string) (<-chan struct{}, func()) {
+// watch returns a channel closed at the next change to job id (endOnly:
+// at the next that may end the job), and a function to call once the
+// channel is no longer waited on.
+func (w *waiters) watch(id string, endOnly bool) (<-chan struct{}, func()) {
+	k := waitKey{id, endOnly}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.m[id]
+	e, ok := w.m[k]
 	if !ok {
 		e = &waiter{ch: make(chan struct{})}
-		w.m[id] = e
+		w.m[k] = e
 	}
 	e.refs++
 	return e.ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if e.refs--; e.refs == 0 && w.m[id] == e {
-			delete(w.m, id)
+		if e.refs--; e.refs == 0 && w.m[k] == e {
+			delete(w.m, k)
 		}
 	}
 }
@@ -415,14 +426,17 @@ func (w *waiters) watch(id string) (<-chan struct{}, func()) {
 func (w *waiters) notify(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wake(id)
+	w.wake(id, true)
 }
 
-// wake wakes the waiters of job id. Called with w.mu held.
-func (w *waiters) wake(id string) {
-	if e, ok := w.m[id]; ok {
-		close(e.ch)
-		delete(w.m, id)
+// wake wakes the waiters of job id, and those for its end if ends. Called
+// with w.mu held.
+func (w *waiters) wake(id string, ends bool) {
+	for _, k := range [2]waitKey{{id, false}, {id, true}} {
+		if e, ok := w.m[k]; ok && (ends || !k.endOnly) {
+			close(e.ch)
+			delete(w.m, k)
+		}
 	}
 }
 
@@ -432,23 +446,24 @@ func (w *waiters) fed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.writing[id] == 0 {
-		w.wake(id)
+		w.wake(id, true)
 	}
 }
 
 // write marks a write to job id under way; the function it returns ends it
-// and wakes the job's waiters.
-func (w *waiters) write(id string) (end func()) {
+// and wakes the job's waiters, those for its end only if the write may
+// have ended it.
+func (w *waiters) write(id string) (end func(ended bool)) {
 	w.mu.Lock()
 	w.writing[id]++
 	w.mu.Unlock()
-	return func() {
+	return func(ended bool) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.writing[id]--; w.writing[id] == 0 {
 			delete(w.writing, id)
 		}
-		w.wake(id)
+		w.wake(id, ended)
 	}
 }
 

@@ -100,9 +100,10 @@ func (s *slowFedStore) FinishTarget(ctx context.Context, p batchdriver.FinishPar
 	return step, err
 }
 
-// A waiter reads its job once per target write, though both the store's
-// feed and the runner report the write.
-func TestRunner_WaitReadsOncePerWrite(t *testing.T) {
+// A wait for a job's end does not read the job at each of its target
+// writes that leave it live, though both the store's feed and the runner
+// report each write; the last write wakes it.
+func TestRunner_WaitForEndSleepsThroughWrites(t *testing.T) {
 	t.Parallel()
 	mem := batchtest.NewStore()
 	store := &slowFedStore{countingStore: countingStore{Store: mem}, feed: mem}
@@ -124,23 +125,35 @@ func TestRunner_WaitReadsOncePerWrite(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond) // the waiter's first reads
 	store.watched.Store(job.ID)
-	const writes = 4
-	for range writes {
+	for range 4 {
 		fetch.Release()
 		<-fetch.Started // the write returned: the next target started
-		time.Sleep(50 * time.Millisecond)
 	}
-	if n := store.reads.Load(); n != writes {
-		t.Fatalf("the waiter read its job %d times over %d target writes, want %d", n, writes, writes)
+	time.Sleep(50 * time.Millisecond)
+	if n := store.reads.Load(); n != 0 {
+		t.Fatalf("the wait for the job's end read it %d times over 4 writes that left it live", n)
 	}
-	fetch.Release()
-	select {
-	case info := <-waited:
-		if info.Status != batch.JobDone {
-			t.Fatalf("waited job = %s, want done", info.Status)
+	// A wait for progress wakes at the next write.
+	done := 4
+	progress := make(chan batch.JobInfo, 1)
+	go func() {
+		info, err := r.Wait(context.Background(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait, Since: &done})
+		if err != nil {
+			t.Error(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not wake when its job finished")
+		progress <- info
+	}()
+	time.Sleep(50 * time.Millisecond)
+	fetch.Release()
+	for _, c := range []chan batch.JobInfo{progress, waited} {
+		select {
+		case info := <-c:
+			if info.Status != batch.JobDone {
+				t.Fatalf("waited job = %s, want done", info.Status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter did not wake when its job finished")
+		}
 	}
 }
 
