@@ -437,9 +437,10 @@ func (r *Runner) ListWith(ctx context.Context, caller Caller, opts ListOptions) 
 // it returns the job as it is when opts.Timeout (capped at [MaxWait]) runs
 // out, or at once when the runner closes. It holds no store resources while
 // it waits: it re-reads the store when a runner changes that job (a change
-// to another job does not wake it; another runner's change wakes it when
-// the store has a change feed) and every Config.PollInterval. If ctx ends
-// first, it returns ctx's error.
+// to another job does not wake it, nor, without opts.Since, this runner's
+// write of a target that leaves the job live; another runner's change
+// wakes it when the store has a change feed) and every Config.PollInterval.
+// If ctx ends first, it returns ctx's error.
 func (r *Runner) Wait(ctx context.Context, caller Caller, id string, opts WaitOptions) (JobInfo, error) {
 	timeout := min(max(opts.Timeout, 0), MaxWait)
 	deadline := time.NewTimer(timeout)
