@@ -12,6 +12,49 @@ import (
 	"github.com/siftfetch/batchkit/batch/batchtest"
 )
 
+// waitAsync runs r.Wait in a goroutine of its own and returns where its
+// answer arrives.
+func waitAsync(t *testing.T, r *batch.Runner, c batch.Caller, id string, opts batch.WaitOptions) <-chan batch.JobInfo {
+	t.Helper()
+	got := make(chan batch.JobInfo, 1)
+	go func() {
+		info, err := r.Wait(context.Background(), c, id, opts)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- info
+	}()
+	return got
+}
+
+// fetching starts a runner of one worker on store, which polls hourly,
+// submits alice's job of n targets, and returns once its first fetch
+// started.
+func fetching(t *testing.T, store batchdriver.Store, name string, n int) (*batch.Runner, *batchtest.BlockingFetcher, batch.JobInfo) {
+	t.Helper()
+	fetch := batchtest.NewBlockingFetcher()
+	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: batch.Duration(time.Hour)})
+	job, _, err := r.Submit(t.Context(), batch.Caller{Name: "alice"}, batchtest.Targets(name, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fetch.Started
+	return r, fetch, job
+}
+
+// done checks that the wait answering on got wakes, with its job done.
+func done(t *testing.T, got <-chan batch.JobInfo) {
+	t.Helper()
+	select {
+	case info := <-got:
+		if info.Status != batch.JobDone {
+			t.Fatalf("waited job = %s, want done", info.Status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not wake when its job finished")
+	}
+}
+
 // countingStore counts the status reads of one job.
 type countingStore struct {
 	batchdriver.Store
@@ -42,14 +85,7 @@ func TestRunner_WaitWakesPerJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waited := make(chan batch.JobInfo, 1)
-	go func() {
-		info, err := r.Wait(context.Background(), batch.Caller{Name: "b"}, waiting.ID, batch.WaitOptions{Timeout: batch.MaxWait})
-		if err != nil {
-			t.Error(err)
-		}
-		waited <- info
-	}()
+	waited := waitAsync(t, r, batch.Caller{Name: "b"}, waiting.ID, batch.WaitOptions{Timeout: batch.MaxWait})
 	// Let the waiter read once, then count its reads from here on.
 	time.Sleep(50 * time.Millisecond)
 	store.watched.Store(waiting.ID)
@@ -74,14 +110,7 @@ func TestRunner_WaitWakesPerJob(t *testing.T) {
 	}
 	fetch.Release() // job a's last target; then job b runs
 	fetch.Release()
-	select {
-	case info := <-waited:
-		if info.Status != batch.JobDone {
-			t.Fatalf("waited job = %s, want done", info.Status)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not wake when its job finished")
-	}
+	done(t, waited)
 }
 
 // slowFedStore is a countingStore with a change feed that reports a
@@ -107,22 +136,9 @@ func TestRunner_WaitForEndSleepsThroughWrites(t *testing.T) {
 	t.Parallel()
 	mem := batchtest.NewStore()
 	store := &slowFedStore{countingStore: countingStore{Store: mem}, feed: mem}
-	fetch := batchtest.NewBlockingFetcher()
-	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: batch.Duration(time.Hour)})
+	r, fetch, job := fetching(t, store, "waited", 5)
 	alice := batch.Caller{Name: "alice"}
-	job, _, err := r.Submit(t.Context(), alice, batchtest.Targets("waited", 5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-fetch.Started
-	waited := make(chan batch.JobInfo, 1)
-	go func() {
-		info, err := r.Wait(context.Background(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
-		if err != nil {
-			t.Error(err)
-		}
-		waited <- info
-	}()
+	waited := waitAsync(t, r, alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
 	time.Sleep(50 * time.Millisecond) // the waiter's first reads
 	store.watched.Store(job.ID)
 	for range 4 {
@@ -134,27 +150,12 @@ func TestRunner_WaitForEndSleepsThroughWrites(t *testing.T) {
 		t.Fatalf("the wait for the job's end read it %d times over 4 writes that left it live", n)
 	}
 	// A wait for progress wakes at the next write.
-	done := 4
-	progress := make(chan batch.JobInfo, 1)
-	go func() {
-		info, err := r.Wait(context.Background(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait, Since: &done})
-		if err != nil {
-			t.Error(err)
-		}
-		progress <- info
-	}()
+	since := 4
+	progress := waitAsync(t, r, alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait, Since: &since})
 	time.Sleep(50 * time.Millisecond)
 	fetch.Release()
-	for _, c := range []chan batch.JobInfo{progress, waited} {
-		select {
-		case info := <-c:
-			if info.Status != batch.JobDone {
-				t.Fatalf("waited job = %s, want done", info.Status)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a waiter did not wake when its job finished")
-		}
-	}
+	done(t, progress)
+	done(t, waited)
 }
 
 // watchingStore records the watches a runner's waits make.
@@ -193,22 +194,9 @@ func (s *watchingStore) state(id string) (now, total int) {
 func TestRunner_WaitWatchesItsJob(t *testing.T) {
 	t.Parallel()
 	store := &watchingStore{Store: batchtest.NewStore(), watches: map[string]int{}}
-	fetch := batchtest.NewBlockingFetcher()
-	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, PollInterval: batch.Duration(time.Hour)})
+	r, fetch, job := fetching(t, store, "watched", 1)
 	alice := batch.Caller{Name: "alice"}
-	job, _, err := r.Submit(t.Context(), alice, batchtest.Targets("watched", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-fetch.Started
-	waited := make(chan batch.JobInfo, 1)
-	go func() {
-		info, err := r.Wait(context.Background(), alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
-		if err != nil {
-			t.Error(err)
-		}
-		waited <- info
-	}()
+	waited := waitAsync(t, r, alice, job.ID, batch.WaitOptions{Timeout: batch.MaxWait})
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if now, _ := store.state(job.ID); now == 1 {
 			break
