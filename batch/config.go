@@ -100,11 +100,18 @@ type Config struct {
 	// callers' live jobs, the store stays over the budget. Defaults to 64
 	// MiB.
 	MaxBytes int64 `json:"max_bytes" toml:"max_bytes"`
-	// Workers is how many jobs drain at once, each one target at a time, so
-	// batch work never takes more than this many of the host's fetch slots.
-	// A job that waits for its target's host (see FetchesPerHost) or for a
-	// busy fetcher holds no worker meanwhile. Defaults to 2.
+	// Workers is how many fetches run at once, so batch work never takes
+	// more than this many of the host's fetch slots; unless Drains says
+	// more, it is also how many jobs drain at once, each one target at a
+	// time. A job that waits for its target's host (see FetchesPerHost) or
+	// for a busy fetcher holds no worker meanwhile. Defaults to 2.
 	Workers int `json:"workers" toml:"workers"`
+	// Drains is how many jobs drain at once, each one target at a time:
+	// Workers of them fetch while the others store their last target's
+	// outcome, claim a job or wait for a fetch slot, so that no slot sits
+	// idle while a target is written. No more than Workers fetches run at
+	// once whatever it is. Defaults to Workers; it may not be below it.
+	Drains int `json:"drains" toml:"drains"`
 	// TargetTimeout is the deadline of one target's fetch. Defaults to 60s.
 	TargetTimeout Duration `json:"target_timeout" toml:"target_timeout"`
 	// MaxResultBytes caps one target's result envelope; a larger result fails
@@ -265,6 +272,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.TTL = cmp.Or(cfg.TTL, Duration(DefaultTTL))
 	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.Drains = cmp.Or(cfg.Drains, cfg.Workers)
 	cfg.TargetTimeout = cmp.Or(cfg.TargetTimeout, Duration(DefaultTargetTimeout))
 	cfg.MaxResultBytes = cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes)
 	cfg.BusyWait = cmp.Or(cfg.BusyWait, Duration(DefaultBusyWait))
@@ -319,6 +327,9 @@ func (cfg Config) validate() error {
 	positive("webhook_workers", int64(cfg.WebhookWorkers))
 	positive("webhook_in_flight_per_caller", int64(cfg.WebhookInFlightPerCaller))
 	positive("webhook_pending_per_caller", int64(cfg.WebhookPendingPerCaller))
+	if cfg.Drains < cfg.Workers {
+		errs = append(errs, fmt.Errorf("drains (%d) must not be below workers (%d)", cfg.Drains, cfg.Workers))
+	}
 	if cfg.FetchesPerHost < -1 {
 		errs = append(errs, fmt.Errorf("fetches_per_host must be positive, or -1 for no cap, got %d", cfg.FetchesPerHost))
 	}

@@ -19,7 +19,9 @@ import (
 const maxErrorBytes = 2048
 
 // worker drains jobs, one at a time, until the runner stops: a parked job
-// whose wait ended first, else the oldest queued job, which it claims. A
+// whose wait ended first, else the oldest queued job, which it claims. The
+// runner runs Config.Drains workers, and each fetch takes one of the
+// Config.Workers fetch slots (see fetchTarget) for its time. A
 // submit on this runner and a parked job that became ready wake it at
 // once; PollInterval is the fallback for jobs that another runner sharing
 // the store accepted.
@@ -449,6 +451,16 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed before the target started", DeadlineReason))
 		return fin, 0, false, false, nil
 	}
+	// A fetch slot first, before the fetch is timed: a call abandoned at
+	// its deadline keeps its slot (and its host's) until it returns, so
+	// even a fetcher that ignores its context never has more than Workers
+	// calls running; callFetch's goroutine frees it.
+	select {
+	case r.slots <- struct{}{}:
+	case <-r.fetchCtx.Done():
+		r.gate.release(slot)
+		return fin, 0, true, false, nil
+	}
 	ctx, end := r.observeFetch(ctx, job, t.Idx)
 	defer func() {
 		if closed {
@@ -464,7 +476,7 @@ func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdr
 	_, retry := RetryAfterOf(fr.err)
 	switch {
 	case fr.interrupted:
-		return fin, time.Since(start), true, !fr.unstarted, nil
+		return fin, time.Since(start), true, true, nil
 	case fr.expired:
 		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed and the fetch did not return within %s", DeadlineReason, FetchOverrunGrace))
 	case fr.timedOut:
@@ -511,7 +523,6 @@ type fetchReturn struct {
 	timedOut    bool // the per-target deadline passed
 	expired     bool // the job's deadline passed and its grace ran out
 	interrupted bool // Close cut the fetch short
-	unstarted   bool // with interrupted: the fetcher was never called
 }
 
 // callFetch calls the fetcher once under the per-target deadline and encodes
@@ -519,17 +530,9 @@ type fetchReturn struct {
 // a Meta value's MarshalJSON) fails only this target, and a fetcher that
 // ignores its context is abandoned at the deadline. A call that returns
 // more than [FetchOverrunGrace] after its context ended is counted and
-// logged (see overran).
+// logged (see overran). The caller took a fetch slot; the goroutine frees
+// it when the fetcher returns.
 func (r *Runner) callFetch(parent context.Context, job batchdriver.Job, t batchdriver.TargetRecord, host hostSlot) fetchReturn {
-	// A fetch slot first: a call abandoned at its deadline keeps its slot
-	// (and its host's) until it returns, so even a fetcher that ignores
-	// its context never has more than Workers calls running.
-	select {
-	case r.slots <- struct{}{}:
-	case <-r.fetchCtx.Done():
-		r.gate.release(host)
-		return fetchReturn{err: context.Cause(r.fetchCtx), interrupted: true, unstarted: true}
-	}
 	parent, cancelDeadline := r.withDeadline(parent, job)
 	defer cancelDeadline()
 	ctx, cancel := context.WithTimeout(parent, time.Duration(r.cfg.TargetTimeout))

@@ -42,7 +42,7 @@ type Runner struct {
 	// (see [Runner.at]).
 	hostClock bool
 
-	wake     chan struct{} // a token wakes one idle worker
+	wake     chan struct{} // a token wakes one idle worker (one of Drains)
 	slots    chan struct{} // one token per running fetch goroutine: at most Workers
 	hookWake chan struct{} // a token wakes the webhook deliverer
 
@@ -112,7 +112,7 @@ func New(cfg Config) (*Runner, error) {
 		metrics:     newRunnerMetrics(cfg.MetricsPrefix),
 		waiters:     waiters{m: make(map[waitKey]*waiter), writing: make(map[string]int)},
 		queued:      queuedDeadlines{m: make(map[string]time.Time), wake: make(chan struct{}, 1)},
-		wake:        make(chan struct{}, cfg.Workers),
+		wake:        make(chan struct{}, cfg.Drains),
 		slots:       make(chan struct{}, cfg.Workers),
 		hookWake:    make(chan struct{}, 1),
 		stop:        make(chan struct{}),
@@ -189,8 +189,8 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.state = stateStarted
 	r.unsubscribe = r.subscribe(ctx)
-	r.wg.Add(r.cfg.Workers + 3)
-	for range r.cfg.Workers {
+	r.wg.Add(r.cfg.Drains + 3)
+	for range r.cfg.Drains {
 		go r.worker()
 	}
 	go r.sweeper()

@@ -161,7 +161,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		*p = batch.Duration(value)
 		fs.Var(p, name, usage)
 	}
-	fs.IntVar(&b.Workers, "workers", batch.DefaultWorkers, "jobs draining at once")
+	fs.IntVar(&b.Workers, "workers", batch.DefaultWorkers, "fetches at once (and jobs draining at once, unless -drains says more)")
+	fs.IntVar(&b.Drains, "drains", 0, "jobs draining at once: -workers of them fetch while the others store a target or claim a job (0: -workers)")
 	fs.IntVar(&b.TargetsPerJob, "targets-per-job", batch.DefaultTargetsPerJob, "targets in one job")
 	fs.IntVar(&b.JobsPerCaller, "jobs-per-caller", batch.DefaultJobsPerCaller, "live jobs per caller")
 	fs.IntVar(&b.JobsTotal, "jobs-total", batch.DefaultJobsTotal, "live jobs in all")

@@ -23,6 +23,7 @@ jobs_total = 4
 ttl = "12h"
 max_bytes = 1048576
 workers = 3
+drains = 4
 target_timeout = "90s"
 max_result_bytes = 4096
 busy_wait = "1s"
@@ -50,7 +51,7 @@ webhook_pending_per_caller = 7
 
 // batchJSON is batchBlock as JSON.
 const batchJSON = `{"batch":{"targets_per_job":16,"jobs_per_caller":2,"jobs_total":4,"ttl":"12h","max_bytes":1048576,
-	"workers":3,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":"1s","store_wait":"30s",
+	"workers":3,"drains":4,"target_timeout":"90s","max_result_bytes":4096,"busy_wait":"1s","store_wait":"30s",
 	"sweep_interval":"15s","poll_interval":"250ms","metrics_prefix":"sift_batch","runner_id":"node-1",
 	"heartbeat_interval":"5s","stale_after":"30s","resume":true,"repeat_interrupted":true,"close_grace":"20s","max_deadline":"2h","fetches_per_host":3,"host_interval":"500ms","max_retry_after":"45s","webhook_timeout":"3s","webhook_backoff":"2s","webhook_retry_for":"6h",
 	"webhook_workers":5,"webhook_in_flight_per_caller":3,"webhook_pending_per_caller":7}}`
@@ -65,7 +66,7 @@ func TestConfig_Decode(t *testing.T) {
 	d := func(v time.Duration) batch.Duration { return batch.Duration(v) }
 	want := batch.Config{
 		TargetsPerJob: 16, JobsPerCaller: 2, JobsTotal: 4, TTL: d(12 * time.Hour), MaxBytes: 1 << 20,
-		Workers: 3, TargetTimeout: d(90 * time.Second), MaxResultBytes: 4096, BusyWait: d(time.Second),
+		Workers: 3, Drains: 4, TargetTimeout: d(90 * time.Second), MaxResultBytes: 4096, BusyWait: d(time.Second),
 		StoreWait: d(30 * time.Second), SweepInterval: d(15 * time.Second), PollInterval: d(250 * time.Millisecond),
 		MetricsPrefix: "sift_batch", RunnerID: "node-1", HeartbeatInterval: d(5 * time.Second),
 		StaleAfter: d(30 * time.Second), Resume: true, RepeatInterrupted: true, CloseGrace: d(20 * time.Second), MaxDeadline: d(2 * time.Hour),
