@@ -49,6 +49,7 @@ const (
 
 const (
 	adSlots     = 64              // fetch slots (runner workers) in all, over the nodes
+	adDrainsPct = 150             // each node's Drains, in % of its Workers
 	adJobsTotal = 256             // live jobs cap: above what the callers keep live
 	adBodyBytes = 4 << 10         // a 200 answer's body
 	adHosts     = 128             // virtual hosts the targets spread over
@@ -84,6 +85,9 @@ type adCase struct {
 	Sync      string
 	Nodes     int
 	Ref       string // the key of its in-memory reference; "" for a reference
+	// NoDrains runs the nodes with Drains = Workers, at the 20 ms scale
+	// only: what the drains beyond the fetch slots buy, where they buy it.
+	NoDrains bool
 }
 
 var adCases = []adCase{
@@ -93,6 +97,8 @@ var adCases = []adCase{
 	{Key: "pg-1", Name: "PostgreSQL, 1 node", Store: storePostgres, Nodes: 1, Ref: "memory"},
 	{Key: "memory-3", Name: "in-memory, 3 nodes", Store: storeMemory, Nodes: 3},
 	{Key: "pg-3", Name: "PostgreSQL, 3 nodes", Store: storePostgres, Nodes: 3, Ref: "memory-3"},
+	{Key: "sqlite-full-w", Name: "SQLite FULL, drains = workers", Store: storeSQLite, Sync: "FULL", Nodes: 1, Ref: "memory", NoDrains: true},
+	{Key: "pg-1-w", Name: "PostgreSQL, 1 node, drains = workers", Store: storePostgres, Nodes: 1, Ref: "memory", NoDrains: true},
 }
 
 // adSizes are the phase's sizes.
@@ -123,14 +129,24 @@ func adSizesOf(o options) adSizes {
 type adCaps struct {
 	Slots         int // fetch slots in all, split over the nodes
 	PerNode       int // instead: each node's Workers
+	DrainsPct     int // each node's Drains, in % of its Workers; 0: as many
 	JobsPerCaller int
 	JobsTotal     int
 }
 
-// raisedCaps are the agent day's own: slots for a full machine, and caps
-// above what the callers keep live.
+// raisedCaps are the agent day's own: slots for a full machine, drains
+// beyond them, and caps above what the callers keep live.
 func raisedCaps(sz adSizes) adCaps {
-	return adCaps{Slots: adSlots, JobsPerCaller: sz.JobsEach + 1, JobsTotal: adJobsTotal}
+	return adCaps{Slots: adSlots, DrainsPct: adDrainsPct, JobsPerCaller: sz.JobsEach + 1, JobsTotal: adJobsTotal}
+}
+
+// drains is each node's Drains, for its workers.
+func (c adCaps) drains(workers []int) []int {
+	d := make([]int, len(workers))
+	for i, w := range workers {
+		d[i] = max(w, w*c.DrainsPct/100)
+	}
+	return d
 }
 
 // workers is each of n nodes' Workers.
@@ -162,6 +178,7 @@ type adRun struct {
 	Case   adCase
 	Scale  adScale
 	Slots  int // fetch slots over the nodes
+	Drains int // drains over the nodes
 	Busy   busyFigures
 	Node   nodeResult
 	Submit []time.Duration // sorted
@@ -206,7 +223,14 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 			if sz.only != nil && !sz.only.MatchString(sc.key()+"/"+c.Key) {
 				continue
 			}
-			run, err := runAgentDay(ctx, sz, sc, c, raisedCaps(sz), ablation.Off{}, tmp, pgURL, o.short, startNodes)
+			caps := raisedCaps(sz)
+			if c.NoDrains {
+				if sc.median() >= 100*time.Millisecond {
+					continue
+				}
+				caps.DrainsPct = 0
+			}
+			run, err := runAgentDay(ctx, sz, sc, c, caps, ablation.Off{}, tmp, pgURL, o.short, startNodes)
 			if err != nil {
 				return nil, fmt.Errorf("agent day %s, %s: %w", sc.key(), c.Key, err)
 			}
@@ -215,9 +239,9 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 				sc.key(), c.Key, run.util(), run.Busy.rate(), fmtDur(run.Busy.meanLatency()), run.Busy.Peak,
 				fmtDur(quantile(run.Submit, 0.99)), fmtDur(quantile(run.Status, 0.99)), fmtDur(quantile(run.Result, 0.99)),
 				fmtDur(run.Node.Readable.P99), fmtDur(quantile(run.WakeSame, 0.99)), fmtDur(quantile(run.WakeOther, 0.99)))
-			logf("agentday %-5s %-14s slots: fetch %.1f%%, before fetch %.2f%%, after fetch %.2f%%, write %.2f%% (p50 %s, p99 %s), claim %.2f%% (p99 %s); live %.0f, queued %.0f, draining %.1f, fetching %.1f; node CPU %s/target; pg round trips/target %.2f, batches %d of %.1f",
-				sc.key(), c.Key, run.slotShare(run.Node.Slots.Fetch), run.slotShare(run.Node.Slots.BeforeFetch), run.slotShare(run.Node.Slots.AfterFetch),
-				run.slotShare(run.Node.Slots.Write), fmtDur(run.Node.Write.P50), fmtDur(run.Node.Write.P99), run.slotShare(run.Node.Slots.Claim),
+			logf("agentday %-5s %-14s drains: fetch %.1f%%, before fetch %.2f%%, after fetch %.2f%%, write %.2f%% (p50 %s, p99 %s), claim %.2f%% (p99 %s); live %.0f, queued %.0f, draining %.1f, fetching %.1f; node CPU %s/target; pg round trips/target %.2f, batches %d of %.1f",
+				sc.key(), c.Key, run.drainShare(run.Node.Slots.Fetch), run.drainShare(run.Node.Slots.BeforeFetch), run.drainShare(run.Node.Slots.AfterFetch),
+				run.drainShare(run.Node.Slots.Write), fmtDur(run.Node.Write.P50), fmtDur(run.Node.Write.P99), run.drainShare(run.Node.Slots.Claim),
 				fmtDur(run.Node.Claim.P99), run.Node.LiveMean, run.Node.QueueMean, run.Node.RunningMean, run.Node.FetchingMean, fmtDur(run.perTarget(run.Node.CPU)),
 				float64(run.Node.PGRoundTrips)/float64(max(run.Node.Targets, 1)), run.Node.PGBatches,
 				float64(run.Node.PGBatchStatements)/float64(max(run.Node.PGBatches, 1)))
@@ -227,9 +251,9 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 	return rep, nil
 }
 
-// slotShare is d as a percentage of the slots' time over the window.
-func (r *adRun) slotShare(d time.Duration) float64 {
-	return 100 * d.Seconds() / (float64(r.Slots) * r.Node.Window.Seconds())
+// drainShare is d as a percentage of the drains' time over the window.
+func (r *adRun) drainShare(d time.Duration) float64 {
+	return 100 * d.Seconds() / (float64(r.Drains) * r.Node.Window.Seconds())
 }
 
 // perTarget divides d by the targets the nodes stored in the window.
@@ -246,8 +270,10 @@ type startFunc func(ctx context.Context, cfg nodeConfig) (*nodeChild, error)
 func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, caps adCaps, off ablation.Off, tmp, pgURL string, short bool, start startFunc) (_ *adRun, err error) {
 	run := &adRun{Case: c, Scale: sc, Warmup: cmp.Or(sz.Warmup, sc.warmup(short))}
 	workers := caps.workers(c.Nodes)
-	for _, w := range workers {
+	drains := caps.drains(workers)
+	for i, w := range workers {
 		run.Slots += w
+		run.Drains += drains[i]
 	}
 	up, err := startUpstream(upstreamModel{
 		Latency: lognormalOf(sc.median(), sc.p99()), Hang: 4 * sc.timeout(),
@@ -268,7 +294,7 @@ func runAgentDay(ctx context.Context, sz adSizes, sc adScale, c adCase, caps adC
 	}
 	defer os.RemoveAll(dir)
 	cfg := nodeConfig{
-		Store: c.Store, Sync: c.Sync, Workers: workers, Dir: dir, Upstream: up.addrs, Hosts: adHosts,
+		Store: c.Store, Sync: c.Sync, Workers: workers, Drains: drains, Dir: dir, Upstream: up.addrs, Hosts: adHosts,
 		TargetTimeout: sc.timeout(), JobsPerCaller: caps.JobsPerCaller, JobsTotal: caps.JobsTotal, Agents: sz.Agents,
 		Ablate: off,
 	}

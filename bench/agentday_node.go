@@ -47,6 +47,7 @@ type nodeConfig struct {
 	Store    string   // storeMemory, storeSQLite or storePostgres
 	Sync     string   // batchstore.Synchronous, for SQLite
 	Workers  []int    // per node: len(Workers) nodes
+	Drains   []int    // per node; 0 or missing: its Workers
 	Dir      string   // where the SQLite file goes
 	PGURL    string   // for PostgreSQL
 	Schema   string   // the run's schema
@@ -115,7 +116,7 @@ type jobEnd struct {
 	At   int64
 }
 
-// slotTimes splits the fetch slots' time over the window.
+// slotTimes splits the drains' time over the window.
 type slotTimes struct {
 	Fetch       time.Duration // in the FetchFunc
 	BeforeFetch time.Duration // between a claim or a write and the next fetch
@@ -203,7 +204,11 @@ func runNodes(cfg nodeConfig, in io.Reader, out io.Writer) (err error) {
 	}
 	var nodes []*node
 	for i, w := range cfg.Workers {
-		n, err := startNode(ctx, cfg, i, w, stores[i], fetch, auth, rec)
+		drains := w
+		if i < len(cfg.Drains) {
+			drains = max(w, cfg.Drains[i])
+		}
+		n, err := startNode(ctx, cfg, i, w, drains, stores[i], fetch, auth, rec)
 		if err != nil {
 			return err
 		}
@@ -345,10 +350,10 @@ func openNodeStores(ctx context.Context, cfg nodeConfig, tracer *costMeter, clos
 	return stores, nil
 }
 
-func startNode(ctx context.Context, cfg nodeConfig, i, workers int, store batchdriver.Store, fetch batch.FetchFunc,
+func startNode(ctx context.Context, cfg nodeConfig, i, workers, drains int, store batchdriver.Store, fetch batch.FetchFunc,
 	auth batchhttp.CallerFunc, rec *recorder) (*node, error) {
 	r, err := batch.New(batch.Config{
-		Store: store, Fetch: fetch, Options: batchsift.Options,
+		Store: store, Fetch: fetch, Options: batchsift.Options, Drains: drains,
 		Workers: workers, JobsPerCaller: cfg.JobsPerCaller, JobsTotal: cfg.JobsTotal,
 		TargetTimeout: batch.Duration(cfg.TargetTimeout), FetchesPerHost: -1,
 		MaxBytes: 1 << 40, RunnerID: fmt.Sprintf("agentday-node-%d", i),

@@ -11,7 +11,7 @@ import (
 )
 
 // The nodes' own measurements, taken through the runner's Observer: where
-// the fetch slots' time goes between fetches, how long a target's result
+// the drains' time goes between fetches, how long a target's result
 // takes to be readable once its fetch returned, and when each job ended.
 
 // recorder collects what every node of the child observes.

@@ -85,15 +85,17 @@ func (r *report) agentDaySection(b *md) {
 		"A scale multiplies the latency and the timeout, so that a short run sees many jobs.",
 		sz.Agents, sz.JobsEach, longPoll, sz.Probes, sz.Probes, fmtDur(sz.Pace), adHosts, upstreamListeners, fmtDur(adMedian), fmtDur(adP99),
 		100*adTimeoutShare, fmtDur(adTimeout), 100*adShare4xx, 100*adShare5xx, fmtBytes(adBodyBytes))
-	b.p("The runner has %d fetch slots in all (`Workers`; over 3 nodes, %s), `JobsTotal` %d and `JobsPerCaller` %d, so that the "+
+	b.p("The runner has %d fetch slots in all (`Workers`; over 3 nodes, %s) and %d %% as many drains (`Drains`: jobs drained at "+
+		"once, so that a slot is not idle while a target is written), `JobsTotal` %d and `JobsPerCaller` %d, so that the "+
 		"callers' %d live jobs keep a queue and no submit is refused; the byte budget is raised so that nothing is evicted. "+
 		"Each node is a runner, its store and batchhttp's handler (bearer keys, the URL pre-check, request ids) on a loopback "+
 		"listener; the nodes run in a child process of their own, the upstream and the clients in the bench process, both on "+
 		"this machine's %d cores. The stores: the in-memory one (`batchtest`, no cost: the reference), SQLite at "+
 		"`synchronous=NORMAL` and `FULL`, PostgreSQL with 1 node (a pool of %d) and with 3 (each a pool of %d, a runner and a "+
-		"listener of its own, on one schema), set beside the in-memory store shared by 3 runners. Each case warms up for "+
+		"listener of its own, on one schema), set beside the in-memory store shared by 3 runners; at 20 ms, SQLite FULL and "+
+		"PostgreSQL with 1 node run once more with `Drains` = `Workers`, to show what the drains buy. Each case warms up for "+
 		"%s at a median of 200 ms and %s at 20 ms, then measures a window of %s.",
-		adSlots, joinInts(workersOf(adSlots, 3)), adJobsTotal, sz.JobsEach+1, sz.Agents*sz.JobsEach, r.Machine.Cores, adPoolOne, adPoolEach,
+		adSlots, joinInts(workersOf(adSlots, 3)), adDrainsPct, adJobsTotal, sz.JobsEach+1, sz.Agents*sz.JobsEach, r.Machine.Cores, adPoolOne, adPoolEach,
 		fmtDur(adScale{2.0 / 3}.warmup(r.Short)), fmtDur(adScale{1.0 / 15}.warmup(r.Short)), fmtDur(sz.Window))
 	b.p("**Fetch-slot utilization** is the time requests spent at the upstream inside the window, over the fetch slots × the " +
 		"window: the targets answered per second ÷ (fetch slots ÷ mean upstream latency), without the error at the window's edges. " +
@@ -101,9 +103,10 @@ func (r *report) agentDaySection(b *md) {
 		"notices its client left, so it may count a fetch or two more than the slots at once.) **Fetch end → result readable** is, on the node that " +
 		"fetched, the time from the fetch function's return to the return of the store write that makes the result readable. " +
 		"**Long-poll wake** is the time from a job's last write (on the node that ended it) to its long-poll's answer at the " +
-		"client, on that node and on the others. Latencies are p50 / p99. The **slot time** rows split the slots' time as the " +
-		"runner's Observer sees it: in the fetch function; writing a target's outcome; claiming a job; between those (building " +
-		"the result, the runner's own steps); idle is the rest (no job to drain, or a goroutine waiting for a core). CPU is each " +
+		"client, on that node and on the others. Latencies are p50 / p99. The **drain time** rows split the drains' time as the " +
+		"runner's Observer sees it: in the fetch function; writing a target's outcome; claiming a job; between those (waiting for " +
+		"a fetch slot, building the result, the runner's own steps); idle is the rest (no job to drain, or a goroutine waiting " +
+		"for a core). CPU is each " +
 		"process's user and system time (PostgreSQL: the nodes' backends) per target stored in the window; the probes and the " +
 		"long-polls' periodic re-reads (`PollInterval`) run at a rate of their own, so at the slower scale more of that work falls " +
 		"on each target.")
@@ -185,17 +188,18 @@ func (a *agentDayReport) scaleTable(b *md, sc adScale) {
 	row("fetch end → result readable", func(r *adRun) string { return fmtSum(r.Node.Readable) })
 	row("long-poll wake, same node", func(r *adRun) string { return fmtP(r.WakeSame) })
 	row("long-poll wake, across nodes", func(r *adRun) string { return fmtP(r.WakeOther) })
-	row("slot time: in the fetch", func(r *adRun) string { return fmtPct(r.slotShare(r.Node.Slots.Fetch)) })
-	row("slot time: writing outcomes (write p50 / p99)", func(r *adRun) string {
-		return fmt.Sprintf("%s (%s)", fmtPct(r.slotShare(r.Node.Slots.Write)), fmtSum(r.Node.Write))
+	row("drains (fetch slots)", func(r *adRun) string { return fmt.Sprintf("%d (%d)", r.Drains, r.Slots) })
+	row("drain time: in the fetch", func(r *adRun) string { return fmtPct(r.drainShare(r.Node.Slots.Fetch)) })
+	row("drain time: writing outcomes (write p50 / p99)", func(r *adRun) string {
+		return fmt.Sprintf("%s (%s)", fmtPct(r.drainShare(r.Node.Slots.Write)), fmtSum(r.Node.Write))
 	})
-	row("slot time: claiming jobs (claim p50 / p99)", func(r *adRun) string {
-		return fmt.Sprintf("%s (%s)", fmtPct(r.slotShare(r.Node.Slots.Claim)), fmtSum(r.Node.Claim))
+	row("drain time: claiming jobs (claim p50 / p99)", func(r *adRun) string {
+		return fmt.Sprintf("%s (%s)", fmtPct(r.drainShare(r.Node.Slots.Claim)), fmtSum(r.Node.Claim))
 	})
-	row("slot time: between", func(r *adRun) string {
-		return fmtPct(r.slotShare(r.Node.Slots.BeforeFetch + r.Node.Slots.AfterFetch))
+	row("drain time: between (waiting for a fetch slot among it)", func(r *adRun) string {
+		return fmtPct(r.drainShare(r.Node.Slots.BeforeFetch + r.Node.Slots.AfterFetch))
 	})
-	row("slot time: idle", func(r *adRun) string { return fmtPct(100 - r.slotShare(r.Node.Slots.total())) })
+	row("drain time: idle", func(r *adRun) string { return fmtPct(100 - r.drainShare(r.Node.Slots.total())) })
 	row("node CPU per target", func(r *adRun) string { return fmtDur(r.perTarget(r.Node.CPU)) })
 	row("PostgreSQL CPU per target", func(r *adRun) string {
 		if r.Case.Store != storePostgres {
@@ -267,7 +271,7 @@ func (r *report) agentDayGoals() []goal {
 	for _, sc := range a.Sizes.Scales {
 		var runs []*adRun
 		for _, run := range a.Runs {
-			if run.Scale == sc {
+			if run.Scale == sc && !run.Case.NoDrains { // the goals judge the runner as configured
 				runs = append(runs, run)
 			}
 		}
@@ -353,11 +357,11 @@ func judge(text string, runs []*adRun, of func(*adRun) (float64, bool), format f
 	return g
 }
 
-// utilWhy says where a run's slot time went besides the fetch, and how
+// utilWhy says where a run's drain time went besides the fetch, and how
 // busy the machine was.
 func utilWhy(r *adRun) string {
 	s := r.Node.Slots
-	return fmt.Sprintf("slots: %s writing, write p99 %s; %s claiming; %s idle; the three processes used %.2f cores",
-		fmtPct(r.slotShare(s.Write)), fmtDur(r.Node.Write.P99), fmtPct(r.slotShare(s.Claim)),
-		fmtPct(100-r.slotShare(s.total())), r.cores())
+	return fmt.Sprintf("%d drains for %d slots: %s writing, write p99 %s; %s claiming; %s idle; the three processes used %.2f cores",
+		r.Drains, r.Slots, fmtPct(r.drainShare(s.Write)), fmtDur(r.Node.Write.P99), fmtPct(r.drainShare(s.Claim)),
+		fmtPct(100-r.drainShare(s.total())), r.cores())
 }

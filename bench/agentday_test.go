@@ -249,8 +249,8 @@ func TestAgentDay(t *testing.T) {
 			if c.Nodes > 1 && len(r.WakeOther) == 0 {
 				t.Error("no wake across nodes")
 			}
-			if used := r.slotShare(r.Node.Slots.total()); used > 101 || used < 1 {
-				t.Errorf("the slots' time adds up to %.1f %% of the window", used) // counted twice, or not at all
+			if used := r.drainShare(r.Node.Slots.total()); used > 101 || used < 1 {
+				t.Errorf("the drains' time adds up to %.1f %% of the window", used) // counted twice, or not at all
 			}
 			if r.Node.LiveMean <= 0 || r.Node.CPU <= 0 || r.Node.RSSMean <= 0 {
 				t.Errorf("live %v, CPU %s, RSS %d", r.Node.LiveMean, r.Node.CPU, r.Node.RSSMean)

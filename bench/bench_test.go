@@ -156,7 +156,7 @@ func TestReport(t *testing.T) {
 		"RSS 39.1 KiB per live job", "test CPU",
 		"## Agent day", "### Agent day, median 200 ms", "### Agent day, median 20 ms", "| **fetch-slot utilization** | **0.995** | **0.980** |",
 		"| ÷ the in-memory store's | – | 0.985× |", "Agent day: fetch-slot utilization ≥ 0.99 of the physical limit, at a median of 200 ms",
-		"missed by SQLite FULL 0.980 (slots:", "Agent day: submit p99 ≤ 10 ms, at a median of 20 ms | in-memory 12 ms",
+		"missed by SQLite FULL 0.980 (96 drains for 64 slots:", "Agent day: submit p99 ≤ 10 ms, at a median of 20 ms | in-memory 12 ms",
 		"twin at 4 workers, ≥ 0.9× at 2 | 2 workers 0.83× (0.83×–0.83×) | retired | The twin does less per item",
 	} {
 		if !strings.Contains(text, want) {
@@ -187,7 +187,7 @@ func agentDayOf(t *testing.T) *agentDayReport {
 				util = 0.98
 			}
 			a.Runs = append(a.Runs, &adRun{
-				Case: c, Scale: sc, Slots: adSlots, Submit: ms(1, 1, 12), Status: ms(1), Result: ms(1, 2),
+				Case: c, Scale: sc, Slots: adSlots, Drains: adSlots * adDrainsPct / 100, Submit: ms(1, 1, 12), Status: ms(1), Result: ms(1, 2),
 				WakeSame: ms(3), Busy: busyFigures{Window: time.Minute, Busy: time.Duration(util * 64 * float64(time.Minute)), Ended: 6000, LatSum: 6000 * 300 * time.Millisecond, Peak: 64},
 				Node: nodeResult{Window: time.Minute, CPU: 6 * time.Second, Targets: 6000, RSSIdle: 10 << 20, RSSMean: 20 << 20, LiveMean: 150,
 					Slots: slotTimes{Fetch: time.Duration(0.99 * 64 * float64(time.Minute))}, Readable: durSummary{N: 1, P99: 3 * time.Millisecond}},
