@@ -96,14 +96,8 @@ func TestRunner_DrainWaitingForASlotIsHandedOnByClose(t *testing.T) {
 	t.Parallel()
 	store := batchtest.NewStore()
 	fetch := batchtest.NewBlockingFetcher()
-	r, err := batch.New(batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, Drains: 2, JobsPerCaller: 2, Resume: true,
-		CloseGrace: batch.Duration(50 * time.Millisecond), PollInterval: batch.Duration(time.Hour), Logger: batchtest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	r := batchtest.NewRunner(t, batch.Config{Store: store, Fetch: fetch.Fetch, Workers: 1, Drains: 2, JobsPerCaller: 2, Resume: true,
+		CloseGrace: batch.Duration(50 * time.Millisecond), PollInterval: batch.Duration(time.Hour)})
 	alice := batch.Caller{Name: "alice"}
 	first, _, err := r.Submit(t.Context(), alice, batchtest.Targets("first", 2))
 	if err != nil {
