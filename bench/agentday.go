@@ -225,7 +225,7 @@ func agentDayPhase(ctx context.Context, o options, tmp, pgURL, pgMissing string)
 			}
 			caps := raisedCaps(sz)
 			if c.NoDrains {
-				if sc.median() >= 100*time.Millisecond {
+				if !sc.fast() {
 					continue
 				}
 				caps.DrainsPct = 0

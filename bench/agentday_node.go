@@ -47,7 +47,7 @@ type nodeConfig struct {
 	Store    string   // storeMemory, storeSQLite or storePostgres
 	Sync     string   // batchstore.Synchronous, for SQLite
 	Workers  []int    // per node: len(Workers) nodes
-	Drains   []int    // per node; 0 or missing: its Workers
+	Drains   []int    // per node, as many as Workers
 	Dir      string   // where the SQLite file goes
 	PGURL    string   // for PostgreSQL
 	Schema   string   // the run's schema
@@ -204,11 +204,7 @@ func runNodes(cfg nodeConfig, in io.Reader, out io.Writer) (err error) {
 	}
 	var nodes []*node
 	for i, w := range cfg.Workers {
-		drains := w
-		if i < len(cfg.Drains) {
-			drains = max(w, cfg.Drains[i])
-		}
-		n, err := startNode(ctx, cfg, i, w, drains, stores[i], fetch, auth, rec)
+		n, err := startNode(ctx, cfg, i, w, cfg.Drains[i], stores[i], fetch, auth, rec)
 		if err != nil {
 			return err
 		}

@@ -20,13 +20,16 @@ const (
 	goalWakeP99   = 150 * time.Millisecond
 )
 
-// utilGoal is the utilization goal at a scale: the 200 ms goal for a
-// median of 100 ms or more, the 20 ms one below.
+// fast reports whether s is the 20 ms scale (a median below 100 ms).
+func (s adScale) fast() bool { return s.median() < 100*time.Millisecond }
+
+// utilGoal is the utilization goal at a scale: the 20 ms goal at the fast
+// scale, the 200 ms one otherwise.
 func (s adScale) utilGoal() float64 {
-	if s.median() >= 100*time.Millisecond {
-		return goalUtil200
+	if s.fast() {
+		return goalUtil20
 	}
-	return goalUtil20
+	return goalUtil200
 }
 
 func (s adScale) title() string {
