@@ -112,29 +112,15 @@ func mean(v []float64) float64 {
 	return s / float64(len(v))
 }
 
-// noise is how far apart the runs with nothing switched off came on
-// measure m: the largest spread between them over every load and case.
-func (a *ablationReport) noise(m abMeasure) float64 {
-	n := 0.0
-	for k, runs := range a.Runs {
-		if k.Mech != "" {
-			continue
-		}
-		var v []float64
-		for _, r := range runs {
-			v = append(v, m.of(r))
-		}
-		n = max(n, spreadOfRuns(v))
-	}
-	return n
-}
-
-// compare returns measure m of mechanism mech on a load and a case.
+// compare returns measure m of mechanism mech on a load and a case; its
+// noise is how far apart that load and case's runs with nothing switched
+// off came on m.
 func (a *ablationReport) compare(load, caseKey, mech string, m abMeasure) abCompare {
-	c := abCompare{lower: m.lower, noise: a.noise(m)}
+	c := abCompare{lower: m.lower}
 	for _, r := range a.Runs[abKey{load, caseKey, ""}] {
 		c.on = append(c.on, m.of(r))
 	}
+	c.noise = spreadOfRuns(c.on)
 	for _, r := range a.Runs[abKey{load, caseKey, mech}] {
 		c.off = append(c.off, m.of(r))
 	}
@@ -171,15 +157,11 @@ func (a *ablationReport) drainKeys(m abMechanism) []abDrainKey {
 var drainGroups = []string{sqliteNormal, sqliteFull, postgres, postgres4}
 
 // compareDrain returns the drain's figure k against the same with nothing
-// switched off; its noise is the most that the drains with nothing off
-// differed, over every group.
+// switched off; its noise is how far apart that group and workers' drains
+// with nothing off came.
 func (a *ablationReport) compareDrain(k abDrainKey) abCompare {
 	c := abCompare{off: a.Drain[k], on: a.Drain[abDrainKey{k.Group, k.Workers, ""}]}
-	for b, v := range a.Drain {
-		if b.Mech == "" {
-			c.noise = max(c.noise, spreadOfRuns(v))
-		}
-	}
+	c.noise = spreadOfRuns(c.on)
 	return c
 }
 
@@ -195,8 +177,8 @@ var abReadMeasures = []struct {
 }
 
 // compareReads returns read measure i of route rt with mechanism mech
-// off; its noise is the most that the runs with nothing off differed on
-// that measure, over the routes.
+// off; its noise is how far apart the route's runs with nothing off came
+// on that measure.
 func (a *ablationReport) compareReads(rt, mech string, i int) abCompare {
 	m := abReadMeasures[i]
 	vals := func(k abReadKey) []float64 {
@@ -207,9 +189,7 @@ func (a *ablationReport) compareReads(rt, mech string, i int) abCompare {
 		return v
 	}
 	c := abCompare{on: vals(abReadKey{rt, ""}), off: vals(abReadKey{rt, mech}), lower: m.lower}
-	for _, r := range abReadRoutes {
-		c.noise = max(c.noise, spreadOfRuns(vals(abReadKey{r, ""})))
-	}
+	c.noise = spreadOfRuns(c.on)
 	return c
 }
 
@@ -308,9 +288,9 @@ func (a *ablationReport) markdown(short bool) string {
 	b.p("Each throughput mechanism of the stores, switched off (a bench-only switch, `internal/ablation`) and measured against the stores "+
 		"as they are, where users feel it: the agent day at a median of %s (its workload above, %d agents), with each node at the "+
 		"seeds' default caps and at ten times them, and, for the PostgreSQL ones, the many-nodes model at %d runners. Each variant ran "+
-		"%d times, in passes of opposite order, with %s warm-up and a %s window. A mechanism **keeps its place** where switching it off "+
-		"makes a reported measure worse by %.0f %% or more in every pass, and on average by more than the noise: the most that the "+
-		"runs with nothing switched off differed on that measure, over every load and store (the last row of the table below); "+
+		"%d times, in passes of alternating order, with %s warm-up and a %s window. A mechanism **keeps its place** where switching it off "+
+		"makes a reported measure worse by %.0f %% or more in every pass, and on average by more than the noise: how far apart the "+
+		"runs with nothing switched off came on that measure, in the same load and store (the noise rows of each table below); "+
 		"otherwise it shows **no figure**. This section was written by `bench/run -phases ablation` on %s at %s and took %s; "+
 		"a whole run carries it over unchanged.",
 		fmtDur(a.Scale.median()), a.Sizes.Agents, a.runners(), abPasses, fmtDur(cmp.Or(a.Sizes.Warmup, a.Scale.warmup(short))),
@@ -373,11 +353,18 @@ func (a *ablationReport) markdown(short bool) string {
 			}
 		}
 	}
-	row := []string{"noise: the runs with nothing off", "", ""}
-	for _, ms := range abMeasures {
-		row = append(row, fmt.Sprintf("%.0f %%", 100*a.noise(ms)))
+	for _, load := range abLoads {
+		for _, c := range adCases {
+			if len(a.Runs[abKey{load.Key, c.Key, ""}]) == 0 {
+				continue
+			}
+			row := []string{"noise: the runs with nothing off", load.Name, caseName(c.Key)}
+			for _, ms := range abMeasures {
+				row = append(row, fmtNoise(a.compare(load.Key, c.Key, "", ms)))
+			}
+			b.row(row...)
+		}
 	}
-	b.row(row...)
 	b.line("")
 	if len(a.NodeRuns) > 0 {
 		b.p("The many-nodes model at %d runners (its workload below), on → off:", a.runners())
@@ -398,7 +385,7 @@ func (a *ablationReport) markdown(short bool) string {
 		}
 		row := []string{"noise: the runs with nothing off"}
 		for _, f := range abNodeMeasures {
-			row = append(row, fmt.Sprintf("%.0f %%", 100*a.compareNodes("", f).noise))
+			row = append(row, fmtNoise(a.compareNodes("", f)))
 		}
 		b.row(row...)
 		b.line("")
@@ -427,9 +414,9 @@ func (a *ablationReport) markdown(short bool) string {
 			b.row(row...)
 		}
 		row := []string{"noise: the runs with nothing off"}
-		for range abReadRoutes {
+		for _, rt := range abReadRoutes {
 			for i := range abReadMeasures {
-				row = append(row, fmt.Sprintf("%.0f %%", 100*a.compareReads(abReadRoutes[0], "", i).noise))
+				row = append(row, fmtNoise(a.compareReads(rt, "", i)))
 			}
 		}
 		b.row(row...)
@@ -438,23 +425,25 @@ func (a *ablationReport) markdown(short bool) string {
 	if len(a.Drain) > 0 {
 		b.p("The zero-latency drain (its workload below: %d jobs × %d targets, %s results, %d rounds a pass), batchkit's rate over its "+
 			"raw twin's, the median of a pass's rounds, on → off:", a.DrainWork.Jobs, a.DrainWork.Items, fmtBytes(float64(a.DrainWork.ResultBytes)), a.DrainRounds)
-		b.head("mechanism", "store", "workers", "batchkit ÷ raw twin")
+		b.head("mechanism", "store", "workers", "batchkit ÷ raw twin", "noise: the runs with nothing off")
 		for _, m := range a.Mechs {
 			for _, k := range a.drainKeys(m) {
-				b.row(m.Name, k.Group, fmt.Sprint(k.Workers), abCell(a.compareDrain(k), fmtRatio))
+				c := a.compareDrain(k)
+				b.row(m.Name, k.Group, fmt.Sprint(k.Workers), abCell(c, fmtRatio), fmtNoise(c))
 			}
 		}
-		noise := 0.0
-		for b, v := range a.Drain {
-			if b.Mech == "" {
-				noise = max(noise, spreadOfRuns(v))
-			}
-		}
-		b.row("noise: the runs with nothing off", "", "", fmt.Sprintf("%.0f %%", 100*noise))
 		b.line("")
 	}
 	b.line("%s", abEnd)
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// fmtNoise formats a comparison's noise as a percentage.
+func fmtNoise(c abCompare) string {
+	if len(c.on) < 2 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f %%", 100*c.noise)
 }
 
 // abCell is one measure on → off, marked where it is a figure.

@@ -24,6 +24,31 @@ func TestAbCompareFigure(t *testing.T) {
 	f("not measured", abCompare{on: nil, off: []float64{1}, lower: true}, false)
 }
 
+// A store whose runs agree judges a mechanism by its own noise, not by
+// another store's.
+func TestAbNoiseIsPerStore(t *testing.T) {
+	t.Parallel()
+	a := &ablationReport{Drain: map[abDrainKey][]float64{
+		{sqliteFull, 1, ""}:          {1.00, 1.01, 1.00},
+		{sqliteFull, 1, "group"}:     {0.85, 0.86, 0.84},
+		{postgres4, 4, ""}:           {0.40, 0.60, 0.50},
+		{postgres4, 4, "group"}:      {0.38, 0.57, 0.47},
+		{sqliteNormal, 1, ""}:        {1.00, 1.30, 1.10},
+		{sqliteNormal, 1, "unknown"}: {0.90, 1.10, 1.00},
+	}}
+	if c := a.compareDrain(abDrainKey{sqliteFull, 1, "group"}); c.noise > 0.011 {
+		t.Errorf("SQLite FULL's noise = %v, want its own runs' 1 %%", c.noise)
+	} else if _, ok := c.figure(); !ok {
+		t.Errorf("SQLite FULL 15 %% worse in every pass, noise %v: no figure", c.noise)
+	}
+	if _, ok := a.compareDrain(abDrainKey{postgres4, 4, "group"}).figure(); ok {
+		t.Errorf("PostgreSQL 5 %% worse within its 50 %% noise: a figure")
+	}
+	if _, ok := a.compareDrain(abDrainKey{sqliteNormal, 1, "unknown"}).figure(); ok {
+		t.Errorf("SQLite NORMAL 10 %% worse within its 30 %% noise: a figure")
+	}
+}
+
 func TestSpliceAblation(t *testing.T) {
 	t.Parallel()
 	section := abBegin + "\n## What each mechanism buys\n\nnew\n" + abEnd

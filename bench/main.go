@@ -59,7 +59,7 @@ func run() int {
 	var phases string
 	flag.BoolVar(&o.short, "short", false, "a smoke run: every contender and table, on tiny sizes, in seconds")
 	flag.StringVar(&o.out, "out", "", "where to write the report (default ../BENCHMARKS.md, or none with -short)")
-	flag.StringVar(&phases, "phases", "agentday,drain,pgcost,nodes,http,memory,growth", "the phases to run, comma-separated; ablation (about 30 minutes) is not among the default ones, and run alone it replaces its section of -out")
+	flag.StringVar(&phases, "phases", "agentday,drain,pgcost,nodes,http,memory,growth", "the phases to run, comma-separated; ablation (about 45 minutes) is not among the default ones, and run alone it replaces its section of -out")
 	flag.BoolVar(&o.pgOnly, "pg-only", false, "run the PostgreSQL contenders of the drain alone (their rows of the report)")
 	flag.IntVar(&o.rounds, "rounds", 0, "drain rounds (default 5, 1 with -short)")
 	only := flag.String("only", "", "a regexp: the drain runs only the contenders whose key matches (e.g. 'sqlite-.*/(batchkit|raw)'), without the sweeps")
