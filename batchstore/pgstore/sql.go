@@ -26,14 +26,10 @@ var hookReady = `w AS (
 // deadlineBytes is what an expired target's error adds to its job's bytes.
 var deadlineBytes = strconv.Itoa(len(batchdriver.DeadlineReason))
 
-// statShards is how many rows of the stat table a release adds its bytes
-// to (see migrations/009).
-const statShards = 16
-
 // The store's SQL. {s} stands for the schema, quoted as an identifier, so
 // every statement names its tables in full and none depends on the
 // connection's search_path (which a pool or a bouncer may not keep).
-// {shards} is statShards. A parameter written {now} is the clock: the
+// A parameter written {now} is the clock: the
 // call's Now, or NULL (and so the transaction's now()) for a call without
 // one.
 //
@@ -112,7 +108,7 @@ var sqlTemplates = queries{
 				LEFT JOIN unnest($19::integer[], $20::bytea[], $21::bytea[], $22::text[]) AS k (idx, error, hint, outcome)
 				ON k.idx = u.i - 1
 		), c AS (
-			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 + j.seq % {shards} AND j.bytes <> 0
+			UPDATE {s}.stat SET bytes = stat.bytes + j.bytes FROM j WHERE stat.id = 1 AND j.bytes <> 0
 		), w AS (
 			INSERT INTO {s}.webhook (job_id, caller, url, status, error, targets_total, targets_ok, targets_failed,
 				created_at, finished_at, lease, due_since, due_at, deadline, metadata, events)
@@ -139,7 +135,7 @@ var sqlTemplates = queries{
 			RETURNING job.*
 		), held AS (
 			UPDATE {s}.stat SET bytes = stat.bytes - (SELECT bytes FROM j)
-			WHERE stat.id = 1 + (SELECT seq FROM j) % {shards} AND EXISTS (SELECT 1 FROM j WHERE bytes <> 0)
+			WHERE stat.id = 1 AND EXISTS (SELECT 1 FROM j WHERE bytes <> 0)
 		), beat AS (
 			INSERT INTO {s}.runner AS r (id, heartbeat) SELECT $1, ` + clock("2") + ` FROM j
 			ON CONFLICT (id) DO UPDATE SET heartbeat = greatest(r.heartbeat, excluded.heartbeat)
@@ -182,8 +178,7 @@ var sqlTemplates = queries{
 		RETURNING j.in_flight`,
 	// finish, any drain write: the step's, or the one that gives the job
 	// its final status and releases it (the last target, a cancelled job's
-	// target in flight), moving its bytes into the counter (the row of the
-	// 16 its seq names, see 009).
+	// target in flight), moving its bytes into the counter's row 1.
 	//
 	// $14 is the deadline (FinishParams.Expire): a running job starts no
 	// next target, its pending targets (every one after $3 that was not
@@ -225,7 +220,7 @@ var sqlTemplates = queries{
 			FROM j WHERE target.job_seq = j.seq AND target.idx = $3
 		), c AS (
 			UPDATE {s}.stat SET bytes = bytes + (SELECT bytes FROM j WHERE runner = '')
-			WHERE id = 1 + (SELECT seq FROM j) % {shards} AND EXISTS (SELECT 1 FROM j WHERE runner = '')
+			WHERE id = 1 AND EXISTS (SELECT 1 FROM j WHERE runner = '')
 		)
 		SELECT status, in_flight FROM j`,
 	// A drain write that matched nothing: why.
@@ -388,7 +383,10 @@ var sqlTemplates = queries{
 	// rows, taken in id order, so that concurrent passes decide one after
 	// the other and no release commits meanwhile; their candidates skip
 	// rows another transaction has locked (a touch moving the lease). The
-	// rows' sum is the counter.
+	// rows' sum is the counter: every statement here moves row 1, and rows
+	// 2 to 16 (migrations/009) hold what builds that spread releases over
+	// them added there, and what such a build still running during an
+	// upgrade adds.
 	lockStat: `SELECT bytes FROM {s}.stat ORDER BY id FOR UPDATE`,
 	sweep: `WITH d AS (
 			DELETE FROM {s}.job WHERE seq = ANY (ARRAY (
@@ -620,10 +618,9 @@ type queries struct {
 	hostRenew, hostFree                                  string
 }
 
-// render returns the statements for schema, with releases adding to
-// shards counter rows.
-func (q queries) render(schema string, shards int) queries {
-	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize(), "{shards}", strconv.Itoa(shards))
+// render returns the statements for schema.
+func (q queries) render(schema string) queries {
+	r := strings.NewReplacer("{s}", pgx.Identifier{schema}.Sanitize())
 	for _, p := range q.fields() {
 		*p = r.Replace(*p)
 	}

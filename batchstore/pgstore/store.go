@@ -150,16 +150,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Config) (*Store, error) {
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts Config, own bool) (*Store, error) {
 	off := ablation.Get()
-	shards := statShards
-	if off.PGCounterShards {
-		shards = 1
-	}
 	s := &Store{
 		pool:       pool,
 		own:        own,
 		opts:       opts,
 		off:        off,
-		q:          sqlTemplates.render(opts.Schema, shards),
+		q:          sqlTemplates.render(opts.Schema),
 		globalKey:  lockKey(opts.Schema, "global"),
 		migrateKey: lockKey(opts.Schema, "migrate"),
 	}

@@ -22,8 +22,6 @@ type Off struct {
 	SQLiteQuickReaders bool `json:",omitempty"`
 	// PGWriteGroups: each PostgreSQL drain write commits alone.
 	PGWriteGroups bool `json:",omitempty"`
-	// PGCounterShards: every release adds its bytes to one counter row.
-	PGCounterShards bool `json:",omitempty"`
 	// PGNotifyWindow: a PostgreSQL store sends its changes to the other
 	// nodes as soon as the last NOTIFY has returned, not at most once per
 	// window.
