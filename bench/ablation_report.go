@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -266,15 +268,70 @@ const (
 // ablationSection writes the section, or the one carried over from the
 // last report.
 func (r *report) ablationSection(b *md) {
-	if r.Ablation == nil {
-		if r.CarriedAblation != "" {
-			b.WriteString(r.CarriedAblation)
-			b.WriteString("\n\n")
-		}
+	switch {
+	case r.Ablation != nil:
+		b.WriteString(r.Ablation.markdown(r.Short))
+	case r.CarriedAblation != "":
+		b.WriteString(r.CarriedAblation)
+	default:
 		return
 	}
-	b.WriteString(r.Ablation.markdown(r.Short))
 	b.WriteString("\n\n")
+	deletedSection(b)
+}
+
+// abDeletion is a mechanism that an ablation run showed no figure for,
+// and the commit that deleted it.
+type abDeletion struct {
+	Name     string
+	JudgedOn string // the commit the ablation run measured
+	Commit   string // the commit that deleted it
+}
+
+// abDeleted are the mechanisms deleted after an ablation run; a run no
+// longer measures them.
+var abDeleted = []abDeletion{
+	{Name: "PostgreSQL counter shards", JudgedOn: "6805bc4", Commit: "abb18a7"},
+}
+
+// deletedSection lists abDeleted, with the lines of non-test Go each
+// deletion changed, read from git.
+func deletedSection(b *md) {
+	if len(abDeleted) == 0 {
+		return
+	}
+	b.p("Deleted, each after an ablation run above or before it showed no figure for it (the lines are the deleting commit's " +
+		"non-test Go, from `git show --numstat`):")
+	b.head("mechanism", "no figure in the run on", "deleted in", "lines of non-test Go removed, added")
+	for _, d := range abDeleted {
+		lines := "–"
+		if added, removed, err := goLines(d.Commit); err == nil {
+			lines = fmt.Sprintf("%d, %d", removed, added)
+		}
+		b.row(d.Name, d.JudgedOn, d.Commit, lines)
+	}
+	b.line("")
+}
+
+// goLines returns the lines of non-test Go that commit added and removed.
+func goLines(commit string) (added, removed int, err error) {
+	out, err := exec.Command("git", "show", "--numstat", "--format=", commit, "--", ":(top)*.go", ":(top,exclude)*_test.go").Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("git show %s: %w", commit, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		a, err1 := strconv.Atoi(f[0])
+		r, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("git show %s: %q", commit, line)
+		}
+		added, removed = added+a, removed+r
+	}
+	return added, removed, nil
 }
 
 func (a *ablationReport) markdown(short bool) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -87,6 +88,30 @@ func TestSpliceAblation(t *testing.T) {
 		}
 		if _, err := spliceAblation(bad, section); err == nil {
 			t.Errorf("spliceAblation(%q): no error", bad)
+		}
+	}
+}
+
+// Every deletion names a commit of this repository that removed non-test
+// Go.
+func TestAbDeletedCommits(t *testing.T) {
+	t.Parallel()
+	if err := exec.Command("git", "rev-parse", "--git-dir").Run(); err != nil {
+		t.Skip("not in a git checkout")
+	}
+	for _, d := range abDeleted {
+		added, removed, err := goLines(d.Commit)
+		if err != nil {
+			t.Errorf("%s: %v", d.Name, err)
+			continue
+		}
+		if removed <= added {
+			t.Errorf("%s: commit %s removed %d lines of non-test Go and added %d", d.Name, d.Commit, removed, added)
+		}
+		for _, m := range abMechanisms {
+			if m.Name == d.Name {
+				t.Errorf("%s is deleted and still measured", d.Name)
+			}
 		}
 	}
 }
