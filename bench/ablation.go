@@ -41,6 +41,7 @@ var abMechanisms = []abMechanism{
 	{Key: "sqlite-checkpointer", Name: "SQLite off-path checkpointer", Off: ablation.Off{SQLiteCheckpointer: true}, Cases: []string{"sqlite-normal"}, Drains: []string{sqliteNormal}},
 	{Key: "sqlite-quick", Name: "SQLite pinned readers", Off: ablation.Off{SQLiteQuickReaders: true}, Cases: []string{"sqlite-normal", "sqlite-full"}, Drains: []string{sqliteNormal, sqliteFull}, Reads: true},
 	{Key: "pg-groups", Name: "PostgreSQL write groups", Off: ablation.Off{PGWriteGroups: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true, Drains: []string{postgres, postgres4}},
+	{Key: "pg-shared-creates", Name: "PostgreSQL shared create lock", Off: ablation.Off{PGSharedCreates: true}, Cases: []string{"pg-1", "pg-3"}, Nodes: true},
 	{Key: "pg-notify", Name: "PostgreSQL NOTIFY window", Off: ablation.Off{PGNotifyWindow: true}, Cases: []string{"pg-3"}, Nodes: true},
 }
 

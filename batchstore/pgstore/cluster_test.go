@@ -63,9 +63,16 @@ func TestCluster_RacingSubmits(t *testing.T) {
 	// race submits perNode goroutines per node at once; submit(g) gives the
 	// caller and list of goroutine g. It returns each new job by caller and
 	// every job id answered, and counts the errors.
-	race := func(t *testing.T, cfg batch.Config, submit func(g int) (batchdriver.Caller, []batchdriver.Target)) (created map[string][]string, answered map[string]bool, errs map[error]int) {
+	// A slack above 0 stands for the server's max_connections (see
+	// Create): the creates far from the total cap take the shared path.
+	race := func(t *testing.T, cfg batch.Config, slack int, submit func(g int) (batchdriver.Caller, []batchdriver.Target)) (created map[string][]string, answered map[string]bool, errs map[error]int) {
 		t.Helper()
 		stores := cluster(t, nodes)
+		for _, s := range stores {
+			if slack > 0 {
+				s.capSlack, s.slackForTest = slack, slack
+			}
+		}
 		hold := batchtest.NewBlockingFetcher() // every job stays live
 		t.Cleanup(func() {
 			for range 64 {
@@ -112,7 +119,7 @@ func TestCluster_RacingSubmits(t *testing.T) {
 	t.Run("IdenticalLists", func(t *testing.T) {
 		t.Parallel()
 		const lists = 5 // 30 racing submits of each, from all three nodes
-		created, answered, errs := race(t, batch.Config{JobsPerCaller: 10, JobsTotal: 100},
+		created, answered, errs := race(t, batch.Config{JobsPerCaller: 10, JobsTotal: 100}, 0,
 			func(g int) (batchdriver.Caller, []batchdriver.Target) {
 				c := g % lists
 				return batchdriver.Caller{Name: fmt.Sprintf("c%d", c)}, batchtest.Targets(fmt.Sprintf("same-%d", c), 3)
@@ -129,10 +136,10 @@ func TestCluster_RacingSubmits(t *testing.T) {
 			t.Errorf("%d distinct jobs answered, want %d", len(answered), lists)
 		}
 	})
-	t.Run("Caps", func(t *testing.T) {
-		t.Parallel()
-		const callers, perCaller, total = 15, 2, 10 // distinct lists: no reuse
-		created, _, errs := race(t, batch.Config{JobsPerCaller: perCaller, JobsTotal: total},
+	caps := func(t *testing.T, total, slack int) {
+		t.Helper()
+		const callers, perCaller = 15, 2 // distinct lists: no reuse
+		created, _, errs := race(t, batch.Config{JobsPerCaller: perCaller, JobsTotal: total}, slack,
 			func(g int) (batchdriver.Caller, []batchdriver.Target) {
 				return batchdriver.Caller{Name: fmt.Sprintf("c%d", g%callers)}, batchtest.Targets(fmt.Sprintf("list-%d", g), 1)
 			})
@@ -146,6 +153,17 @@ func TestCluster_RacingSubmits(t *testing.T) {
 		if n != total || errs[batchdriver.ErrBusy]+errs[batchdriver.ErrCallerBusy] != nodes*perNode-total {
 			t.Errorf("%d jobs created, errors %v; want exactly %d created, the other %d refused", n, errs, total, nodes*perNode-total)
 		}
+	}
+	t.Run("Caps", func(t *testing.T) {
+		t.Parallel()
+		caps(t, 10, 0)
+	})
+	// The three nodes' pools are the only connections that create, so
+	// their size bounds the creates in flight: the first jobs take the
+	// shared path, the last the exclusive one.
+	t.Run("CapsSharedPath", func(t *testing.T) {
+		t.Parallel()
+		caps(t, 20, nodes*testMaxConns)
 	})
 }
 

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,15 @@ import (
 //     global advisory lock, again as a statement of its own, and inserts
 //     the job only if the live jobs, counted by the statement after the
 //     lock, are under the total cap.
+//
+// Far from the total cap, step 2 takes the global lock shared, so that
+// the creates of every node do not wait for each other's commits, and
+// inserts only if the live jobs are under the cap less the server's
+// max_connections: the inserts its count cannot see are those of the
+// creates in flight beside it, each on a connection of its own, so fewer
+// than that. Near the cap it takes the lock exclusive, which waits for
+// the shared holders to commit; an insert the shared path refuses commits
+// nothing and the create runs again that way.
 //
 // The locks are released at commit. They are always taken in that order
 // (caller, then global), so they cannot deadlock. The statements travel in
@@ -57,7 +67,11 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 	}
 	defer conn.Release()
 	defer rollback(conn) // a no-op after the commit
-	job, reused, err = s.create(ctx, conn, p, urls, opts, skip)
+	exclusive := p.Limits.JobsTotal <= s.capSlack || s.off.PGSharedCreates
+	job, reused, err = s.create(ctx, conn, p, urls, opts, skip, exclusive)
+	if errors.Is(err, errNearCap) {
+		job, reused, err = s.create(ctx, conn, p, urls, opts, skip, true)
+	}
 	if err != nil {
 		return batchdriver.Job{}, false, s.wrap(ctx, "create job", err)
 	}
@@ -67,7 +81,13 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 	return job, reused, nil
 }
 
-func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.CreateParams, urls [][]byte, opts []string, skip skippedArgs) (batchdriver.Job, bool, error) {
+// errNearCap is create's answer when the shared path found the live jobs
+// too near the total cap to insert: it committed nothing.
+var errNearCap = errors.New("pgstore: near the total cap")
+
+// create runs one create transaction on conn, taking the global lock
+// exclusive or shared (see Create).
+func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.CreateParams, urls [][]byte, opts []string, skip skippedArgs, exclusive bool) (batchdriver.Job, bool, error) {
 	now := s.now(p.Now)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
@@ -136,7 +156,13 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 	}
 
 	b = &pgx.Batch{}
-	b.Queue(s.q.lockXact, s.globalKey)
+	slack := 0
+	if exclusive {
+		b.Queue(s.q.lockXact, s.globalKey)
+	} else {
+		b.Queue(s.q.lockXactShared, s.globalKey)
+		slack = cmp.Or(s.slackForTest, -1) // -1: the server's max_connections
+	}
 	var webhook *string // NULL for none
 	var events *int16   // NULL for none, and for the default events
 	if p.WebhookURL != "" {
@@ -148,7 +174,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 	}
 	b.Queue(s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
 		p.IdemKey, len(p.Targets), now, urls, opts, webhook, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, timeOrNull(p.Deadline),
-		encodeMetadata(p.Metadata), p.CustomIDs, skip.idx, skip.errors, skip.hints, skip.outcomes, skip.bytes, events)
+		encodeMetadata(p.Metadata), p.CustomIDs, skip.idx, skip.errors, skip.hints, skip.outcomes, skip.bytes, events, slack)
 	b.Queue(`COMMIT`)
 	br = conn.SendBatch(ctx, b)
 	_, firstErr = br.Exec()
@@ -165,6 +191,9 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		return batchdriver.Job{}, false, err
 	}
 	if !inserted {
+		if !exclusive {
+			return batchdriver.Job{}, false, errNearCap
+		}
 		return batchdriver.Job{}, false, batchdriver.ErrBusy
 	}
 	return batchdriver.Job{

@@ -54,7 +54,7 @@ func (s *Store) createSerializable(ctx context.Context, p batchdriver.CreatePara
 			var created, lease time.Time
 			err = tx.QueryRow(ctx, s.q.insert, p.Limits.JobsTotal, p.ID, p.Caller.Name, p.Caller.Class, p.Caller.Restricted,
 				p.IdemKey, len(p.Targets), now, urls, opts, nil, p.RetryOf, retryIdx(p), p.Trace.Parent, p.Trace.State, nil, nil, []string(nil),
-				[]int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0), nil).Scan(&created, &lease) // nil: no webhook, no deadline, no labels, no skipped targets, no events
+				[]int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0), nil, 0).Scan(&created, &lease) // nil: no webhook, no deadline, no labels, no skipped targets, no events; 0: no slack, as under the exclusive lock
 			if errors.Is(err, pgx.ErrNoRows) {
 				return batchdriver.ErrBusy
 			}

@@ -73,7 +73,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	}{
 		{"reuse", q.reuse, []any{now, "c7", "k", time.Hour}, []string{"job_reuse"}},
 		{"caller cap", q.callerLive, []any{"c7", 1}, []string{"job_live"}},
-		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil), []int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0), nil}, []string{"job_live"}},
+		{"insert under the total cap", q.insert, []any{8, "id", "c", "", false, "k", 1, now, [][]byte{[]byte("u")}, []string{""}, nil, "", []int32(nil), "", "", nil, nil, []string(nil), []int32(nil), [][]byte(nil), [][]byte(nil), []string(nil), int64(0), nil, 0}, []string{"job_live"}},
 		{"claim", q.claim, []any{"runner-9", now}, []string{"job_queue", "target_pkey"}},
 		{"any queued", q.anyQueued, nil, []string{"job_queue"}},
 		{"expire", q.expire, []any{now}, []string{"job_deadline", "target_pkey"}},
@@ -128,7 +128,7 @@ func TestStore_QueryPlans(t *testing.T) {
 	// slot per fetch in flight) or the change feed's watches (a row per
 	// long-poll under way), or it is a template (reapJobs and
 	// reapHandBack, their parts above).
-	exempt := map[*string]bool{&q.lockXact: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
+	exempt := map[*string]bool{&q.lockXact: true, &q.lockXactShared: true, &q.heartbeat: true, &q.forgetAll: true, &q.forgetRunner: true,
 		&q.forgetStale: true, &q.reapJobs: true, &q.reapHandBack: true, &q.reapLive: true, &q.reapRunner: true, &q.reapOrphans: true,
 		&q.lockStat: true, &q.notify: true, &q.notifyQueued: true, &q.anyCallerDeltas: true,
 		&q.hostAcquire: true, &q.hostRenew: true, &q.hostRelease: true, &q.hostFree: true, &q.hostBackOff: true, &q.hostSweep: true,

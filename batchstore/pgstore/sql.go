@@ -74,10 +74,11 @@ func nextTarget(p, after string) string {
 // for one schema.
 var sqlTemplates = queries{
 	// Create, batch 1 (see create.go): the caller's lock, reuse, the caller's
-	// live count; batch 2: the global lock, then the insert if the live jobs
-	// are under the cap, counted after the lock was granted. $1 of reuse is
-	// the clock.
-	lockXact: `SELECT pg_advisory_xact_lock($1)`,
+	// live count; batch 2: the global lock (shared far from the cap), then
+	// the insert if the live jobs, counted after the lock was granted, are
+	// under the cap. $1 of reuse is the clock.
+	lockXact:       `SELECT pg_advisory_xact_lock($1)`,
+	lockXactShared: `SELECT pg_advisory_xact_lock_shared($1)`,
 	reuse: `UPDATE {s}.job j SET lease = ` + clock("1") + `
 		WHERE j.seq = (SELECT r.seq FROM {s}.job r
 			WHERE r.caller = $2 AND r.idem_key = $3 AND r.status NOT IN ('cancelled', 'failed')
@@ -90,6 +91,10 @@ var sqlTemplates = queries{
 	// outcomes; NULL for none) are stored failed, counted in the job's
 	// row ($23 their bytes) and, as the job is released, in the counter
 	// (see migrations/015).
+	//
+	// $25 is what the live jobs must stay under the cap by: 0 under the
+	// exclusive lock; on the shared path (see create.go), the server's
+	// max_connections, written -1, or a test's stand-in for it.
 	insert: `WITH live AS (
 			SELECT count(*) AS n FROM (SELECT 1 FROM {s}.job WHERE ` + whereLive + ` LIMIT $1) l
 		), j AS (
@@ -98,7 +103,7 @@ var sqlTemplates = queries{
 				skipped, targets_failed, bytes, webhook_events)
 			SELECT $2, $3, $4, $5, $6, 'queued', $7, ` + clock("8") + `, ` + clock("8") + `, $11, $12, $13::integer[], $14, $15, $16::timestamptz,
 				$17::jsonb, $18::text[], $19::integer[], coalesce(cardinality($19::integer[]), 0), $23::bigint, $24::smallint
-			FROM live WHERE live.n < $1
+			FROM live WHERE live.n < $1 - CASE WHEN $25::integer < 0 THEN current_setting('max_connections')::integer ELSE $25 END
 			RETURNING seq, created_at, lease, bytes
 		), t AS (
 			INSERT INTO {s}.target (job_seq, idx, url, options, status, error, hint, outcome)
@@ -598,7 +603,7 @@ var sqlTemplates = queries{
 
 // queries holds the store's statements for one schema.
 type queries struct {
-	lockXact, reuse, callerLive, insert                  string
+	lockXact, lockXactShared, reuse, callerLive, insert  string
 	claim, anyQueued, step, finish, finishMissed, cancel string
 	getJob, get, getResults, getTarget, list, touch      string
 	heartbeat                                            string
@@ -630,7 +635,7 @@ func (q queries) render(schema string) queries {
 // fields returns a pointer to every statement of q.
 func (q *queries) fields() []*string {
 	return []*string{
-		&q.lockXact, &q.reuse, &q.callerLive, &q.insert,
+		&q.lockXact, &q.lockXactShared, &q.reuse, &q.callerLive, &q.insert,
 		&q.claim, &q.anyQueued, &q.step, &q.finish, &q.finishMissed, &q.cancel,
 		&q.getJob, &q.get, &q.getResults, &q.getTarget, &q.list, &q.touch, &q.heartbeat,
 		&q.forgetAll, &q.forgetRunner, &q.forgetStale, &q.reapJobs, &q.reapHandBack, &q.reapRepeat,

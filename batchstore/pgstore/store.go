@@ -91,6 +91,12 @@ type Store struct {
 	// Advisory lock keys (see lockKey): Create's global cap and the
 	// migrations.
 	globalKey, migrateKey int64
+	// capSlack is the server's max_connections when the store opened: a
+	// create takes the shared path only under a cap above it (see
+	// create.go), whose insert reads the setting again.
+	capSlack int
+	// slackForTest, above 0, stands for max_connections in that insert.
+	slackForTest int
 
 	feed  *feed
 	group committer // the drain writes' group commit
@@ -171,10 +177,12 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts Config, own bool) (*
 func (s *Store) init(ctx context.Context) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var version int
-	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::integer`).Scan(&version); err != nil {
+	var version, conns int
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::integer,
+			current_setting('max_connections')::integer`).Scan(&version, &conns); err != nil {
 		return s.wrap(ctx, "open", err)
 	}
+	s.capSlack = conns
 	if version < 140000 {
 		return fmt.Errorf("%w: PostgreSQL 14 or later is required, the server is %d", ErrSchema, version)
 	}

@@ -22,6 +22,9 @@ type Off struct {
 	SQLiteQuickReaders bool `json:",omitempty"`
 	// PGWriteGroups: each PostgreSQL drain write commits alone.
 	PGWriteGroups bool `json:",omitempty"`
+	// PGSharedCreates: every PostgreSQL create takes the global lock
+	// exclusive.
+	PGSharedCreates bool `json:",omitempty"`
 	// PGNotifyWindow: a PostgreSQL store sends its changes to the other
 	// nodes as soon as the last NOTIFY has returned, not at most once per
 	// window.
