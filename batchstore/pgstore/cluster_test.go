@@ -70,7 +70,7 @@ func TestCluster_RacingSubmits(t *testing.T) {
 		stores := cluster(t, nodes)
 		for _, s := range stores {
 			if slack > 0 {
-				s.capSlack, s.slackForTest = slack, slack
+				s.slackForTest = slack
 			}
 		}
 		hold := batchtest.NewBlockingFetcher() // every job stays live

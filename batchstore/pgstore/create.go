@@ -67,7 +67,7 @@ func (s *Store) Create(ctx context.Context, p batchdriver.CreateParams) (job bat
 	}
 	defer conn.Release()
 	defer rollback(conn) // a no-op after the commit
-	exclusive := p.Limits.JobsTotal <= s.capSlack || s.off.PGSharedCreates
+	exclusive := p.Limits.JobsTotal <= cmp.Or(s.slackForTest, s.capSlack) || s.off.PGSharedCreates
 	job, reused, err = s.create(ctx, conn, p, urls, opts, skip, exclusive)
 	if errors.Is(err, errNearCap) {
 		job, reused, err = s.create(ctx, conn, p, urls, opts, skip, true)

@@ -95,7 +95,7 @@ type Store struct {
 	// create takes the shared path only under a cap above it (see
 	// create.go), whose insert reads the setting again.
 	capSlack int
-	// slackForTest, above 0, stands for max_connections in that insert.
+	// slackForTest, above 0, stands for max_connections in both.
 	slackForTest int
 
 	feed  *feed
