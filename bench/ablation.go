@@ -187,7 +187,7 @@ func (rep *ablationReport) nodes(ctx context.Context, w nodesWork, pgURL string)
 		for _, m := range inPass(order, pass) {
 			ablation.Set(m.Off)
 			rctx, cancel := context.WithTimeout(ctx, roundTimeout)
-			r, err := nodesRound(rctx, w, n, pgURL, p, uint64(pass))
+			r, err := nodesRound(rctx, w, n, 0, pgURL, p, uint64(pass))
 			cancel()
 			ablation.Set(ablation.Off{})
 			if err != nil {

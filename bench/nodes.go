@@ -35,6 +35,12 @@ import (
 // target finished in it, the costs the PostgreSQL cost phase measures
 // (server CPU of the run's backends, statements, round trips, commits)
 // and the backends' heavyweight lock waits, sampled.
+//
+// One more contender separates what the runners cost from what the
+// server's connections cost: one runner whose one pool has as many
+// connections, all open, as the most runners' pools together. The
+// statements are the one runner's; only the backends they spread over
+// are the many runners'.
 
 // nodesWork is the many-nodes model's load.
 type nodesWork struct {
@@ -68,6 +74,7 @@ type nodesReport struct {
 	Work    nodesWork
 	PGSS    bool
 	Runs    map[int][]nodesRun // by runner count, one per round
+	Wide    []nodesRun         // one runner over the most runners' connections, one per round
 	Elapsed time.Duration
 }
 
@@ -96,18 +103,33 @@ func nodesPhase(ctx context.Context, w nodesWork, pgURL string) (*nodesReport, e
 	}
 	rep := &nodesReport{Work: w, PGSS: p.pgss, Runs: map[int][]nodesRun{}}
 	start := time.Now()
+	// The contenders: each runner count, and one runner over the most
+	// runners' connections (conns > 0) once there are two counts.
+	type contender struct{ n, conns int }
+	var cs []contender
+	for _, n := range w.Runners {
+		cs = append(cs, contender{n: n})
+	}
+	if len(w.Runners) > 1 {
+		cs = append(cs, contender{n: 1, conns: w.wideConns()})
+	}
 	for round := range w.Rounds {
-		for k := range w.Runners {
-			n := w.Runners[(k+round)%len(w.Runners)]
+		for k := range cs {
+			c := cs[(k+round)%len(cs)]
 			rctx, cancel := context.WithTimeout(ctx, roundTimeout)
-			r, err := nodesRound(rctx, w, n, pgURL, p, uint64(round))
+			r, err := nodesRound(rctx, w, c.n, c.conns, pgURL, p, uint64(round))
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("nodes round %d, %d runners: %w", round+1, n, err)
+				return nil, fmt.Errorf("nodes round %d, %d runners (%d connections): %w", round+1, c.n, c.conns, err)
 			}
-			rep.Runs[n] = append(rep.Runs[n], r)
-			logf("nodes round %d/%d  %2d runners  offered %5.0f/s  finished %5.0f/s  server %5.0f µs  client %5.0f µs  stmts %4.2f  rts %4.2f  commits %4.2f  lock %d of %d  refused %d",
-				round+1, w.Rounds, n, float64(r.Offered)/w.Window.Seconds(), float64(r.Finished)/w.Window.Seconds(),
+			n := c.n
+			if c.conns > 0 {
+				rep.Wide = append(rep.Wide, r)
+			} else {
+				rep.Runs[n] = append(rep.Runs[n], r)
+			}
+			logf("nodes round %d/%d  %2d runners %2d conns  offered %5.0f/s  finished %5.0f/s  server %5.0f µs  client %5.0f µs  stmts %4.2f  rts %4.2f  commits %4.2f  lock %d of %d  refused %d",
+				round+1, w.Rounds, n, c.conns, float64(r.Offered)/w.Window.Seconds(), float64(r.Finished)/w.Window.Seconds(),
 				r.per(float64(r.CPU.Microseconds())), r.per(float64(r.ClientCPU.Microseconds())), r.per(float64(r.Sent)),
 				r.per(float64(r.RoundTrips)), r.per(float64(r.Commits)), r.lockWaits("Lock"), r.Samples, r.Refused)
 			logf("nodes waits %s", topWaits([]costRun{r.costRun}, 6))
@@ -117,9 +139,22 @@ func nodesPhase(ctx context.Context, w nodesWork, pgURL string) (*nodesReport, e
 	return rep, nil
 }
 
+// poolConns is the connections of each runner's pool when there are n:
+// a worker's calls and the runner's own (heartbeats, polls, sweeps); the
+// feed's LISTEN connection is outside the pool. 32 runners stay within
+// the server's default 100 connections.
+func (w nodesWork) poolConns(n int) int { return min(max(w.Slots/n, 1), 4) + 1 }
+
+// wideConns is the connections of the most runners' pools together.
+func (w nodesWork) wideConns() int {
+	n := w.Runners[len(w.Runners)-1]
+	return n * w.poolConns(n)
+}
+
 // nodesRound runs n runners on a schema of their own through the warm-up
-// and the window.
-func nodesRound(ctx context.Context, w nodesWork, n int, pgURL string, p *costProbe, seed uint64) (nodesRun, error) {
+// and the window, each over a pool of conns connections, all open, or of
+// poolConns when conns is 0.
+func nodesRound(ctx context.Context, w nodesWork, n, conns int, pgURL string, p *costProbe, seed uint64) (nodesRun, error) {
 	schema, drop, err := newPGSchema(ctx, pgURL)
 	if err != nil {
 		return nodesRun{}, err
@@ -169,10 +204,10 @@ func nodesRound(ctx context.Context, w nodesWork, n int, pgURL string, p *costPr
 		if err != nil {
 			return nodesRun{}, err
 		}
-		// A worker's calls and the runner's own (heartbeats, polls,
-		// sweeps); the feed's LISTEN connection is outside the pool. 32
-		// runners stay within the server's default 100 connections.
-		cfg.MaxConns = int32(min(workers, 4)) + 1
+		cfg.MaxConns = int32(w.poolConns(n))
+		if conns > 0 {
+			cfg.MaxConns, cfg.MinConns = int32(conns), int32(conns)
+		}
 		x.m.configure(cfg)
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {

@@ -9,29 +9,50 @@ import (
 // phase's, but for WAL (server-wide, so other work counts) and HOT.
 var nodesFigures = []figure{costFigures[0], costFigures[2], costFigures[3], costFigures[4], costFigures[5], costFigures[6], costFigures[7], costFigures[9]}
 
-// values returns figure f of each of n runners' runs.
-func (p *nodesReport) values(n int, f figure) []float64 {
+// nodesColumn is one contender's runs, as the report shows them.
+type nodesColumn struct {
+	name string
+	runs []nodesRun
+}
+
+// columns returns the contenders in the report's order: each runner
+// count, then one runner over the most runners' connections.
+func (p *nodesReport) columns() []nodesColumn {
+	w := p.Work
+	var cs []nodesColumn
+	for _, n := range w.Runners {
+		k := max(w.Slots/n, 1)
+		cs = append(cs, nodesColumn{plural(n, "runner") + " × " + plural(k, "worker"), p.Runs[n]})
+	}
+	if len(p.Wide) > 0 {
+		cs = append(cs, nodesColumn{fmt.Sprintf("1 runner × %d workers, %d connections", w.Slots, w.wideConns()), p.Wide})
+	}
+	return cs
+}
+
+// values returns figure f of each run.
+func values(runs []nodesRun, f figure) []float64 {
 	var out []float64
-	for _, r := range p.Runs[n] {
+	for _, r := range runs {
 		out = append(out, f.of(r.costRun))
 	}
 	return out
 }
 
-// perSecond returns v of each of n runners' runs over the window.
-func (p *nodesReport) perSecond(n int, v func(nodesRun) int) []float64 {
+// perSecond returns v of each run over the window.
+func (p *nodesReport) perSecond(runs []nodesRun, v func(nodesRun) int) []float64 {
 	var out []float64
-	for _, r := range p.Runs[n] {
+	for _, r := range runs {
 		out = append(out, float64(v(r))/p.Work.Window.Seconds())
 	}
 	return out
 }
 
-// cpuRatio is the most runners' server CPU per target over the
-// reference's, round by round.
-func (p *nodesReport) cpuRatio() spread {
+// cpuRatio is the most runners' server CPU per target over ref's, round
+// by round.
+func (p *nodesReport) cpuRatio(ref []nodesRun) spread {
 	w := p.Work
-	return spreadOf(ratios(p.values(w.Runners[len(w.Runners)-1], costFigures[0]), p.values(w.Runners[0], costFigures[0])))
+	return spreadOf(ratios(values(p.Runs[w.Runners[len(w.Runners)-1]], costFigures[0]), values(ref, costFigures[0])))
 }
 
 func (r *report) nodesSection(b *md) {
@@ -50,10 +71,15 @@ func (r *report) nodesSection(b *md) {
 		"in turn. The phase took %s.",
 		w.Slots, fmtRate(w.Rate), fmtDur(w.Median), w.Sigma, fmtDur(w.meanLatency()), w.Hosts, fmtDur(w.Warm), fmtDur(w.Window),
 		w.Rounds, map[bool]string{true: "s"}[w.Rounds > 1], p.Elapsed.Round(1e9))
+	if len(p.Wide) > 0 {
+		b.p("The last column separates what the runners cost from what the server's connections cost: one runner, as in the first, "+
+			"whose one pool has %d connections, all open, as the %d runners' pools together (their listeners aside): the same "+
+			"statements as one runner's, spread over as many backends as the many runners' are.", w.wideConns(), w.Runners[len(w.Runners)-1])
+	}
+	cs := p.columns()
 	cols := []string{"per target"}
-	for _, n := range w.Runners {
-		k := max(w.Slots/n, 1)
-		cols = append(cols, fmt.Sprintf("%d runner%s × %d worker%s", n, map[bool]string{true: "s"}[n > 1], k, map[bool]string{true: "s"}[k > 1]))
+	for _, c := range cs {
+		cols = append(cols, c.name)
 	}
 	b.head(cols...)
 	rows := []struct {
@@ -65,8 +91,8 @@ func (r *report) nodesSection(b *md) {
 	}
 	for _, x := range rows {
 		row := []string{x.name}
-		for _, n := range w.Runners {
-			row = append(row, fmtSpread(spreadOf(p.perSecond(n, x.v)), fmtRate))
+		for _, c := range cs {
+			row = append(row, fmtSpread(spreadOf(p.perSecond(c.runs, x.v)), fmtRate))
 		}
 		b.row(row...)
 	}
@@ -75,19 +101,19 @@ func (r *report) nodesSection(b *md) {
 			continue // pg_stat_statements is not installed
 		}
 		row := []string{f.name}
-		for _, n := range w.Runners {
-			row = append(row, fmtSpread(spreadOf(p.values(n, f)), f.fmt))
+		for _, c := range cs {
+			row = append(row, fmtSpread(spreadOf(values(c.runs, f)), f.fmt))
 		}
 		b.row(row...)
 	}
 	b.line("")
 	var waits []string
-	for _, n := range w.Runners {
+	for _, c := range cs {
 		var runs []costRun
-		for _, r := range p.Runs[n] {
+		for _, r := range c.runs {
 			runs = append(runs, r.costRun)
 		}
-		waits = append(waits, fmt.Sprintf("%d runners: %s", n, orDash(topWaits(runs, 4))))
+		waits = append(waits, fmt.Sprintf("%s: %s", c.name, orDash(topWaits(runs, 4))))
 	}
 	b.p("Most sampled waits: %s.", strings.Join(waits, "; "))
 }
@@ -106,11 +132,22 @@ func (r *report) nodesGoal() goal {
 	}
 	w := p.Work
 	n := w.Runners[len(w.Runners)-1]
-	s := p.cpuRatio()
+	s := p.cpuRatio(p.Runs[w.Runners[0]])
 	g := goal{Goal: fmt.Sprintf("%d runners: server CPU per target ≤ %.1f× %d runner's, same offered load", n, goalNodesCPU, w.Runners[0]),
 		Figure: fmtSpread(s, fmtRatio), State: verdict(s.Median <= goalNodesCPU)}
-	if g.State == "missed" {
-		g.Why = "see the many-nodes table: the statements, commits and waits per target beside the CPU"
+	if g.State != "missed" {
+		return g
+	}
+	g.Why = "see the many-nodes table: the statements, commits and waits per target beside the CPU"
+	if len(p.Wide) > 0 {
+		med := func(runs []nodesRun, f figure) float64 { return spreadOf(values(runs, f)).Median }
+		one, many := p.Runs[w.Runners[0]], p.Runs[n]
+		g.Why = fmt.Sprintf("one runner's own statements cost %s as much spread over %d connections, as many as the %d runners' pools "+
+			"have; the %d runners cost %s of that, with %s statements sent and %s commits per target against its %s and %s; "+
+			"see the many-nodes table",
+			fmtRatio(med(p.Wide, costFigures[0])/med(one, costFigures[0])), w.wideConns(), n, n, fmtRatio(p.cpuRatio(p.Wide).Median),
+			costFigures[3].fmt(med(many, costFigures[3])), costFigures[5].fmt(med(many, costFigures[5])),
+			costFigures[3].fmt(med(p.Wide, costFigures[3])), costFigures[5].fmt(med(p.Wide, costFigures[5])))
 	}
 	return g
 }
