@@ -176,7 +176,7 @@ func (rep *ablationReport) nodes(ctx context.Context, w nodesWork, pgURL string)
 		return err
 	}
 	defer p.close()
-	n := w.Runners[len(w.Runners)-1]
+	n := w.most()
 	w.Runners = []int{n}
 	rep.Nodes = w
 	order := rep.orderOf(func(m abMechanism) bool { return m.Nodes })

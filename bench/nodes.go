@@ -122,14 +122,13 @@ func nodesPhase(ctx context.Context, w nodesWork, pgURL string) (*nodesReport, e
 			if err != nil {
 				return nil, fmt.Errorf("nodes round %d, %d runners (%d connections): %w", round+1, c.n, c.conns, err)
 			}
-			n := c.n
 			if c.conns > 0 {
 				rep.Wide = append(rep.Wide, r)
 			} else {
-				rep.Runs[n] = append(rep.Runs[n], r)
+				rep.Runs[c.n] = append(rep.Runs[c.n], r)
 			}
 			logf("nodes round %d/%d  %2d runners %2d conns  offered %5.0f/s  finished %5.0f/s  server %5.0f µs  client %5.0f µs  stmts %4.2f  rts %4.2f  commits %4.2f  lock %d of %d  refused %d",
-				round+1, w.Rounds, n, c.conns, float64(r.Offered)/w.Window.Seconds(), float64(r.Finished)/w.Window.Seconds(),
+				round+1, w.Rounds, c.n, c.conns, float64(r.Offered)/w.Window.Seconds(), float64(r.Finished)/w.Window.Seconds(),
 				r.per(float64(r.CPU.Microseconds())), r.per(float64(r.ClientCPU.Microseconds())), r.per(float64(r.Sent)),
 				r.per(float64(r.RoundTrips)), r.per(float64(r.Commits)), r.lockWaits("Lock"), r.Samples, r.Refused)
 			logf("nodes waits %s", topWaits([]costRun{r.costRun}, 6))
@@ -139,17 +138,20 @@ func nodesPhase(ctx context.Context, w nodesWork, pgURL string) (*nodesReport, e
 	return rep, nil
 }
 
+// most is the most runners the model runs.
+func (w nodesWork) most() int { return w.Runners[len(w.Runners)-1] }
+
+// workers is each runner's share of the fetch slots when there are n.
+func (w nodesWork) workers(n int) int { return max(w.Slots/n, 1) }
+
 // poolConns is the connections of each runner's pool when there are n:
 // a worker's calls and the runner's own (heartbeats, polls, sweeps); the
 // feed's LISTEN connection is outside the pool. 32 runners stay within
 // the server's default 100 connections.
-func (w nodesWork) poolConns(n int) int { return min(max(w.Slots/n, 1), 4) + 1 }
+func (w nodesWork) poolConns(n int) int { return min(w.workers(n), 4) + 1 }
 
 // wideConns is the connections of the most runners' pools together.
-func (w nodesWork) wideConns() int {
-	n := w.Runners[len(w.Runners)-1]
-	return n * w.poolConns(n)
-}
+func (w nodesWork) wideConns() int { return w.most() * w.poolConns(w.most()) }
 
 // nodesRound runs n runners on a schema of their own through the warm-up
 // and the window, each over a pool of conns connections, all open, or of
@@ -161,7 +163,7 @@ func nodesRound(ctx context.Context, w nodesWork, n, conns int, pgURL string, p 
 	}
 	defer drop()
 	x := &measure{p: p, m: newCostMeter()}
-	workers := max(w.Slots/n, 1)
+	workers := w.workers(n)
 	var (
 		stores  []*pgstore.Store
 		pools   []*pgxpool.Pool

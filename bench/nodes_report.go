@@ -21,8 +21,7 @@ func (p *nodesReport) columns() []nodesColumn {
 	w := p.Work
 	var cs []nodesColumn
 	for _, n := range w.Runners {
-		k := max(w.Slots/n, 1)
-		cs = append(cs, nodesColumn{plural(n, "runner") + " × " + plural(k, "worker"), p.Runs[n]})
+		cs = append(cs, nodesColumn{plural(n, "runner") + " × " + plural(w.workers(n), "worker"), p.Runs[n]})
 	}
 	if len(p.Wide) > 0 {
 		cs = append(cs, nodesColumn{fmt.Sprintf("1 runner × %d workers, %d connections", w.Slots, w.wideConns()), p.Wide})
@@ -52,7 +51,7 @@ func (p *nodesReport) perSecond(runs []nodesRun, v func(nodesRun) int) []float64
 // by round.
 func (p *nodesReport) cpuRatio(ref []nodesRun) spread {
 	w := p.Work
-	return spreadOf(ratios(values(p.Runs[w.Runners[len(w.Runners)-1]], costFigures[0]), values(ref, costFigures[0])))
+	return spreadOf(ratios(values(p.Runs[w.most()], costFigures[0]), values(ref, costFigures[0])))
 }
 
 func (r *report) nodesSection(b *md) {
@@ -74,7 +73,7 @@ func (r *report) nodesSection(b *md) {
 	if len(p.Wide) > 0 {
 		b.p("The last column separates what the runners cost from what the server's connections cost: one runner, as in the first, "+
 			"whose one pool has %d connections, all open, as the %d runners' pools together (their listeners aside): the same "+
-			"statements as one runner's, spread over as many backends as the many runners' are.", w.wideConns(), w.Runners[len(w.Runners)-1])
+			"statements as one runner's, spread over as many backends as the many runners' are.", w.wideConns(), w.most())
 	}
 	cs := p.columns()
 	cols := []string{"per target"}
@@ -131,7 +130,7 @@ func (r *report) nodesGoal() goal {
 			Why: "the many-nodes phase did not run (it needs PostgreSQL)"}
 	}
 	w := p.Work
-	n := w.Runners[len(w.Runners)-1]
+	n := w.most()
 	s := p.cpuRatio(p.Runs[w.Runners[0]])
 	g := goal{Goal: fmt.Sprintf("%d runners: server CPU per target ≤ %.1f× %d runner's, same offered load", n, goalNodesCPU, w.Runners[0]),
 		Figure: fmtSpread(s, fmtRatio), State: verdict(s.Median <= goalNodesCPU)}
