@@ -90,7 +90,8 @@ var errNearCap = errors.New("pgstore: near the total cap")
 func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.CreateParams, urls [][]byte, opts []string, skip skippedArgs, exclusive bool) (batchdriver.Job, bool, error) {
 	now := s.now(p.Now)
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(beginTx)
+	b.Queue(boundTx) // the transaction waits on the store between the two batches
 	b.Queue(s.q.lockXact, s.callerKey(p.Caller.Name))
 	b.Queue(s.q.reuse, now, p.Caller.Name, p.IdemKey, p.Limits.TTL)
 	b.Queue(s.q.callerLive, p.Caller.Name, p.Limits.JobsPerCaller)
@@ -109,7 +110,7 @@ func (s *Store) create(ctx context.Context, conn *pgxpool.Conn, p batchdriver.Cr
 		hooks    int
 		firstErr error
 	)
-	for range 2 { // BEGIN, the lock
+	for range 3 { // BEGIN, its bound, the lock
 		if _, err := br.Exec(); firstErr == nil {
 			firstErr = err
 		}

@@ -101,8 +101,9 @@ func (e kindError) Unwrap() []error { return []error{e.kind, e.err} }
 // unavailableCodes are the SQLSTATEs, or their classes (two characters),
 // of a server that cannot serve the call now but may soon: a lost or
 // refused connection, too many connections, no memory or disk, a lock or
-// statement timeout, a shutdown or crash, a serialization failure or
-// deadlock (the call may be retried), a read-only standby, an I/O error.
+// statement timeout, a session ended by an idle timeout, a shutdown or
+// crash, a serialization failure or deadlock (the call may be retried), a
+// read-only standby, an I/O error.
 var unavailableCodes = map[string]bool{
 	"08":    true, // connection exception
 	"53":    true, // insufficient resources: 53300 too many connections, 53100 disk full, …
@@ -115,6 +116,7 @@ var unavailableCodes = map[string]bool{
 	"57P02": true, // crash shutdown
 	"57P03": true, // cannot connect now: the server is starting or stopping
 	"57P05": true, // idle session timeout
+	"25P03": true, // idle-in-transaction timeout: the session ended mid-transaction (txIdleTimeout)
 	"25006": true, // read-only SQL transaction: a standby, or default_transaction_read_only
 	"72000": true, // snapshot too old
 }

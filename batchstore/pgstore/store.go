@@ -283,10 +283,27 @@ func rollback(conn *pgxpool.Conn) {
 	}
 }
 
-// inTx runs fn in a READ COMMITTED transaction on one connection and
-// commits it. READ COMMITTED is set explicitly, whatever the server's
-// default: each statement then sees what committed before it started, which
-// the advisory locks and row locks of the store's transactions rely on.
+// txIdleTimeout is how long the server lets a transaction of the store
+// that spans round trips wait on the store before it ends the session.
+// Only a client that stopped mid-transaction waits that long: a frozen
+// process, or a node cut off from the network. Without the bound its
+// locks (a caller's, the byte counter's rows) would outlive it until its
+// TCP connection died, and the creates, releases and reaps of every node
+// would wait for them.
+const txIdleTimeout = 5 * time.Second
+
+// beginTx starts a READ COMMITTED transaction, and boundTx bounds it by
+// txIdleTimeout. A transaction whose statements all travel in one
+// pipeline never waits on the store and needs no bound.
+const beginTx = `BEGIN ISOLATION LEVEL READ COMMITTED`
+
+var boundTx = fmt.Sprint("SET LOCAL idle_in_transaction_session_timeout = ", txIdleTimeout.Milliseconds())
+
+// inTx runs fn in a READ COMMITTED transaction on one connection, bounded
+// by txIdleTimeout, and commits it. READ COMMITTED is set explicitly,
+// whatever the server's default: each statement then sees what committed
+// before it started, which the advisory locks and row locks of the
+// store's transactions rely on.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: beginTx + "; " + boundTx}, fn)
 }
