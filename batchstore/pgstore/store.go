@@ -294,10 +294,14 @@ const txIdleTimeout = 5 * time.Second
 
 // beginTx starts a READ COMMITTED transaction, and boundTx bounds it by
 // txIdleTimeout. A transaction whose statements all travel in one
-// pipeline never waits on the store and needs no bound.
+// pipeline never waits on the store and needs no bound. beginBoundTx is
+// both, inTx's first round trip.
 const beginTx = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
-var boundTx = fmt.Sprint("SET LOCAL idle_in_transaction_session_timeout = ", txIdleTimeout.Milliseconds())
+var (
+	boundTx      = fmt.Sprint("SET LOCAL idle_in_transaction_session_timeout = ", txIdleTimeout.Milliseconds())
+	beginBoundTx = beginTx + "; " + boundTx
+)
 
 // inTx runs fn in a READ COMMITTED transaction on one connection, bounded
 // by txIdleTimeout, and commits it. READ COMMITTED is set explicitly,
@@ -305,5 +309,5 @@ var boundTx = fmt.Sprint("SET LOCAL idle_in_transaction_session_timeout = ", txI
 // before it started, which the advisory locks and row locks of the
 // store's transactions rely on.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: beginTx + "; " + boundTx}, fn)
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: beginBoundTx}, fn)
 }
