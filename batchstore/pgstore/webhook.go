@@ -41,7 +41,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p batchdriver.ClaimWebhooksPa
 	defer conn.Release()
 	defer rollback(conn) // a no-op after the commit
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(beginTx)
 	b.Queue(s.q.lockXact, s.hookKey())
 	b.Queue(s.q.hookClaim, s.now(p.Now), p.Limit, p.Runner, p.Lease, p.PerCaller, batchdriver.MaxEventTargets)
 	b.Queue(`COMMIT`)
