@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if todo, err := s.pending(ctx, conn, migs); err != nil || len(todo) == 0 {
 		return err
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, s.migrateKey); err != nil {
+	if err := s.lockMigrations(ctx, conn); err != nil {
 		return err
 	}
 	defer unlock(conn, s.migrateKey)
@@ -130,13 +131,34 @@ func (s *Store) createSchema(ctx context.Context, conn *pgxpool.Conn) error {
 	return err
 }
 
-// unlock releases the migration lock on the connection that took it. If
-// that fails, the connection is closed, which releases it too.
+// lockMigrations takes the migration lock on conn, in one round trip
+// with the bounds of the session that holds it: the server ends the
+// session once it has waited txIdleTimeout on its client, in a
+// migration's transaction or between two. So a node that stops while it
+// migrates (a frozen process, a node cut off from the network) keeps
+// neither the lock, which the other nodes' Open wait for, nor a
+// migration's table locks, which every node's calls would wait for, for
+// longer than that. Its migration rolls back whole, and the next node to
+// take the lock runs it.
+func (s *Store) lockMigrations(ctx context.Context, conn *pgxpool.Conn) error {
+	bound := strconv.FormatInt(txIdleTimeout.Milliseconds(), 10)
+	_, err := conn.Exec(ctx, `SELECT set_config('idle_session_timeout', $2, false),
+		set_config('idle_in_transaction_session_timeout', $2, false), pg_advisory_lock($1)`, s.migrateKey, bound)
+	return err
+}
+
+// unlock releases the migration lock on the connection that took it, and
+// lifts the bounds lockMigrations set, before the connection goes back to
+// the pool. If that fails, the connection is closed, which releases the
+// lock too.
 func unlock(conn *pgxpool.Conn, key int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var ok bool
 	err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, key).Scan(&ok)
+	if err == nil && ok {
+		_, err = conn.Exec(ctx, `RESET idle_session_timeout; RESET idle_in_transaction_session_timeout`)
+	}
 	if err != nil || !ok {
 		conn.Conn().Close(ctx)
 	}

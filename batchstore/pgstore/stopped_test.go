@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/siftfetch/batchkit/batch/batchdriver"
 )
@@ -68,5 +69,79 @@ func TestStore_StoppedMidTransaction(t *testing.T) {
 	}
 	if _, err := stopped.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour}); err != nil {
 		t.Errorf("a sweep on the woken node: %v", err)
+	}
+}
+
+// A node that stops while it holds the migration lock keeps it only for
+// txIdleTimeout: another node opening the same schema then migrates it,
+// and the stopped node's session is gone when it wakes.
+func TestStore_StoppedWhileMigrating(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	stopped := &Store{pool: pool, opts: Config{Schema: schema}, migrateKey: lockKey(schema, "migrate")}
+	if err := stopped.lockMigrations(ctx, conn); err != nil {
+		t.Fatalf("take the migration lock: %v", err)
+	}
+	// stopped: the server hears nothing from it meanwhile
+	other := openOn(t, Config{Schema: schema, Timeout: 4 * txIdleTimeout})
+	if _, _, err := other.Create(ctx, batchdriver.CreateParams{ID: "after", Caller: batchdriver.Caller{Name: "c"}, IdemKey: "after",
+		Targets: []batchdriver.Target{{URL: "https://example.test/after"}}, Limits: testLimits}); err != nil {
+		t.Fatalf("Create on the schema the other node migrated: %v", err)
+	}
+	_, err = conn.Exec(ctx, "SELECT 1")
+	if err == nil {
+		t.Fatal("the stopped node's session outlived its bound while it held the migration lock")
+	}
+	if werr := stopped.wrap(ctx, "migrate", err); !errors.Is(werr, batchdriver.ErrUnavailable) {
+		t.Errorf("the stopped node's error on waking = %v, want one matching ErrUnavailable", werr)
+	}
+}
+
+// The bounds that the migration lock puts on its session end with the
+// lock: the connection that migrated goes back to the pool at the
+// settings a RESET gives.
+func TestStore_MigrationBoundsLifted(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Config{})
+	ctx := t.Context()
+	conns := s.pool.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	if len(conns) == 0 {
+		t.Fatal("no idle connection in the store's pool")
+	}
+	for _, c := range conns {
+		rows, err := c.Query(ctx, `SELECT name, setting, reset_val FROM pg_settings
+			WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type setting struct{ Name, Setting, ResetVal string }
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[setting])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 {
+			t.Fatalf("settings read: %v", got)
+		}
+		for _, g := range got {
+			if g.Setting != g.ResetVal {
+				t.Errorf("connection %d: %s = %s after Open, want %s", c.Conn().PgConn().PID(), g.Name, g.Setting, g.ResetVal)
+			}
+		}
 	}
 }
