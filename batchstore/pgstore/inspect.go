@@ -81,8 +81,8 @@ func (s *Store) inspectSQL(q string) string {
 }
 
 // Overview implements [batch.Inspector] in one read-only REPEATABLE READ
-// transaction, so that its parts agree with each other, and in two round
-// trips: the independent reads go in one batch, then the callers' counters
+// transaction (readTx), so that its parts agree with each other, and in
+// two batches: the independent reads in one, then the callers' counters
 // and classes that the first answers call for in another.
 func (s *Store) Overview(ctx context.Context, p batchdriver.OverviewParams) (ov batchdriver.Overview, err error) {
 	ctx, cancel, err := s.begin(ctx)
@@ -96,7 +96,7 @@ func (s *Store) Overview(ctx context.Context, p batchdriver.OverviewParams) (ov 
 	if p.FailureWindow > 0 {
 		abs, age = s.timeBound(p.Now, p.FailureWindow)
 	}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		ov.Failures = map[batchdriver.Outcome]int{}
 		bytes := map[string]int64{}
 		held := map[string]int64{}

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -143,5 +144,59 @@ func TestStore_MigrationBoundsLifted(t *testing.T) {
 				t.Errorf("connection %d: %s = %s after Open, want %s", c.Conn().PgConn().PID(), g.Name, g.Setting, g.ResetVal)
 			}
 		}
+	}
+}
+
+// A node that stops inside a read-only snapshot (an overview) keeps its
+// tables' share locks only for txIdleTimeout, so a migration's DDL, and
+// every call queued behind it, does not wait for it longer.
+func TestStore_StoppedInSnapshot(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Config{})
+	ctx := t.Context()
+	job := pgx.Identifier{s.opts.Schema, "job"}.Sanitize()
+	locked, wake := make(chan struct{}), make(chan struct{})
+	woke := make(chan error, 1)
+	go func() {
+		woke <- s.readTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT count(*) FROM "+job); err != nil {
+				return err
+			}
+			close(locked)
+			<-wake // stopped: the server hears nothing from it meanwhile
+			_, err := tx.Exec(ctx, "SELECT 1")
+			return err
+		})
+	}()
+	select {
+	case <-locked:
+	case err := <-woke:
+		t.Fatalf("read in a snapshot: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '20s'"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "LOCK TABLE "+job+" IN ACCESS EXCLUSIVE MODE")
+		return err
+	})
+	close(wake)
+	if err != nil {
+		t.Fatalf("DDL's lock while another node is stopped in a snapshot: %v", err)
+	}
+	err = <-woke
+	if err == nil {
+		t.Fatal("the stopped node's snapshot outlived its bound")
+	}
+	if werr := s.wrap(ctx, "overview", err); !errors.Is(werr, batchdriver.ErrUnavailable) {
+		t.Errorf("the stopped node's error on waking = %v, want one matching ErrUnavailable", werr)
+	}
+	if _, err := s.Overview(ctx, batchdriver.OverviewParams{Recent: 5, Running: 5}); err != nil {
+		t.Errorf("an overview on the woken node: %v", err)
 	}
 }

@@ -301,6 +301,7 @@ const beginTx = `BEGIN ISOLATION LEVEL READ COMMITTED`
 var (
 	boundTx      = fmt.Sprint("SET LOCAL idle_in_transaction_session_timeout = ", txIdleTimeout.Milliseconds())
 	beginBoundTx = beginTx + "; " + boundTx
+	beginReadTx  = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " + boundTx
 )
 
 // inTx runs fn in a READ COMMITTED transaction on one connection, bounded
@@ -310,4 +311,13 @@ var (
 // store's transactions rely on.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: beginBoundTx}, fn)
+}
+
+// readTx runs fn in a read-only REPEATABLE READ transaction on one
+// connection, bounded by txIdleTimeout: one snapshot over several round
+// trips. Unbounded, a client that stopped inside it would keep its
+// snapshot, which holds vacuum back, and its tables' share locks, which a
+// migration's DDL waits for while every later call waits behind the DDL.
+func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{BeginQuery: beginReadTx}, fn)
 }
