@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,38 +35,23 @@ func TestStore_StoppedMidTransaction(t *testing.T) {
 		t.Fatalf("Claim: %v, %v", ok, err)
 	}
 
-	locked, wake := make(chan struct{}), make(chan struct{})
-	woke := make(chan error, 1)
-	go func() {
-		woke <- stopped.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := stopped.lockCounter(ctx, tx); err != nil {
-				return err
-			}
-			close(locked)
-			<-wake // stopped: the server hears nothing from it meanwhile
-			_, err := tx.Exec(ctx, "SELECT 1")
-			return err
-		})
-	}()
-	select {
-	case <-locked:
-	case err := <-woke:
-		t.Fatalf("lock the counter: %v", err)
-	}
+	wake := stopIn(t, stopped.inTx, func(tx pgx.Tx) error {
+		_, err := stopped.lockCounter(ctx, tx)
+		return err
+	})
 	fin := batchdriver.TargetFinish{Idx: 0, Status: batchdriver.TargetDone, Outcome: batchdriver.OutcomeOK, Result: []byte("page")}
 	step, err := other.FinishTarget(ctx, batchdriver.FinishParams{JobID: c.Job.ID, Runner: "r", Target: fin})
-	close(wake)
+	woken := wake()
 	if err != nil {
 		t.Fatalf("a release while another node is stopped holding the counter: %v", err)
 	}
 	if step.Status != batchdriver.JobDone {
 		t.Errorf("job after its last target: %s, want done", step.Status)
 	}
-	err = <-woke
-	if err == nil {
+	if woken == nil {
 		t.Fatal("the stopped node's transaction committed after it had kept the counter locked past txIdleTimeout")
 	}
-	if werr := stopped.wrap(ctx, "sweep", err); !errors.Is(werr, batchdriver.ErrUnavailable) {
+	if werr := stopped.wrap(ctx, "sweep", woken); !errors.Is(werr, batchdriver.ErrUnavailable) {
 		t.Errorf("the stopped node's error on waking = %v, want one matching ErrUnavailable", werr)
 	}
 	if _, err := stopped.Sweep(ctx, batchdriver.SweepParams{TTL: time.Hour}); err != nil {
@@ -155,24 +141,10 @@ func TestStore_StoppedInSnapshot(t *testing.T) {
 	s := openTest(t, Config{})
 	ctx := t.Context()
 	job := pgx.Identifier{s.opts.Schema, "job"}.Sanitize()
-	locked, wake := make(chan struct{}), make(chan struct{})
-	woke := make(chan error, 1)
-	go func() {
-		woke <- s.readTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT count(*) FROM "+job); err != nil {
-				return err
-			}
-			close(locked)
-			<-wake // stopped: the server hears nothing from it meanwhile
-			_, err := tx.Exec(ctx, "SELECT 1")
-			return err
-		})
-	}()
-	select {
-	case <-locked:
-	case err := <-woke:
-		t.Fatalf("read in a snapshot: %v", err)
-	}
+	wake := stopIn(t, s.readTx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "SELECT count(*) FROM "+job)
+		return err
+	})
 	conn, err := pgx.Connect(ctx, pgURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -185,18 +157,53 @@ func TestStore_StoppedInSnapshot(t *testing.T) {
 		_, err := tx.Exec(ctx, "LOCK TABLE "+job+" IN ACCESS EXCLUSIVE MODE")
 		return err
 	})
-	close(wake)
+	woken := wake()
 	if err != nil {
 		t.Fatalf("DDL's lock while another node is stopped in a snapshot: %v", err)
 	}
-	err = <-woke
-	if err == nil {
+	if woken == nil {
 		t.Fatal("the stopped node's snapshot outlived its bound")
 	}
-	if werr := s.wrap(ctx, "overview", err); !errors.Is(werr, batchdriver.ErrUnavailable) {
+	if werr := s.wrap(ctx, "overview", woken); !errors.Is(werr, batchdriver.ErrUnavailable) {
 		t.Errorf("the stopped node's error on waking = %v, want one matching ErrUnavailable", werr)
 	}
 	if _, err := s.Overview(ctx, batchdriver.OverviewParams{Recent: 5, Running: 5}); err != nil {
 		t.Errorf("an overview on the woken node: %v", err)
 	}
+}
+
+// stopIn runs first in a transaction that begin (inTx, readTx) starts,
+// and then stops: the server hears nothing more from it until wake, which
+// sends one more statement and returns the transaction's error. The test
+// wakes it at its end if it has not.
+func stopIn(t *testing.T, begin func(context.Context, func(pgx.Tx) error) error, first func(pgx.Tx) error) (wake func() error) {
+	t.Helper()
+	ctx := t.Context()
+	stopped, resume := make(chan struct{}), make(chan struct{})
+	woke := make(chan error, 1)
+	go func() {
+		woke <- begin(ctx, func(tx pgx.Tx) error {
+			if err := first(tx); err != nil {
+				return err
+			}
+			close(stopped)
+			<-resume
+			_, err := tx.Exec(ctx, "SELECT 1")
+			return err
+		})
+	}()
+	var once sync.Once
+	var err error
+	wake = func() error {
+		once.Do(func() { close(resume); err = <-woke })
+		return err
+	}
+	t.Cleanup(func() { wake() })
+	select {
+	case <-stopped:
+	case err := <-woke:
+		once.Do(func() {}) // it has returned: nothing to wake
+		t.Fatalf("the transaction failed before it stopped: %v", err)
+	}
+	return wake
 }
