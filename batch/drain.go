@@ -258,7 +258,8 @@ func (r *Runner) endDrain(d *jobDrain) {
 
 // attempt takes the target in hand one step: after a park it looks for a
 // cancel and the deadline; it asks the robots checker once; it takes a
-// slot of the target's host, or parks d (parked); it fetches once. again
+// slot of the target's host, or parks d (parked), and under an interval
+// its fetch slot before that; it fetches once. again
 // is the fetcher's answer when it was busy or the host asked to wait and
 // the target goes on waiting: the caller tries again.
 func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Duration, closed, started bool, again error, parked bool) {
@@ -292,18 +293,34 @@ func (r *Runner) attempt(d *jobDrain) (fin batchdriver.TargetFinish, dur time.Du
 		}
 		d.crawlDelay = verdict.CrawlDelay
 	}
+	held := false // a fetch slot, taken before the host's
 	if d.key != "" && r.gate.on() {
+		if r.gate.intervalOf(d) > 0 && !r.pastDeadline(d.job) {
+			// The gate spaces the fetch starts to a host from when it
+			// lets each in, so a fetch that then waited for a fetch slot
+			// would start late, and the next one too soon after it.
+			select {
+			case r.slots <- struct{}{}:
+				held = true
+			case <-r.fetchCtx.Done():
+				r.gate.unwake(d)
+				return fin, 0, true, false, nil, false
+			}
+		}
 		switch {
 		case r.pastDeadline(d.job): // fetchTarget ends it expired
 			r.gate.unwake(d)
 		case !r.gate.enter(d):
+			if held {
+				<-r.slots
+			}
 			d.woke = true
 			return fin, 0, false, false, nil, true
 		}
 	}
 	slot := d.slot
 	d.slot = hostSlot{}
-	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot)
+	fin, dur, closed, started, again = r.fetchTarget(d.ctx, d.job, t, slot, held)
 	if again == nil {
 		return fin, dur, closed, started, nil, false
 	}
@@ -444,22 +461,28 @@ const maxStoreBackoff = 250 * time.Millisecond
 // have reached the upstream. again is the fetcher's error when it was busy
 // or its host asked to wait ([RetryAfter]): nothing is stored, and the
 // target is tried again.
-func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
+func (r *Runner) fetchTarget(ctx context.Context, job batchdriver.Job, t batchdriver.TargetRecord, slot hostSlot, held bool) (fin batchdriver.TargetFinish, d time.Duration, closed, started bool, again error) {
 	fin = batchdriver.TargetFinish{Idx: t.Idx}
 	if r.pastDeadline(job) { // claimed, or started by the last write, after the deadline
 		r.gate.release(slot)
+		if held {
+			<-r.slots
+		}
 		failTarget(&fin, OutcomeExpired, "", fmt.Errorf("%s: the job's deadline passed before the target started", DeadlineReason))
 		return fin, 0, false, false, nil
 	}
-	// A fetch slot first, before the fetch is timed: a call abandoned at
-	// its deadline keeps its slot (and its host's) until it returns, so
-	// even a fetcher that ignores its context never has more than Workers
-	// calls running; callFetch's goroutine frees it.
-	select {
-	case r.slots <- struct{}{}:
-	case <-r.fetchCtx.Done():
-		r.gate.release(slot)
-		return fin, 0, true, false, nil
+	// A fetch slot first (unless held: attempt took it before the host's),
+	// before the fetch is timed: a call abandoned at its deadline keeps its
+	// slot (and its host's) until it returns, so even a fetcher that
+	// ignores its context never has more than Workers calls running;
+	// callFetch's goroutine frees it.
+	if !held {
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.fetchCtx.Done():
+			r.gate.release(slot)
+			return fin, 0, true, false, nil
+		}
 	}
 	ctx, end := r.observeFetch(ctx, job, t.Idx)
 	defer func() {

@@ -25,6 +25,7 @@ var runnerHostCases = map[string]func(*testing.T, batchdriver.Store){
 	"HostTurnsAcrossRunners":  runnerHostTurns,
 	"HostCapOff":              runnerHostCapOff,
 	"HostIntervalSpaces":      runnerHostInterval,
+	"HostIntervalFromStart":   runnerHostIntervalDrains,
 	"HostWaitFreesWorker":     runnerHostWaitFreesWorker,
 	"HostWaitEndsOnCancel":    runnerHostWaitCancel,
 	"HostWaitEndsOnDeadline":  runnerHostWaitDeadline,
@@ -275,6 +276,26 @@ func runnerHostInterval(t *testing.T, s batchdriver.Store) {
 	cs, ids := submitAll(t, r, hostTargets("a.test", "x", 2), hostTargets("a.test", "y", 2))
 	wantAllDone(t, r, cs, ids)
 	wantSpaced(t, f.startsOf("a.test"), 4, iv)
+}
+
+// runnerHostIntervalDrains: with more drains than fetch slots, an
+// interval counts from the fetch's start, not from when its job got
+// past the host's gate: one worker, three drains, HostInterval; job B
+// holds the fetch slot while the drains of jobs X and Y, both on a.test,
+// are ready to fetch, and when B's fetch returns, X's and Y's fetches
+// still start the interval apart.
+func runnerHostIntervalDrains(t *testing.T, s batchdriver.Store) {
+	const iv = 120 * time.Millisecond
+	f := newHostFetcher(0)
+	f.hold = func(u string) bool { return hostOf(u) == "b.test" }
+	r := batchtest.NewRunner(t, batch.Config{Store: s, Fetch: f.fetch, Workers: 1, Drains: 3, JobsPerCaller: 2, JobsTotal: 4, HostInterval: batch.Duration(iv)})
+	cs, ids := submitAll(t, r, hostTargets("b.test", "held", 1))
+	waitPeak(t, f, "b.test", 1)
+	more, moreIDs := submitAll(t, r, hostTargets("a.test", "x", 1), hostTargets("a.test", "y", 1))
+	time.Sleep(3 * iv) // long enough for both to get past an interval counted from the gate
+	close(f.release)
+	wantAllDone(t, r, append(cs, more...), append(ids, moreIDs...))
+	wantSpaced(t, f.startsOf("a.test"), 2, iv)
 }
 
 // wantSpaced checks that n fetches started, each at least gap after the

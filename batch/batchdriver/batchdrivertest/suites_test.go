@@ -96,7 +96,7 @@ func TestSuites_Names(t *testing.T) {
 		"Clock/NilNowIsTheStoreClock", "Drain/FinishTargetFenced", "Share/EvictShareLargestFirst", "WebhookFair/WebhookClaimRoundRobin", "Inspect/JobAnyCaller", "Labels/LabelSearchOwnJobs",
 		"Submit/SkippedFinishedAtCreate", "WebhookTargets/TargetEventsInIdxOrder")
 	f("TestRunner", runnerSuite.names(),
-		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Submit", "Webhook", "WebhookFair", "WebhookTargets"}, 78,
+		[]string{"Deadline", "Drain", "Host", "Liveness", "Outage", "Retry", "Submit", "Webhook", "WebhookFair", "WebhookTargets"}, 79,
 		"Liveness/ClusterStaleReapedOnHeartbeat", "Drain/CloseMidDrainLeaksNothing", "WebhookFair/WebhookSlowReceiver",
 		"WebhookTargets/TargetEventsDelivered")
 	f("TestStoreReopen", reopenSuite.names(), []string{"Webhook"}, 2, "Webhook/WebhookSurvivesReopen", "Webhook/TargetEventsSurviveReopen")
