@@ -246,14 +246,8 @@ func (d *submitDecoder) onInvalid() (batch.OnInvalid, error) {
 // strings. Its bounds are the runner's (see [batch.SubmitOptions]); the
 // messages never repeat a key or a value.
 func (d *submitDecoder) metadata() (map[string]string, error) {
-	tok, err := d.token()
-	switch {
-	case err != nil:
+	if null, err := d.open('{', `"metadata" must be an object of strings`); null || err != nil {
 		return nil, err
-	case tok == nil:
-		return nil, nil
-	case tok != json.Delim('{'):
-		return nil, d.fail(`"metadata" must be an object of strings`)
 	}
 	m := map[string]string{}
 	for d.dec.More() {
@@ -291,14 +285,8 @@ var webhookFields = []string{"url", "events"}
 // "events"?: ["…"]} with a non-empty url and, if given, a non-empty list
 // of strings (the runner knows the event types).
 func (d *submitDecoder) webhook() (*Webhook, error) {
-	tok, err := d.token()
-	switch {
-	case err != nil:
+	if null, err := d.open('{', `"webhook" must be an object`); null || err != nil {
 		return nil, err
-	case tok == nil:
-		return nil, nil
-	case tok != json.Delim('{'):
-		return nil, d.fail(`"webhook" must be an object`)
 	}
 	var w Webhook
 	seen := map[string]bool{}
@@ -349,14 +337,8 @@ const maxWebhookEvents = 8
 // webhookEvents reads the value of a webhook's "events": nil for null,
 // else a non-empty list of strings.
 func (d *submitDecoder) webhookEvents() ([]string, error) {
-	tok, err := d.token()
-	switch {
-	case err != nil:
+	if null, err := d.open('[', `webhook: "events" must be a list of event types`); null || err != nil {
 		return nil, err
-	case tok == nil:
-		return nil, nil
-	case tok != json.Delim('['):
-		return nil, d.fail(`webhook: "events" must be a list of event types`)
 	}
 	events := []string{}
 	for d.dec.More() {
@@ -568,6 +550,21 @@ func rawOptions(set batch.OptionSet, values map[string]any) json.RawMessage {
 		b = append(append(append(b, k...), ':'), enc...)
 	}
 	return append(b, '}')
+}
+
+// open reads the first token of a value that may be null: null reports
+// it was null; a token other than delim is refused with msg.
+func (d *submitDecoder) open(delim json.Delim, msg string) (null bool, err error) {
+	tok, err := d.token()
+	switch {
+	case err != nil:
+		return false, err
+	case tok == nil:
+		return true, nil
+	case tok != delim:
+		return false, d.fail("%s", msg)
+	}
+	return false, nil
 }
 
 // token reads the next token, turning the end of input and syntax errors
