@@ -5,7 +5,6 @@ import (
 	"embed"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -141,9 +140,8 @@ func (s *Store) createSchema(ctx context.Context, conn *pgxpool.Conn) error {
 // longer than that. Its migration rolls back whole, and the next node to
 // take the lock runs it.
 func (s *Store) lockMigrations(ctx context.Context, conn *pgxpool.Conn) error {
-	bound := strconv.FormatInt(txIdleTimeout.Milliseconds(), 10)
 	_, err := conn.Exec(ctx, `SELECT set_config('idle_session_timeout', $2, false),
-		set_config('idle_in_transaction_session_timeout', $2, false), pg_advisory_lock($1)`, s.migrateKey, bound)
+		set_config('idle_in_transaction_session_timeout', $2, false), pg_advisory_lock($1)`, s.migrateKey, idleBound)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,7 +300,9 @@ const txIdleTimeout = 5 * time.Second
 const beginTx = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
 var (
-	boundTx      = fmt.Sprint("SET LOCAL idle_in_transaction_session_timeout = ", txIdleTimeout.Milliseconds())
+	// idleBound is txIdleTimeout as the server's settings take it.
+	idleBound    = strconv.FormatInt(txIdleTimeout.Milliseconds(), 10)
+	boundTx      = "SET LOCAL idle_in_transaction_session_timeout = " + idleBound
 	beginBoundTx = beginTx + "; " + boundTx
 	beginReadTx  = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " + boundTx
 )
